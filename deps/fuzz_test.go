@@ -1,0 +1,109 @@
+package deps
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzAnalyzeContainerfile: any input is analysed without panicking, and
+// what comes out is consistent: lines inside the file, normalised images
+// whose repository prefixes the image.
+func FuzzAnalyzeContainerfile(f *testing.F) {
+	files, _ := filepath.Glob("testdata/containerfiles/*.Containerfile")
+	for _, p := range files {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		a, err := AnalyzeContainerfile("Containerfile", src)
+		if err != nil {
+			if len(a.Dependencies) != 0 {
+				t.Fatalf("error %v with dependencies %+v", err, a.Dependencies)
+			}
+			return
+		}
+		lines := strings.Count(string(src), "\n") + 1
+		for _, d := range a.Dependencies {
+			if d.Line < 1 || d.Line > lines {
+				t.Fatalf("dependency on line %d of a %d-line file: %+v", d.Line, lines, d)
+			}
+			if d.Image != "" && !strings.HasPrefix(d.Image, d.Repository+":") && !strings.HasPrefix(d.Image, d.Repository+"@") {
+				t.Fatalf("image %q does not start with its repository %q", d.Image, d.Repository)
+			}
+			if d.Image != "" {
+				again, err := NormalizeImage(d.Image)
+				if err != nil || again.Image != d.Image {
+					t.Fatalf("normalising %q again gave %+v, %v", d.Image, again, err)
+				}
+			}
+		}
+		for _, w := range a.Warnings {
+			if w.Line < 0 || w.Line > lines || w.Message == "" {
+				t.Fatalf("bad warning %+v", w)
+			}
+		}
+	})
+}
+
+// FuzzParseGitLabDeps: every accepted line is a valid project path, and
+// every non-blank, non-comment line is either accepted or warned about.
+func FuzzParseGitLabDeps(f *testing.F) {
+	for _, s := range []string{
+		"group/base\n# c\nhttps://gitlab.example.com/g/p.git\n",
+		"git@gitlab.example.com:g/p.git\r\n\r\n",
+		"\ufeffg/p # comment\nhttps://gitlab.example.com/g/p/-/tree/main\n",
+		"https://h/g/p?x#y\nftp://h/g/p\n g/p \n",
+	} {
+		f.Add(s, "gitlab.example.com")
+	}
+	f.Fuzz(func(t *testing.T, src, host string) {
+		a := ParseGitLabDeps(".gitlab-deps", []byte(src), host)
+		for _, d := range a.Dependencies {
+			if !projectPathPattern.MatchString(d.Project) || d.Kind != KindGitLabDeps {
+				t.Fatalf("accepted %+v", d)
+			}
+		}
+		entries := 0
+		for _, line := range strings.Split(strings.TrimPrefix(src, "\ufeff"), "\n") {
+			if stripComment(strings.TrimSpace(strings.TrimSuffix(line, "\r"))) != "" {
+				entries++
+			}
+		}
+		if got := len(a.Dependencies) + len(a.Warnings); got != entries {
+			t.Fatalf("%d entries, but %d dependencies + %d warnings", entries, len(a.Dependencies), len(a.Warnings))
+		}
+	})
+}
+
+// FuzzRegistryMap: the map agrees with a brute-force longest-prefix search.
+func FuzzRegistryMap(f *testing.F) {
+	f.Add("registry.example.com/group/project", "registry.example.com/group", "registry.example.com/group/project/sub/x")
+	f.Add("r/a/b", "R/A", "r/a/bc")
+	f.Add("h:5000/a", "h/a", "H:5000/A/b/c/d/e/f")
+	f.Fuzz(func(t *testing.T, p1, p2, repo string) {
+		prefixes := map[string]string{p1: "one", p2: "two"}
+		m := NewRegistryMap(prefixes)
+		got, ok := m.Project(repo)
+		want, wantOK := "", false
+		best := -1
+		r := strings.ToLower(strings.Trim(repo, "/"))
+		for p, proj := range prefixes {
+			k := strings.ToLower(strings.Trim(p, "/"))
+			if k == "" {
+				continue
+			}
+			if (r == k || strings.HasPrefix(r, k+"/")) && len(k) > best {
+				best, want, wantOK = len(k), proj, true
+			}
+		}
+		if strings.ToLower(strings.Trim(p1, "/")) == strings.ToLower(strings.Trim(p2, "/")) {
+			return // both map the same key; either answer is right
+		}
+		if got != want || ok != wantOK {
+			t.Fatalf("Project(%q) with %q = %q,%v; brute force says %q,%v", repo, prefixes, got, ok, want, wantOK)
+		}
+	})
+}
