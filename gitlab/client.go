@@ -1,0 +1,218 @@
+package gitlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go/v2"
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
+)
+
+// Config configures a Client. Zero values take the documented defaults.
+type Config struct {
+	// BaseURL is the instance URL, e.g. https://gitlab.example.com; the
+	// /api/v4 suffix is added (and accepted if already there).
+	BaseURL string
+	// Token is a personal, group or project access token with api scope.
+	// It is sent in the PRIVATE-TOKEN header and never logged or put in an
+	// error.
+	Token string
+	// Concurrency bounds the requests in flight. Default 8.
+	Concurrency int
+	// RequestsPerMinute is the client-side rate limit. Default 600, well
+	// under gitlab.com's 2,000/min for authenticated API calls; negative
+	// disables the limit (tests, benchmarks against the fake).
+	RequestsPerMinute int
+	// MaxRetries is how often a failed request is retried. Default 5;
+	// negative disables retries.
+	MaxRetries int
+	// BackoffBase is the first retry delay, doubled on each retry up to
+	// BackoffMax, with jitter. Defaults 500ms and 30s.
+	BackoffBase, BackoffMax time.Duration
+	// MaxRetryAfter is the longest Retry-After the client waits for; a
+	// server asking for more makes the call fail (retryable) instead of
+	// blocking. Default 2 minutes.
+	MaxRetryAfter time.Duration
+	// ActivityWindow is how long GitLab may leave last_activity_at stale
+	// after a push (it updates it at most hourly); see the package doc.
+	// Default 70 minutes.
+	ActivityWindow time.Duration
+	// PerPage is the page size of list requests. Default 100 (GitLab's
+	// maximum).
+	PerPage int
+	// HTTPClient is used for requests (not modified: the client works on
+	// a copy). Default: a pooled client with a 60 s timeout.
+	HTTPClient *http.Client
+	// Logger receives retry and sync messages. Default: discard.
+	Logger *slog.Logger
+	// Sleep waits for d or until ctx ends. Tests inject it so retries do
+	// not really sleep. Default: a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the clock used for head-state bookkeeping and Retry-After
+	// dates. Default time.Now.
+	Now func() time.Time
+}
+
+// String hides the token, so printing a Config cannot leak it.
+func (c Config) String() string {
+	return fmt.Sprintf("gitlab.Config{BaseURL: %q, Token: %s, Concurrency: %d, RequestsPerMinute: %d, MaxRetries: %d}",
+		redactor{}.redact(c.BaseURL), maskToken(c.Token), c.Concurrency, c.RequestsPerMinute, c.MaxRetries)
+}
+
+// GoString hides the token from %#v too.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue hides the token from slog.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("base_url", redactor{}.redact(c.BaseURL)),
+		slog.String("token", maskToken(c.Token)),
+		slog.Int("concurrency", c.Concurrency),
+	)
+}
+
+func maskToken(t string) string {
+	if t == "" {
+		return `""`
+	}
+	return redacted
+}
+
+func (c *Config) setDefaults() {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
+	if c.RequestsPerMinute == 0 {
+		c.RequestsPerMinute = 600
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 5
+	}
+	if c.MaxRetries < 0 {
+		c.MaxRetries = 0
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = 500 * time.Millisecond
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 30 * time.Second
+	}
+	if c.MaxRetryAfter <= 0 {
+		c.MaxRetryAfter = 2 * time.Minute
+	}
+	if c.ActivityWindow <= 0 {
+		c.ActivityWindow = 70 * time.Minute
+	}
+	if c.PerPage <= 0 || c.PerPage > 100 {
+		c.PerPage = 100
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Client talks to one GitLab instance. It is safe for concurrent use; the
+// concurrency and rate bounds are shared by all calls.
+type Client struct {
+	cfg       Config
+	gl        *gl.Client
+	transport *limitTransport
+	log       *slog.Logger
+	red       redactor
+}
+
+// New validates cfg and builds a Client. It sends no request.
+func New(cfg Config) (*Client, error) {
+	cfg.setDefaults()
+	if cfg.Token == "" {
+		return nil, errors.New("gitlab: no API token configured")
+	}
+	base, err := url.Parse(strings.TrimSpace(cfg.BaseURL))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("gitlab: base URL %q is not an http(s) URL", redactor{token: cfg.Token}.redact(cfg.BaseURL))
+	}
+	base.Path = strings.TrimSuffix(strings.TrimSuffix(base.Path, "/"), "/api/v4")
+	cfg.BaseURL = base.String()
+
+	hc := &http.Client{Timeout: 60 * time.Second}
+	if cfg.HTTPClient != nil {
+		copied := *cfg.HTTPClient
+		hc = &copied
+	}
+	next := hc.Transport
+	if next == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = cfg.Concurrency
+		next = t
+	}
+	lt := &limitTransport{next: next, sem: semaphore.NewWeighted(int64(cfg.Concurrency))}
+	if cfg.RequestsPerMinute > 0 {
+		lt.limiter = rate.NewLimiter(rate.Limit(float64(cfg.RequestsPerMinute)/60), cfg.Concurrency)
+	}
+	hc.Transport = lt
+	hc.CheckRedirect = sameHostRedirect(hc.CheckRedirect)
+
+	// Retries are ours (retry.go), not client-go's: its retryablehttp layer
+	// reads RateLimit-Reset but not Retry-After and would multiply with ours.
+	// Its self-configuring limiter is replaced by ours in limitTransport.
+	g, err := gl.NewClient(cfg.Token,
+		gl.WithBaseURL(cfg.BaseURL+"/api/v4"),
+		gl.WithHTTPClient(hc),
+		gl.WithoutRetries(),
+		gl.WithCustomLimiter(noLimit{}),
+		gl.WithUserAgent("depsd"),
+		gl.WithURLWarningLogger(cfg.Logger),
+		gl.WithCustomLogger(discardLogger{}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("gitlab: %s", redactor{token: cfg.Token}.redact(err.Error()))
+	}
+	return &Client{
+		cfg:       cfg,
+		gl:        g,
+		transport: lt,
+		log:       cfg.Logger.With("component", "gitlab"),
+		red:       redactor{token: cfg.Token},
+	}, nil
+}
+
+// Requests returns the number of HTTP requests sent so far, retries
+// included.
+func (c *Client) Requests() int64 { return c.transport.requests.Load() }
+
+// BaseURL returns the instance URL without /api/v4.
+func (c *Client) BaseURL() string { return c.cfg.BaseURL }
+
+type noLimit struct{}
+
+func (noLimit) Wait(context.Context) error { return nil }
+
+// discardLogger silences retryablehttp, whose debug lines include URLs.
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}

@@ -1,0 +1,47 @@
+// Package gitlab is the only code in depsd that talks to the GitLab REST API
+// (through client-go v2): it lists the projects in scope, reads dependency
+// files, creates and watches pipelines, and keeps depsd's project hooks in
+// shape.
+//
+// # Requests, retries and limits
+//
+// Every HTTP request, retries included, passes one transport that bounds the
+// requests in flight (Config.Concurrency), applies a client-side rate limit
+// (Config.RequestsPerMinute) and counts requests (Client.Requests).
+// client-go's own retry layer is switched off: it honours RateLimit-Reset
+// but not Retry-After, and stacked on ours it would multiply attempts. This
+// package retries 429, 5xx and network errors with exponential backoff and
+// jitter, waits at least what Retry-After (or RateLimit-Reset) asks, never
+// retries other 4xx, and stops when the context ends. POSTs are retried only
+// when GitLab surely did not act (429, connection refused), so a pipeline is
+// never created twice by a retry. Errors are *APIError values naming the
+// method, path and status; classify them with IsRetryable, IsPermanent and
+// errors.Is(err, ErrNotFound / ErrUnauthorized / ErrForbidden).
+//
+// The token is sent only in the PRIVATE-TOKEN header, never follows a
+// redirect to another host, and is scrubbed from every error and log line
+// (even when GitLab echoes it); Config prints it as [REDACTED].
+//
+// # Cheap incremental scans
+//
+// A scan is ListProjects (one request per page of 100 projects per group),
+// then FillHeadCommits, then reading dependency files only of projects whose
+// HeadCommit changed since the last scan (at that commit id, so all files of
+// a scan come from one commit).
+//
+// The default branch head is not in GitLab's project list, so asking for it
+// costs one request per project. FillHeadCommits avoids that with
+// last_activity_at, which the list does carry: the caller passes what it
+// kept from the last scan (Project.Head: branch, commit, last_activity_at,
+// when checked), and the head is taken as unchanged when last_activity_at is
+// equal and was already older than Config.ActivityWindow when the head was
+// checked. The window matters: GitLab moves last_activity_at on a push only
+// if it is more than an hour old, so an equal value after a recent activity
+// proves nothing, and such projects are asked again (their head costs one
+// request each, until they settle). A rescan of an unchanged, settled
+// instance therefore costs one request per page of projects. Webhooks
+// (push events) remain the fast path; the scan is the safety net.
+//
+// Offset pagination can miss a project that moves between pages while they
+// are read (a deletion shifting the list); the next scan sees it again.
+package gitlab

@@ -1,0 +1,103 @@
+package gitlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Sentinel errors, matched with errors.Is.
+var (
+	// ErrNotFound: the project, group, file, branch, pipeline or hook does
+	// not exist (404). A missing dependency file is normal and reported so.
+	ErrNotFound = errors.New("not found")
+	// ErrUnauthorized: the token was rejected (401) or lacks the needed
+	// scope (403 insufficient_scope). Retrying does not help; fix the token.
+	ErrUnauthorized = errors.New("token rejected by GitLab")
+	// ErrForbidden: the token is valid but may not do this (403), e.g. the
+	// user is not a Developer of the project or the project is archived.
+	ErrForbidden = errors.New("forbidden")
+)
+
+// APIError is a failed GitLab API call. Its text names the request and the
+// status; it never holds the token (see redact).
+type APIError struct {
+	Method   string // GET, POST, ...
+	Path     string // escaped request path, e.g. /api/v4/projects/12/pipeline
+	Status   int    // HTTP status; 0 for a network error
+	Message  string // GitLab's message, or the network error, redacted
+	Attempts int    // requests sent, retries included
+	// retryable is whether a later attempt may succeed (429, 5xx, network
+	// errors, the pipeline-creation throttle).
+	retryable bool
+	kind      error // ErrNotFound, ErrUnauthorized, ErrForbidden or nil
+}
+
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: ", e.Method, e.Path)
+	if e.Status != 0 {
+		fmt.Fprintf(&b, "%d %s", e.Status, http.StatusText(e.Status))
+	} else {
+		b.WriteString("network error")
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " (after %d attempts)", e.Attempts)
+	}
+	if e.kind == ErrUnauthorized {
+		b.WriteString(" (check the API token and its api scope)")
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.Is match ErrNotFound, ErrUnauthorized and ErrForbidden.
+func (e *APIError) Unwrap() error { return e.kind }
+
+// IsRetryable reports whether err is worth retrying later: rate limits
+// (429, and GitLab's pipeline-creation throttle which answers 400), server
+// errors, network errors. Context cancellation is not retryable.
+func IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.retryable
+	}
+	return false
+}
+
+// IsPermanent reports whether err is a GitLab answer that will not change by
+// retrying: 4xx other than 429 (bad request, token rejected, forbidden, not
+// found, ...).
+func IsPermanent(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && !ae.retryable && ae.Status >= 400 && ae.Status < 500
+}
+
+// classify fills the kind and retryable fields from the status and message.
+func (e *APIError) classify() {
+	switch {
+	case e.Status == 0:
+		e.retryable = true
+	case e.Status == http.StatusTooManyRequests || e.Status >= 500:
+		e.retryable = true
+	case e.Status == http.StatusNotFound:
+		e.kind = ErrNotFound
+	case e.Status == http.StatusUnauthorized:
+		e.kind = ErrUnauthorized
+	case e.Status == http.StatusForbidden:
+		e.kind = ErrForbidden
+		if strings.Contains(e.Message, "insufficient_scope") || strings.Contains(e.Message, "invalid_token") {
+			e.kind = ErrUnauthorized
+		}
+	case e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"):
+		// GitLab's pipeline-creation rate limit answers 400, not 429.
+		e.retryable = true
+	}
+}

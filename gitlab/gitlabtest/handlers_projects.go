@@ -1,0 +1,205 @@
+package gitlabtest
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.inst.findGroup(r.PathValue("id"))
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 Group Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.groupJSON(g))
+}
+
+// listGroupProjects honours include_subgroups, archived, with_shared
+// (default true), simple, order_by (id, name, path, created_at,
+// last_activity_at; default created_at), sort (default desc) and pagination.
+func (s *Server) listGroupProjects(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.inst.findGroup(r.PathValue("id"))
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 Group Not Found")
+		return
+	}
+	q := r.URL.Query()
+	subgroups := q.Get("include_subgroups") == "true"
+	withShared := q.Get("with_shared") != "false"
+	gpath := strings.ToLower(g.path)
+
+	var list []*project
+	for _, p := range s.inst.projects {
+		ns := strings.ToLower(p.namespace())
+		in := ns == gpath || (subgroups && strings.HasPrefix(ns, gpath+"/"))
+		if !in && withShared && slices.Contains(p.sharedWith, gpath) {
+			in = true
+		}
+		if !in {
+			continue
+		}
+		if a := q.Get("archived"); a != "" && (a == "true") != p.archived {
+			continue
+		}
+		list = append(list, p)
+	}
+	sortProjects(list, q.Get("order_by"), q.Get("sort"))
+	page := paginate(s, w, r, list)
+	if q.Get("simple") == "true" {
+		out := make([]simpleProjectJSON, 0, len(page))
+		for _, p := range page {
+			out = append(out, s.simpleProject(p))
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	out := make([]projectJSON, 0, len(page))
+	for _, p := range page {
+		out = append(out, s.fullProject(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func sortProjects(list []*project, orderBy, sort string) {
+	key := func(a, b *project) int {
+		switch orderBy {
+		case "id":
+			return cmp.Compare(a.id, b.id)
+		case "name":
+			return cmp.Compare(a.name(), b.name())
+		case "path":
+			return cmp.Compare(a.path, b.path)
+		case "last_activity_at":
+			return a.lastActivityAt.Compare(b.lastActivityAt)
+		default: // created_at
+			return a.createdAt.Compare(b.createdAt)
+		}
+	}
+	desc := sort != "asc"
+	slices.SortStableFunc(list, func(a, b *project) int {
+		c := cmp.Or(key(a, b), cmp.Compare(a.id, b.id))
+		if desc {
+			return -c
+		}
+		return c
+	})
+}
+
+func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(r.PathValue("id"))
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.fullProject(p))
+}
+
+// getRawFile serves a file at ref (a branch or a full commit id; the
+// default branch when ref is absent).
+func (s *Server) getRawFile(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(r.PathValue("id"))
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
+		return
+	}
+	ref := r.URL.Query().Get("ref")
+	if ref == "" {
+		ref = p.defaultBranch
+	}
+	c, ok := p.resolve(ref)
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 Commit Not Found")
+		return
+	}
+	file := r.PathValue("file_path")
+	content, ok := c.files[file]
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 File Not Found")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Gitlab-File-Name", file[strings.LastIndex(file, "/")+1:])
+	h.Set("X-Gitlab-File-Path", file)
+	h.Set("X-Gitlab-Ref", ref)
+	h.Set("X-Gitlab-Size", strconv.Itoa(len(content)))
+	h.Set("X-Gitlab-Commit-Id", c.sha)
+	h.Set("X-Gitlab-Last-Commit-Id", c.sha)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(content))
+}
+
+type commitJSON struct {
+	ID             string   `json:"id"`
+	ShortID        string   `json:"short_id"`
+	CreatedAt      string   `json:"created_at"`
+	ParentIDs      []string `json:"parent_ids"`
+	Title          string   `json:"title"`
+	Message        string   `json:"message"`
+	AuthorName     string   `json:"author_name"`
+	AuthorEmail    string   `json:"author_email"`
+	AuthoredDate   string   `json:"authored_date"`
+	CommitterName  string   `json:"committer_name"`
+	CommitterEmail string   `json:"committer_email"`
+	CommittedDate  string   `json:"committed_date"`
+	WebURL         string   `json:"web_url"`
+}
+
+type branchJSON struct {
+	Name               string     `json:"name"`
+	Merged             bool       `json:"merged"`
+	Protected          bool       `json:"protected"`
+	Default            bool       `json:"default"`
+	DevelopersCanPush  bool       `json:"developers_can_push"`
+	DevelopersCanMerge bool       `json:"developers_can_merge"`
+	CanPush            bool       `json:"can_push"`
+	WebURL             string     `json:"web_url"`
+	Commit             commitJSON `json:"commit"`
+}
+
+func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(r.PathValue("id"))
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
+		return
+	}
+	name := r.PathValue("branch")
+	sha, ok := p.branches[name]
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 Branch Not Found")
+		return
+	}
+	c := p.commits[sha]
+	parents := []string{}
+	if c.parent != "" {
+		parents = append(parents, c.parent)
+	}
+	when := gitlabTime(c.createdAt)
+	writeJSON(w, http.StatusOK, branchJSON{
+		Name:      name,
+		Protected: name == p.defaultBranch,
+		Default:   name == p.defaultBranch,
+		CanPush:   true,
+		WebURL:    s.URL + "/" + p.path + "/-/tree/" + name,
+		Commit: commitJSON{
+			ID: c.sha, ShortID: c.sha[:8], CreatedAt: when, ParentIDs: parents,
+			Title: c.message, Message: c.message,
+			AuthorName: "Fake Author", AuthorEmail: "author@example.com", AuthoredDate: when,
+			CommitterName: "Fake Author", CommitterEmail: "author@example.com", CommittedDate: when,
+			WebURL: s.URL + "/" + p.path + "/-/commit/" + c.sha,
+		},
+	})
+}

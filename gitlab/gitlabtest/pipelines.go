@@ -1,0 +1,392 @@
+package gitlabtest
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Pipeline statuses GitLab reports.
+var pipelineStatuses = []string{
+	"created", "waiting_for_resource", "preparing", "pending", "running",
+	"success", "failed", "canceled", "skipped", "manual", "scheduled",
+}
+
+func finished(status string) bool {
+	switch status {
+	case "success", "failed", "canceled", "skipped":
+		return true
+	}
+	return false
+}
+
+type pipeline struct {
+	id, iid, projectID int64
+	ref, sha, status   string
+	source             string
+	vars               []variable
+	createdAt          time.Time
+	updatedAt          time.Time
+	startedAt          time.Time
+	finishedAt         time.Time
+}
+
+type variable struct {
+	Key          string `json:"key"`
+	VariableType string `json:"variable_type"`
+	Value        string `json:"value"`
+}
+
+// Pipeline is a pipeline as the fake stores it, for assertions and for
+// driving simulated runs.
+type Pipeline struct {
+	ID, ProjectID int64
+	Ref, SHA      string
+	Status        string
+	Source        string
+	Variables     map[string]string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+func (pl *pipeline) export() Pipeline {
+	vars := map[string]string{}
+	for _, v := range pl.vars {
+		vars[v.Key] = v.Value
+	}
+	return Pipeline{
+		ID: pl.id, ProjectID: pl.projectID, Ref: pl.ref, SHA: pl.sha, Status: pl.status,
+		Source: pl.source, Variables: vars, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt,
+	}
+}
+
+// Pipelines returns the pipelines of a project, oldest first.
+func (s *Server) Pipelines(projectPath string) []Pipeline {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(projectPath)
+	if !ok {
+		return nil
+	}
+	var out []Pipeline
+	for _, pl := range s.inst.pipelines {
+		if pl.projectID == p.id {
+			out = append(out, pl.export())
+		}
+	}
+	slices.SortFunc(out, func(a, b Pipeline) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// AddPipeline records a pipeline as if GitLab had created it (source "push"
+// by default), e.g. a pipeline depsd did not create.
+func (s *Server) AddPipeline(projectPath, ref, source, status string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(projectPath)
+	if !ok {
+		return 0, fmt.Errorf("add pipeline to %s: project not found", projectPath)
+	}
+	c, ok := p.resolve(ref)
+	if !ok {
+		return 0, fmt.Errorf("add pipeline to %s: ref %s not found", projectPath, ref)
+	}
+	if !slices.Contains(pipelineStatuses, status) {
+		return 0, fmt.Errorf("add pipeline to %s: unknown status %q", projectPath, status)
+	}
+	pl := s.newPipeline(p, ref, c.sha, cmp.Or(source, "push"), nil)
+	s.setStatus(pl, status)
+	return pl.id, nil
+}
+
+// SetPipelineStatus changes a pipeline's status, stamping updated_at,
+// started_at and finished_at as GitLab would.
+func (s *Server) SetPipelineStatus(pipelineID int64, status string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pl, ok := s.inst.pipelines[pipelineID]
+	if !ok {
+		return fmt.Errorf("set status of pipeline %d: not found", pipelineID)
+	}
+	if !slices.Contains(pipelineStatuses, status) {
+		return fmt.Errorf("set status of pipeline %d: unknown status %q", pipelineID, status)
+	}
+	s.setStatus(pl, status)
+	return nil
+}
+
+// setStatus is the one place a pipeline's status changes, so that simulated
+// runs and webhook deliveries can hang off it.
+func (s *Server) setStatus(pl *pipeline, status string) {
+	now := s.now()
+	pl.status = status
+	pl.updatedAt = now
+	if status == "running" && pl.startedAt.IsZero() {
+		pl.startedAt = now
+	}
+	if finished(status) {
+		pl.finishedAt = now
+	}
+}
+
+func (s *Server) newPipeline(p *project, ref, sha, source string, vars []variable) *pipeline {
+	now := s.now()
+	s.inst.nextPipe++
+	p.nextIID++
+	pl := &pipeline{
+		id: s.inst.nextPipe, iid: p.nextIID, projectID: p.id,
+		ref: ref, sha: sha, status: "created", source: source, vars: vars,
+		createdAt: now, updatedAt: now,
+	}
+	s.inst.pipelines[pl.id] = pl
+	return pl
+}
+
+type pipelineInfoJSON struct {
+	ID        int64   `json:"id"`
+	IID       int64   `json:"iid"`
+	ProjectID int64   `json:"project_id"`
+	SHA       string  `json:"sha"`
+	Ref       string  `json:"ref"`
+	Status    string  `json:"status"`
+	Source    string  `json:"source"`
+	CreatedAt string  `json:"created_at"`
+	UpdatedAt string  `json:"updated_at"`
+	WebURL    string  `json:"web_url"`
+	Name      *string `json:"name"`
+}
+
+type userJSON struct {
+	ID        int64  `json:"id"`
+	Name      string `json:"name"`
+	Username  string `json:"username"`
+	State     string `json:"state"`
+	AvatarURL string `json:"avatar_url"`
+	WebURL    string `json:"web_url"`
+}
+
+type detailedStatusJSON struct {
+	Icon        string `json:"icon"`
+	Text        string `json:"text"`
+	Label       string `json:"label"`
+	Group       string `json:"group"`
+	Tooltip     string `json:"tooltip"`
+	HasDetails  bool   `json:"has_details"`
+	DetailsPath string `json:"details_path"`
+}
+
+type pipelineJSON struct {
+	pipelineInfoJSON
+	BeforeSHA      string             `json:"before_sha"`
+	Tag            bool               `json:"tag"`
+	YamlErrors     *string            `json:"yaml_errors"`
+	User           userJSON           `json:"user"`
+	StartedAt      *string            `json:"started_at"`
+	FinishedAt     *string            `json:"finished_at"`
+	CommittedAt    *string            `json:"committed_at"`
+	Duration       *int64             `json:"duration"`
+	QueuedDuration *int64             `json:"queued_duration"`
+	Coverage       *string            `json:"coverage"`
+	DetailedStatus detailedStatusJSON `json:"detailed_status"`
+}
+
+func (s *Server) pipelineInfo(pl *pipeline) pipelineInfoJSON {
+	path := ""
+	if p, ok := s.inst.projects[pl.projectID]; ok {
+		path = p.path
+	}
+	return pipelineInfoJSON{
+		ID: pl.id, IID: pl.iid, ProjectID: pl.projectID, SHA: pl.sha, Ref: pl.ref,
+		Status: pl.status, Source: pl.source,
+		CreatedAt: gitlabTime(pl.createdAt), UpdatedAt: gitlabTime(pl.updatedAt),
+		WebURL: s.URL + "/" + path + "/-/pipelines/" + strconv.FormatInt(pl.id, 10),
+	}
+}
+
+func (s *Server) pipelineDetail(pl *pipeline) pipelineJSON {
+	info := s.pipelineInfo(pl)
+	out := pipelineJSON{
+		pipelineInfoJSON: info,
+		BeforeSHA:        "0000000000000000000000000000000000000000",
+		User:             userJSON{ID: 1, Name: "depsd bot", Username: "depsd", State: "active", WebURL: s.URL + "/depsd"},
+		StartedAt:        timePtr(pl.startedAt),
+		FinishedAt:       timePtr(pl.finishedAt),
+		CommittedAt:      nil,
+		DetailedStatus: detailedStatusJSON{
+			Icon: "status_" + pl.status, Text: pl.status, Label: pl.status, Group: pl.status,
+			Tooltip: pl.status, HasDetails: true, DetailsPath: info.WebURL[len(s.URL):],
+		},
+	}
+	if !pl.startedAt.IsZero() {
+		q := int64(pl.startedAt.Sub(pl.createdAt).Seconds())
+		out.QueuedDuration = &q
+		if !pl.finishedAt.IsZero() {
+			d := int64(pl.finishedAt.Sub(pl.startedAt).Seconds())
+			out.Duration = &d
+		}
+	}
+	return out
+}
+
+// createPipeline is POST /projects/:id/pipeline with ref and variables.
+func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
+	prm, err := readParams(r)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(r.PathValue("id"))
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
+		return
+	}
+	ref, ok := prm.str("ref")
+	if !ok || ref == "" {
+		badRequest(w, "ref is missing")
+		return
+	}
+	if p.archived {
+		writeMessage(w, http.StatusForbidden, "403 Forbidden")
+		return
+	}
+	sha, ok := p.branches[ref]
+	if !ok {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": map[string][]string{"base": {"Reference not found"}}})
+		return
+	}
+	var vars []variable
+	if raw, ok := prm["variables"]; ok {
+		list, ok := raw.([]any)
+		if !ok {
+			badRequest(w, "variables is invalid")
+			return
+		}
+		for _, item := range list {
+			m, ok := item.(map[string]any)
+			key, _ := m["key"].(string)
+			if !ok || key == "" {
+				badRequest(w, "variables[key] is missing")
+				return
+			}
+			value, _ := m["value"].(string)
+			typ, _ := m["variable_type"].(string)
+			if typ == "" {
+				typ = "env_var"
+			}
+			if typ != "env_var" && typ != "file" {
+				badRequest(w, "variables[variable_type] does not have a valid value")
+				return
+			}
+			vars = append(vars, variable{Key: key, Value: value, VariableType: typ})
+		}
+	}
+	pl := s.newPipeline(p, ref, sha, "api", vars)
+	writeJSON(w, http.StatusCreated, s.pipelineDetail(pl))
+}
+
+// listPipelines honours ref, sha, status, source, scope, updated_after,
+// updated_before, order_by (id, status, ref, updated_at; default id), sort
+// (default desc) and pagination.
+func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(r.PathValue("id"))
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
+		return
+	}
+	q := r.URL.Query()
+	var after, before time.Time
+	for key, dst := range map[string]*time.Time{"updated_after": &after, "updated_before": &before} {
+		if v := q.Get(key); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				badRequest(w, key+" is invalid")
+				return
+			}
+			*dst = t
+		}
+	}
+	var list []*pipeline
+	for _, pl := range s.inst.pipelines {
+		switch {
+		case pl.projectID != p.id,
+			q.Has("ref") && pl.ref != q.Get("ref"),
+			q.Has("sha") && pl.sha != q.Get("sha"),
+			q.Has("status") && pl.status != q.Get("status"),
+			q.Has("source") && pl.source != q.Get("source"),
+			q.Get("scope") == "finished" && !finished(pl.status),
+			q.Get("scope") == "running" && pl.status != "running",
+			q.Get("scope") == "pending" && pl.status != "pending",
+			!after.IsZero() && !pl.updatedAt.After(after),
+			!before.IsZero() && !pl.updatedAt.Before(before):
+			continue
+		}
+		list = append(list, pl)
+	}
+	desc := q.Get("sort") != "asc"
+	orderBy := q.Get("order_by")
+	slices.SortFunc(list, func(a, b *pipeline) int {
+		var c int
+		switch orderBy {
+		case "status":
+			c = cmp.Compare(a.status, b.status)
+		case "ref":
+			c = cmp.Compare(a.ref, b.ref)
+		case "updated_at":
+			c = a.updatedAt.Compare(b.updatedAt)
+		}
+		c = cmp.Or(c, cmp.Compare(a.id, b.id))
+		if desc {
+			return -c
+		}
+		return c
+	})
+	page := paginate(s, w, r, list)
+	out := make([]pipelineInfoJSON, 0, len(page))
+	for _, pl := range page {
+		out = append(out, s.pipelineInfo(pl))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) findPipeline(w http.ResponseWriter, r *http.Request) (*pipeline, bool) {
+	p, ok := s.inst.findProject(r.PathValue("id"))
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
+		return nil, false
+	}
+	id, err := strconv.ParseInt(r.PathValue("pipeline_id"), 10, 64)
+	if err != nil {
+		badRequest(w, "pipeline_id is invalid")
+		return nil, false
+	}
+	pl, ok := s.inst.pipelines[id]
+	if !ok || pl.projectID != p.id {
+		writeMessage(w, http.StatusNotFound, "404 Not found")
+		return nil, false
+	}
+	return pl, true
+}
+
+func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pl, ok := s.findPipeline(w, r); ok {
+		writeJSON(w, http.StatusOK, s.pipelineDetail(pl))
+	}
+}
+
+func (s *Server) getPipelineVariables(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pl, ok := s.findPipeline(w, r); ok {
+		out := append([]variable{}, pl.vars...)
+		writeJSON(w, http.StatusOK, out)
+	}
+}

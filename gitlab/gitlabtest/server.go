@@ -1,0 +1,201 @@
+// Package gitlabtest is a fake GitLab REST API v4 server over real HTTP, for
+// tests, benchmarks and the demo.
+//
+// It keeps an in-memory instance (groups, projects with commits and files,
+// pipelines, project hooks) and answers the endpoints depsd uses with the JSON
+// shapes, status codes and pagination headers GitLab documents. Faults
+// (latency, 429 with Retry-After, 5xx) can be injected and every request is
+// counted per endpoint, so callers can assert how many requests an operation
+// cost. All methods are safe for concurrent use. Nothing here depends on the
+// testing package: the demo runs it in-process.
+package gitlabtest
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultToken is the API token the server accepts when Options.Token is empty.
+const DefaultToken = "glpat-gitlabtest-0123456789"
+
+// DefaultRegistryHost is the container registry host used in
+// container_registry_image_prefix when Options.RegistryHost is empty.
+const DefaultRegistryHost = "registry.example.com"
+
+// Options configure a Server. The zero value is usable.
+type Options struct {
+	// Token is the only token accepted (PRIVATE-TOKEN header, Authorization:
+	// Bearer, or the private_token query parameter).
+	Token string
+	// RegistryHost prefixes container_registry_image_prefix.
+	RegistryHost string
+	// Latency delays every request before it is answered.
+	Latency time.Duration
+	// Now is the server's clock; it stamps created_at, last_activity_at,
+	// pipeline and hook times. Defaults to time.Now.
+	Now func() time.Time
+	// ActivityThrottle mimics GitLab, which moves a project's
+	// last_activity_at on a push only when the stored value is older than
+	// one hour. Zero means one hour; a negative value updates it on every
+	// push.
+	ActivityThrottle time.Duration
+}
+
+// Server is a running fake GitLab instance. Create it with New and stop it
+// with Close.
+type Server struct {
+	// URL is the instance base URL (without /api/v4), e.g. http://127.0.0.1:4321.
+	URL string
+	// Token is the accepted API token.
+	Token string
+
+	registryHost string
+	now          func() time.Time
+	throttle     time.Duration
+	latency      atomic.Int64
+	http         *httptest.Server
+
+	mu   sync.Mutex
+	inst *instance
+
+	stats stats
+}
+
+// New starts a fake GitLab on a loopback port.
+func New(opts Options) *Server {
+	s := &Server{
+		Token:        opts.Token,
+		registryHost: opts.RegistryHost,
+		throttle:     opts.ActivityThrottle,
+	}
+	if s.Token == "" {
+		s.Token = DefaultToken
+	}
+	if s.registryHost == "" {
+		s.registryHost = DefaultRegistryHost
+	}
+	clock := opts.Now
+	if clock == nil {
+		clock = time.Now
+	}
+	// Stored times have GitLab's millisecond precision, so what the API
+	// answers equals what the fake reports.
+	s.now = func() time.Time { return clock().UTC().Truncate(time.Millisecond) }
+	if s.throttle == 0 {
+		s.throttle = time.Hour
+	}
+	s.latency.Store(int64(opts.Latency))
+	s.inst = newInstance()
+	s.stats.counts = map[string]int64{}
+	s.http = httptest.NewServer(s.routes())
+	s.URL = s.http.URL
+	return s
+}
+
+// Close shuts the server down, waiting for in-flight requests.
+func (s *Server) Close() { s.http.Close() }
+
+// APIURL is URL + "/api/v4".
+func (s *Server) APIURL() string { return s.URL + "/api/v4" }
+
+// SetLatency changes the per-request latency.
+func (s *Server) SetLatency(d time.Duration) { s.latency.Store(int64(d)) }
+
+// route is one API endpoint. name is how the endpoint is counted and how
+// faults select it, in GitLab's documentation style: "GET /projects/:id".
+type route struct {
+	name    string
+	handler http.HandlerFunc
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range []route{
+		{"GET /groups/:id", s.getGroup},
+		{"GET /groups/:id/projects", s.listGroupProjects},
+		{"GET /projects/:id", s.getProject},
+		{"GET /projects/:id/repository/files/:file_path/raw", s.getRawFile},
+		{"GET /projects/:id/repository/branches/:branch", s.getBranch},
+		{"POST /projects/:id/pipeline", s.createPipeline},
+		{"GET /projects/:id/pipelines", s.listPipelines},
+		{"GET /projects/:id/pipelines/:pipeline_id", s.getPipeline},
+		{"GET /projects/:id/pipelines/:pipeline_id/variables", s.getPipelineVariables},
+		{"GET /projects/:id/hooks", s.listHooks},
+		{"GET /projects/:id/hooks/:hook_id", s.getHook},
+		{"POST /projects/:id/hooks", s.addHook},
+		{"PUT /projects/:id/hooks/:hook_id", s.editHook},
+		{"DELETE /projects/:id/hooks/:hook_id", s.deleteHook},
+	} {
+		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
+	}
+	mux.Handle("/", s.middleware("unknown", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "404 Not Found"})
+	}))
+	return mux
+}
+
+// muxPattern turns "GET /projects/:id" into "GET /api/v4/projects/{id}".
+func muxPattern(name string) string {
+	method, path, _ := strings.Cut(name, " ")
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		if strings.HasPrefix(seg, ":") {
+			segs[i] = "{" + seg[1:] + "}"
+		}
+	}
+	return method + " /api/v4" + strings.Join(segs, "/")
+}
+
+// middleware applies, in order: latency, counting, injected faults,
+// authentication. GitLab's rate limiter also answers before authentication.
+func (s *Server) middleware(name string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		done := s.stats.begin(name)
+		defer done()
+		if !sleepCtx(r.Context(), time.Duration(s.latency.Load())) {
+			return
+		}
+		if f, ok := s.stats.takeFault(name); ok {
+			s.writeFault(w, f)
+			return
+		}
+		if !s.authorized(r) {
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "401 Unauthorized"})
+			return
+		}
+		h(w, r)
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	tok := r.Header.Get("PRIVATE-TOKEN")
+	if tok == "" {
+		if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			tok = b
+		}
+	}
+	if tok == "" {
+		tok = r.URL.Query().Get("private_token")
+	}
+	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.Token)) == 1
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,208 @@
+package gitlab
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// HookAction is what SyncHooks did (or, in a dry run, would do) to a hook.
+type HookAction string
+
+// Hook actions.
+const (
+	HookCreated          HookAction = "created"
+	HookUpdated          HookAction = "updated"
+	HookReenabled        HookAction = "reenabled"
+	HookDeletedDuplicate HookAction = "deleted-duplicate"
+	HookUnchanged        HookAction = "unchanged"
+)
+
+// HookChange is one line of a HookReport.
+type HookChange struct {
+	Project   string
+	ProjectID int64
+	HookID    int64 // 0 for a hook not created yet (dry run)
+	Action    HookAction
+	// Reasons say why, e.g. "pipeline_events off", "token not set",
+	// "disabled by GitLab (temporarily_disabled)".
+	Reasons []string
+}
+
+// HookReport lists per project what SyncHooks did, sorted by project path
+// then hook id. Projects that failed are in the returned error instead.
+type HookReport struct {
+	DryRun  bool
+	Changes []HookChange
+}
+
+// Changed counts the entries that are not HookUnchanged: zero on an
+// idempotent second run.
+func (r HookReport) Changed() int {
+	n := 0
+	for _, c := range r.Changes {
+		if c.Action != HookUnchanged {
+			n++
+		}
+	}
+	return n
+}
+
+// Count counts the entries with action a.
+func (r HookReport) Count(a HookAction) int {
+	n := 0
+	for _, c := range r.Changes {
+		if c.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// SyncHooks makes every project carry exactly one hook with spec.URL, set up
+// as EditHook describes. Per project: no such hook → created; several → the
+// oldest is kept and the others deleted; the kept one is edited when it
+// drifted (events, SSL verification, branch filter, token missing, or
+// spec.RotateToken) or when GitLab disabled it after failed deliveries
+// (saving re-enables it: reported as reenabled). Hooks with other URLs are
+// never touched. Since GitLab never returns a token, a changed secret is
+// only detected when the token is missing altogether; the token is always
+// re-sent on edits, and RotateToken forces edits. With dryRun nothing is
+// changed and the report says what would be.
+//
+// Projects are handled in parallel within the client's bounds; a failing
+// project does not stop the others. The error joins the failures, each
+// naming its project.
+func (c *Client) SyncHooks(ctx context.Context, projects []Project, spec HookSpec, dryRun bool) (HookReport, error) {
+	if spec.URL == "" {
+		return HookReport{}, errors.New("hooks sync: no hook URL configured")
+	}
+	if spec.SecretToken == "" {
+		return HookReport{}, errors.New("hooks sync: no webhook secret configured")
+	}
+	var (
+		mu      sync.Mutex
+		changes []HookChange
+		errs    []error
+	)
+	var g errgroup.Group // no shared context: one project's failure does not cancel the rest
+	g.SetLimit(c.cfg.Concurrency)
+	for _, p := range projects {
+		g.Go(func() error {
+			ch, err := c.syncProjectHooks(ctx, p, spec, dryRun)
+			mu.Lock()
+			defer mu.Unlock()
+			changes = append(changes, ch...)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("sync hooks of %s: %w", p.Path, err))
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	slices.SortFunc(changes, func(a, b HookChange) int {
+		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.HookID, b.HookID))
+	})
+	return HookReport{DryRun: dryRun, Changes: changes}, errors.Join(errs...)
+}
+
+func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec, dryRun bool) ([]HookChange, error) {
+	hooks, err := c.ListHooks(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	plan := planHooks(hooks, spec, c.cfg.Now())
+	var done []HookChange
+	for _, step := range plan {
+		step.Project, step.ProjectID = p.Path, p.ID
+		if !dryRun {
+			switch step.Action {
+			case HookCreated:
+				h, err := c.AddHook(ctx, p.ID, spec)
+				if err != nil {
+					return done, err
+				}
+				step.HookID = h.ID
+			case HookUpdated, HookReenabled:
+				if _, err := c.EditHook(ctx, p.ID, step.HookID, spec); err != nil {
+					return done, err
+				}
+			case HookDeletedDuplicate:
+				if err := c.DeleteHook(ctx, p.ID, step.HookID); err != nil && !errors.Is(err, ErrNotFound) {
+					return done, err
+				}
+			}
+		}
+		if step.Action != HookUnchanged {
+			c.log.Info("hook synced", "project", p.Path, "project_id", p.ID, "hook_id", step.HookID,
+				"action", string(step.Action), "reasons", strings.Join(step.Reasons, "; "), "dry_run", dryRun)
+		}
+		done = append(done, step)
+	}
+	return done, nil
+}
+
+// planHooks decides, from a project's hooks, what to do so that exactly one
+// correct hook with spec.URL remains. Creates and edits come before
+// deletions so the project is never left without a hook.
+func planHooks(hooks []Hook, spec HookSpec, now time.Time) []HookChange {
+	var mine []Hook
+	for _, h := range hooks {
+		if h.URL == spec.URL {
+			mine = append(mine, h)
+		}
+	}
+	if len(mine) == 0 {
+		return []HookChange{{Action: HookCreated, Reasons: []string{"no hook with URL " + spec.URL}}}
+	}
+	slices.SortFunc(mine, func(a, b Hook) int { return cmp.Compare(a.ID, b.ID) })
+	keep := mine[0]
+	reasons := hookDrift(keep, spec)
+	action := HookUnchanged
+	switch {
+	case keep.Disabled(now):
+		action = HookReenabled
+		reasons = append([]string{"disabled by GitLab (" + cmp.Or(keep.AlertStatus, "disabled_until "+keep.DisabledUntil.Format(time.RFC3339)) + ")"}, reasons...)
+	case len(reasons) > 0:
+		action = HookUpdated
+	}
+	plan := []HookChange{{HookID: keep.ID, Action: action, Reasons: reasons}}
+	for _, dup := range mine[1:] {
+		plan = append(plan, HookChange{HookID: dup.ID, Action: HookDeletedDuplicate, Reasons: []string{fmt.Sprintf("duplicate of hook %d", keep.ID)}})
+	}
+	return plan
+}
+
+// hookDrift lists how h differs from what spec asks for.
+func hookDrift(h Hook, spec HookSpec) []string {
+	var r []string
+	if !h.PushEvents {
+		r = append(r, "push_events off")
+	}
+	if !h.PipelineEvents {
+		r = append(r, "pipeline_events off")
+	}
+	if !h.EnableSSLVerification {
+		r = append(r, "SSL verification off")
+	}
+	if h.PushEventsBranchFilter != "" {
+		r = append(r, "push branch filter set")
+	}
+	if len(h.OtherEvents) > 0 {
+		r = append(r, "other events on: "+strings.Join(h.OtherEvents, ","))
+	}
+	if h.TokenPresent != nil && !*h.TokenPresent {
+		r = append(r, "token not set")
+	}
+	if spec.RotateToken {
+		r = append(r, "token rotation requested")
+	}
+	return r
+}

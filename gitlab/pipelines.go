@@ -1,0 +1,177 @@
+package gitlab
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go/v2"
+)
+
+// Pipeline is the part of a GitLab pipeline depsd uses.
+type Pipeline struct {
+	ID, ProjectID int64
+	Ref, SHA      string
+	Status        string // created, pending, running, success, failed, canceled, skipped, manual, ...
+	Source        string // api, push, schedule, trigger, web, ...
+	WebURL        string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Finished reports whether the pipeline reached a final status.
+func (p Pipeline) Finished() bool {
+	switch p.Status {
+	case "success", "failed", "canceled", "skipped":
+		return true
+	}
+	return false
+}
+
+func timeOf(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+func fromPipeline(p *gl.Pipeline) Pipeline {
+	return Pipeline{
+		ID: p.ID, ProjectID: p.ProjectID, Ref: p.Ref, SHA: p.SHA, Status: p.Status,
+		Source: string(p.Source), WebURL: p.WebURL,
+		CreatedAt: timeOf(p.CreatedAt), UpdatedAt: timeOf(p.UpdatedAt),
+	}
+}
+
+// CreatePipeline creates a pipeline on ref (POST /projects/:id/pipeline,
+// source "api") with the variables, sent in key order. It is not retried
+// after a 5xx or a broken connection, since the pipeline may exist: such
+// errors satisfy IsRetryable and the caller should look for the pipeline
+// (ListPipelines + PipelineVariables) before creating it again. A ref that
+// does not exist is a permanent 400 ("Reference not found"); GitLab's
+// pipeline-creation throttle is a retryable 400.
+func (c *Client) CreatePipeline(ctx context.Context, projectID int64, ref string, vars map[string]string) (Pipeline, error) {
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	opt := &gl.CreatePipelineOptions{Ref: gl.Ptr(ref)}
+	if len(keys) > 0 {
+		vs := make([]*gl.PipelineVariableOptions, 0, len(keys))
+		for _, k := range keys {
+			vs = append(vs, &gl.PipelineVariableOptions{Key: gl.Ptr(k), Value: gl.Ptr(vars[k]), VariableType: gl.Ptr(gl.EnvVariableType)})
+		}
+		opt.Variables = &vs
+	}
+	var p *gl.Pipeline
+	err := c.call(ctx, false, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+		var resp *gl.Response
+		var err error
+		p, resp, err = c.gl.Pipelines.CreatePipeline(projectID, opt, o...)
+		return resp, err
+	})
+	if err != nil {
+		return Pipeline{}, fmt.Errorf("create pipeline for project %d on %s: %w", projectID, ref, err)
+	}
+	c.log.Info("pipeline created", "project_id", projectID, "ref", ref, "pipeline_id", p.ID)
+	return fromPipeline(p), nil
+}
+
+// GetPipeline returns a pipeline's current state.
+func (c *Client) GetPipeline(ctx context.Context, projectID, pipelineID int64) (Pipeline, error) {
+	var p *gl.Pipeline
+	err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+		var resp *gl.Response
+		var err error
+		p, resp, err = c.gl.Pipelines.GetPipeline(projectID, pipelineID, o...)
+		return resp, err
+	})
+	if err != nil {
+		return Pipeline{}, fmt.Errorf("get pipeline %d of project %d: %w", pipelineID, projectID, err)
+	}
+	return fromPipeline(p), nil
+}
+
+// PipelineFilter selects pipelines for ListPipelines.
+type PipelineFilter struct {
+	Ref string // branch or tag; empty: any
+	// Source filters by source; empty means "api", the pipelines depsd
+	// creates. Use "any" for no filter.
+	Source string
+	// UpdatedAfter, if set, keeps pipelines updated after it.
+	UpdatedAfter time.Time
+	// Limit is the most pipelines returned, newest first. Default 100.
+	Limit int
+}
+
+// ListPipelines returns recent pipelines of a project, newest first.
+func (c *Client) ListPipelines(ctx context.Context, projectID int64, f PipelineFilter) ([]Pipeline, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	opt := &gl.ListProjectPipelinesOptions{
+		ListOptions: gl.ListOptions{PerPage: int64(min(f.Limit, 100)), Page: 1},
+		OrderBy:     gl.Ptr("id"),
+		Sort:        gl.Ptr("desc"),
+	}
+	if f.Ref != "" {
+		opt.Ref = gl.Ptr(f.Ref)
+	}
+	switch f.Source {
+	case "":
+		opt.Source = gl.Ptr("api")
+	case "any":
+	default:
+		opt.Source = gl.Ptr(f.Source)
+	}
+	if !f.UpdatedAfter.IsZero() {
+		opt.UpdatedAfter = gl.Ptr(f.UpdatedAfter.UTC())
+	}
+	var out []Pipeline
+	for {
+		var ps []*gl.PipelineInfo
+		var resp *gl.Response
+		err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+			var err error
+			ps, resp, err = c.gl.Pipelines.ListProjectPipelines(projectID, opt, o...)
+			return resp, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list pipelines of project %d: %w", projectID, err)
+		}
+		for _, p := range ps {
+			out = append(out, Pipeline{
+				ID: p.ID, ProjectID: p.ProjectID, Ref: p.Ref, SHA: p.SHA, Status: p.Status,
+				Source: p.Source, WebURL: p.WebURL, CreatedAt: timeOf(p.CreatedAt), UpdatedAt: timeOf(p.UpdatedAt),
+			})
+			if len(out) == f.Limit {
+				return out, nil
+			}
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opt.Page = resp.NextPage
+	}
+}
+
+// PipelineVariables returns the variables a pipeline was created with.
+func (c *Client) PipelineVariables(ctx context.Context, projectID, pipelineID int64) (map[string]string, error) {
+	var vs []*gl.PipelineVariable
+	err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+		var resp *gl.Response
+		var err error
+		vs, resp, err = c.gl.Pipelines.GetPipelineVariables(projectID, pipelineID, o...)
+		return resp, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get variables of pipeline %d of project %d: %w", pipelineID, projectID, err)
+	}
+	out := make(map[string]string, len(vs))
+	for _, v := range vs {
+		out[v.Key] = v.Value
+	}
+	return out, nil
+}

@@ -1,0 +1,192 @@
+package gitlab
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go/v2"
+	"golang.org/x/sync/errgroup"
+)
+
+// Project is a project in scope that depsd can build.
+type Project struct {
+	ID             int64
+	Path           string // path_with_namespace
+	DefaultBranch  string
+	RegistryPrefix string // container_registry_image_prefix, e.g. registry.example.com/g/app
+	WebURL         string
+	// LastActivityAt is GitLab's last_activity_at, the cheap change signal
+	// (see the package doc).
+	LastActivityAt time.Time
+	// HeadCommit is the id of the default branch's head commit; set by
+	// FillHeadCommits, empty before.
+	HeadCommit string
+	// HeadCheckedAt is when HeadCommit was last known to be current (the
+	// client's clock); set by FillHeadCommits.
+	HeadCheckedAt time.Time
+}
+
+// ListProjects returns the buildable projects of scope, deduplicated and
+// sorted by Path: the projects of each group and all its subgroups (not
+// projects merely shared with it), and the single projects. Archived
+// projects, projects pending deletion, empty repositories, projects without
+// a default branch and excluded paths are left out. A group or single
+// project that does not exist is an error (errors.Is ErrNotFound), so a typo
+// in the scope is not silently an empty scan.
+//
+// It costs one request per page of 100 projects per group plus one per
+// single project; HeadCommit is left empty (see FillHeadCommits).
+func (c *Client) ListProjects(ctx context.Context, scope Scope) ([]Project, error) {
+	ex, err := newExcluder(scope.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[int64]*gl.Project{}
+	)
+	add := func(ps []*gl.Project) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range ps {
+			seen[p.ID] = p
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, grp := range scope.Groups {
+		g.Go(func() error {
+			ps, err := c.groupProjects(gctx, grp)
+			if err != nil {
+				return fmt.Errorf("list projects of group %s: %w", grp, err)
+			}
+			add(ps)
+			return nil
+		})
+	}
+	for _, path := range scope.Projects {
+		g.Go(func() error {
+			var p *gl.Project
+			err := c.call(gctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+				var resp *gl.Response
+				var err error
+				p, resp, err = c.gl.Projects.GetProject(path, nil, o...)
+				return resp, err
+			})
+			if err != nil {
+				return fmt.Errorf("get project %s: %w", path, err)
+			}
+			add([]*gl.Project{p})
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	out := make([]Project, 0, len(seen))
+	for _, p := range seen {
+		if reason := skipReason(p); reason != "" {
+			c.log.Debug("project skipped", "project", p.PathWithNamespace, "project_id", p.ID, "reason", reason)
+			continue
+		}
+		if pat, ok := ex.excluded(p.PathWithNamespace); ok {
+			c.log.Debug("project excluded", "project", p.PathWithNamespace, "project_id", p.ID, "pattern", pat)
+			continue
+		}
+		out = append(out, convertProject(p))
+	}
+	slices.SortFunc(out, func(a, b Project) int { return cmp.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+func skipReason(p *gl.Project) string {
+	switch {
+	case p.Archived:
+		return "archived"
+	case p.MarkedForDeletionOn != nil:
+		return "pending deletion"
+	case p.EmptyRepo:
+		return "empty repository"
+	case p.DefaultBranch == "":
+		return "no default branch"
+	}
+	return ""
+}
+
+func convertProject(p *gl.Project) Project {
+	out := Project{
+		ID:             p.ID,
+		Path:           p.PathWithNamespace,
+		DefaultBranch:  p.DefaultBranch,
+		RegistryPrefix: strings.ToLower(p.ContainerRegistryImagePrefix),
+		WebURL:         p.WebURL,
+	}
+	if p.LastActivityAt != nil {
+		out.LastActivityAt = *p.LastActivityAt
+	}
+	return out
+}
+
+// groupProjects lists a group's own and subgroups' projects. After the first
+// page, when GitLab reports the page count (it does up to 10,000 records),
+// the remaining pages are fetched in parallel; otherwise X-Next-Page is
+// followed. Pages are ordered by id so that they do not shift under
+// concurrent renames, and duplicates across pages are removed by the
+// caller.
+func (c *Client) groupProjects(ctx context.Context, group string) ([]*gl.Project, error) {
+	page := func(ctx context.Context, n int64) ([]*gl.Project, *gl.Response, error) {
+		opt := &gl.ListGroupProjectsOptions{
+			ListOptions:      gl.ListOptions{PerPage: int64(c.cfg.PerPage), Page: n},
+			IncludeSubGroups: gl.Ptr(true),
+			Archived:         gl.Ptr(false),
+			WithShared:       gl.Ptr(false),
+			OrderBy:          gl.Ptr("id"),
+			Sort:             gl.Ptr("asc"),
+		}
+		var ps []*gl.Project
+		var resp *gl.Response
+		err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+			var err error
+			ps, resp, err = c.gl.Groups.ListGroupProjects(group, opt, o...)
+			return resp, err
+		})
+		return ps, resp, err
+	}
+	all, resp, err := page(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	if resp.TotalPages > 1 {
+		pages := make([][]*gl.Project, resp.TotalPages+1)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(c.cfg.Concurrency)
+		for n := int64(2); n <= resp.TotalPages; n++ {
+			g.Go(func() error {
+				ps, _, err := page(gctx, n)
+				pages[n] = ps
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		for _, ps := range pages {
+			all = append(all, ps...)
+		}
+		return all, nil
+	}
+	for next := resp.NextPage; next != 0; {
+		ps, resp, err := page(ctx, next)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ps...)
+		next = resp.NextPage
+	}
+	return all, nil
+}

@@ -1,0 +1,71 @@
+package gitlab
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Scope says which projects depsd manages.
+type Scope struct {
+	// Groups are full group paths (or numeric ids); all their subgroups are
+	// included.
+	Groups []string
+	// Projects are single projects by path_with_namespace (or numeric id).
+	Projects []string
+	// Exclude are globs on path_with_namespace. A pattern is matched with
+	// path.Match ("g/*" is the direct children of g), and a pattern ending
+	// in "/**" matches a whole subtree ("g/legacy/**" is every project
+	// below g/legacy; the part before /** may itself contain globs).
+	Exclude []string
+}
+
+// excluder matches paths against validated Exclude patterns.
+type excluder struct {
+	exact   []string // path.Match patterns
+	subtree []string // patterns for an ancestor namespace
+}
+
+func newExcluder(patterns []string) (excluder, error) {
+	var ex excluder
+	for _, p := range patterns {
+		p = strings.Trim(strings.TrimSpace(p), "/")
+		if p == "" {
+			continue
+		}
+		if prefix, ok := strings.CutSuffix(p, "/**"); ok {
+			if _, err := path.Match(prefix, ""); err != nil {
+				return excluder{}, fmt.Errorf("exclude pattern %q: %w", p, err)
+			}
+			ex.subtree = append(ex.subtree, prefix)
+			continue
+		}
+		if strings.Contains(p, "**") {
+			return excluder{}, fmt.Errorf("exclude pattern %q: ** is only supported as a final /** segment", p)
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			return excluder{}, fmt.Errorf("exclude pattern %q: %w", p, err)
+		}
+		ex.exact = append(ex.exact, p)
+	}
+	return ex, nil
+}
+
+// excluded reports whether a project path is excluded, and by which pattern.
+func (ex excluder) excluded(p string) (string, bool) {
+	for _, pat := range ex.exact {
+		if ok, _ := path.Match(pat, p); ok {
+			return pat, true
+		}
+	}
+	segs := strings.Split(p, "/")
+	for _, pat := range ex.subtree {
+		// Match the pattern against every proper ancestor of the project.
+		for i := 1; i < len(segs); i++ {
+			if ok, _ := path.Match(pat, strings.Join(segs[:i], "/")); ok {
+				return pat + "/**", true
+			}
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,78 @@
+package gitlab
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
+)
+
+// limitTransport is where every HTTP request to GitLab passes, retries
+// included: it bounds the requests in flight, applies the client-side rate
+// limit and counts what is sent. Putting this below client-go (rather than
+// around API calls) makes the bounds hold for every attempt.
+type limitTransport struct {
+	next     http.RoundTripper
+	sem      *semaphore.Weighted
+	limiter  *rate.Limiter // nil: no client-side limit
+	requests atomic.Int64
+}
+
+func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	if err := t.sem.Acquire(ctx, 1); err != nil {
+		return nil, err
+	}
+	if t.limiter != nil {
+		if err := t.limiter.Wait(ctx); err != nil {
+			t.sem.Release(1)
+			return nil, err
+		}
+	}
+	t.requests.Add(1)
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		t.sem.Release(1)
+		return nil, err
+	}
+	// The slot is held until the body is consumed, so that a slow download
+	// counts as in flight.
+	resp.Body = &releaseBody{ReadCloser: resp.Body, release: func() { t.sem.Release(1) }}
+	return resp, nil
+}
+
+type releaseBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *releaseBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+// errCrossHostRedirect stops a redirect that would carry the PRIVATE-TOKEN
+// header (which net/http does not strip, unlike Authorization) to another
+// host.
+var errCrossHostRedirect = errors.New("refusing to follow a redirect to another host")
+
+func sameHostRedirect(prev func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) > 0 && req.URL.Host != via[0].URL.Host {
+			return errCrossHostRedirect
+		}
+		if prev != nil {
+			return prev(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+}
