@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# podman.sh: a podman API service for tests, CI and developers.
+#
+#   eval "$(.ci/podman.sh start)"   # prints export lines; idempotent
+#   .ci/podman.sh stop              # stops the service, removes test containers
+#
+# start writes a containers.conf that works on these machines (runc, lowered
+# ulimits; see shared/DESIGN.md), starts `podman system service` on a socket
+# in the state dir, waits until it answers, and imports a busybox test image
+# built from the busybox-static package. Nothing is installed here: .ci/run
+# installs `podman runc busybox-static`.
+#
+# Environment: DEPSD_PODMAN_STATE (state dir, default /tmp/depsd-ci/podman),
+# DEPSD_TEST_IMAGE (default localhost/busybox-test:latest).
+set -euo pipefail
+
+STATE=${DEPSD_PODMAN_STATE:-/tmp/depsd-ci/podman}
+IMAGE=${DEPSD_TEST_IMAGE:-localhost/busybox-test:latest}
+CONF=$STATE/containers.conf
+SOCK=$STATE/podman.sock
+PIDFILE=$STATE/service.pid
+LOG=$STATE/service.log
+# The label every container and network of podman-executor carries.
+LABEL=io.depsd.podman-executor.managed=true
+
+log() { echo "podman.sh: $*" >&2; }
+
+write_conf() {
+	local n
+	n=$(ulimit -Hn)
+	mkdir -p "$STATE"
+	cat >"$CONF.tmp" <<EOF
+[containers]
+default_ulimits = ["nofile=$n:$n", "nproc=32768:32768"]
+
+[engine]
+runtime = "runc"
+EOF
+	mv "$CONF.tmp" "$CONF"
+}
+
+running() {
+	[[ -f $PIDFILE ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null
+}
+
+answers() {
+	CONTAINER_HOST=unix://$SOCK podman --remote info >/dev/null 2>&1
+}
+
+start_service() {
+	if running && answers; then
+		return
+	fi
+	rm -f "$SOCK"
+	CONTAINERS_CONF=$CONF setsid podman system service --time=0 "unix://$SOCK" \
+		>"$LOG" 2>&1 </dev/null &
+	echo $! >"$PIDFILE"
+	local i
+	for i in $(seq 1 100); do
+		if answers; then
+			return
+		fi
+		sleep 0.1
+	done
+	log "podman service did not answer on $SOCK; its log:"
+	cat "$LOG" >&2
+	exit 1
+}
+
+# import_image builds a rootfs with busybox and its applet links (sh
+# included) and imports it, unless the image is already there.
+import_image() {
+	if CONTAINERS_CONF=$CONF podman image exists "$IMAGE"; then
+		return
+	fi
+	local bb rootfs
+	bb=$(command -v busybox || true)
+	[[ -x /bin/busybox ]] && bb=/bin/busybox
+	if [[ -z $bb ]]; then
+		log "busybox not found: install busybox-static"
+		exit 1
+	fi
+	rootfs=$(mktemp -d "$STATE/rootfs.XXXXXX")
+	mkdir -p "$rootfs"/{bin,sbin,usr/bin,usr/sbin,tmp,etc,root,var/www}
+	chmod 1777 "$rootfs/tmp"
+	cp "$bb" "$rootfs/bin/busybox"
+	local applet
+	for applet in $("$bb" --list-full); do
+		[[ $applet == bin/busybox ]] && continue
+		ln -sf /bin/busybox "$rootfs/$applet"
+	done
+	echo "root:x:0:0:root:/root:/bin/sh" >"$rootfs/etc/passwd"
+	echo "root:x:0:" >"$rootfs/etc/group"
+	tar -C "$rootfs" -cf "$STATE/rootfs.tar" .
+	rm -rf "$rootfs"
+	CONTAINERS_CONF=$CONF podman import -q \
+		--change 'CMD ["/bin/sh"]' \
+		--change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+		"$STATE/rootfs.tar" "$IMAGE" >/dev/null
+	rm -f "$STATE/rootfs.tar"
+	log "imported $IMAGE"
+}
+
+cmd_start() {
+	command -v podman >/dev/null || {
+		log "podman not installed"
+		exit 1
+	}
+	write_conf
+	start_service
+	import_image
+	echo "export CONTAINERS_CONF=$CONF CONTAINER_HOST=unix://$SOCK"
+	echo "export DEPSD_TEST_IMAGE=$IMAGE"
+}
+
+cmd_stop() {
+	if [[ -f $CONF ]] && command -v podman >/dev/null; then
+		local ids
+		ids=$(CONTAINERS_CONF=$CONF podman ps -aq --filter "label=$LABEL" || true)
+		if [[ -n $ids ]]; then
+			# shellcheck disable=SC2086
+			CONTAINERS_CONF=$CONF podman rm -f -t 0 $ids >/dev/null || true
+		fi
+		ids=$(CONTAINERS_CONF=$CONF podman network ls -q --filter "label=$LABEL" || true)
+		if [[ -n $ids ]]; then
+			# shellcheck disable=SC2086
+			CONTAINERS_CONF=$CONF podman network rm -f $ids >/dev/null || true
+		fi
+	fi
+	if running; then
+		local pid
+		pid=$(cat "$PIDFILE")
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 1 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -9 "$pid" 2>/dev/null || true
+	fi
+	rm -f "$PIDFILE" "$SOCK"
+}
+
+case ${1:-} in
+start) cmd_start ;;
+stop) cmd_stop ;;
+*)
+	echo "usage: $0 start|stop" >&2
+	exit 2
+	;;
+esac

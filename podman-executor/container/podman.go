@@ -1,0 +1,131 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/containers/podman/v4/pkg/bindings"
+	"github.com/containers/podman/v4/pkg/bindings/containers"
+	"github.com/containers/podman/v4/pkg/bindings/images"
+	"github.com/containers/podman/v4/pkg/errorhandling"
+)
+
+// Podman talks to one podman API service (rootful or rootless) over its
+// REST API. It is safe for sequential use by one stage; exec sessions open
+// their own connections, so a stage may run a second exec (to stop the
+// first) while one is attached.
+type Podman struct {
+	// conn is the bindings' connection. The bindings look it up in a
+	// context value, so it is kept here and merged into each caller's
+	// context by ctx: callers keep control of cancellation.
+	conn context.Context
+}
+
+// Dial connects to the podman service at uri (unix:///run/podman/podman.sock,
+// tcp://host:port, ssh://...) and checks that it answers.
+func Dial(ctx context.Context, uri string) (*Podman, error) {
+	conn, err := bindings.NewConnection(ctx, uri)
+	if err != nil {
+		return nil, fmt.Errorf("connect to podman at %s: %w", uri, err)
+	}
+	return &Podman{conn: context.WithoutCancel(conn)}, nil
+}
+
+// ctx returns a context with the caller's deadline and cancellation and
+// the bindings' connection value.
+func (p *Podman) ctx(ctx context.Context) context.Context {
+	return valueCtx{Context: ctx, values: p.conn}
+}
+
+type valueCtx struct {
+	context.Context
+	values context.Context
+}
+
+func (v valueCtx) Value(key any) any {
+	if val := v.Context.Value(key); val != nil {
+		return val
+	}
+	return v.values.Value(key)
+}
+
+// notFound maps podman's 404 answers to ErrNotFound.
+func notFound(err error) error {
+	var em *errorhandling.ErrorModel
+	if errors.As(err, &em) && em.ResponseCode == http.StatusNotFound {
+		return fmt.Errorf("%w: %s", ErrNotFound, em.Message)
+	}
+	var ev errorhandling.ErrorModel
+	if errors.As(err, &ev) && ev.ResponseCode == http.StatusNotFound {
+		return fmt.Errorf("%w: %s", ErrNotFound, ev.Message)
+	}
+	return err
+}
+
+// ImageExists reports whether ref is in the service's local image store.
+func (p *Podman) ImageExists(ctx context.Context, ref string) (bool, error) {
+	ok, err := images.Exists(p.ctx(ctx), ref, nil)
+	if err != nil {
+		return false, fmt.Errorf("look up image %s: %w", ref, err)
+	}
+	return ok, nil
+}
+
+// Pull pulls ref with the given policy, writing podman's progress lines to
+// progress.
+func (p *Podman) Pull(ctx context.Context, ref string, policy PullPolicy, auth Auth, progress io.Writer) error {
+	opts := new(images.PullOptions).WithPolicy(string(policy)).WithProgressWriter(progress)
+	if auth.AuthFile != "" {
+		opts = opts.WithAuthfile(auth.AuthFile)
+	}
+	if auth.Username != "" {
+		opts = opts.WithUsername(auth.Username).WithPassword(auth.Password)
+	}
+	if _, err := images.Pull(p.ctx(ctx), ref, opts); err != nil {
+		return fmt.Errorf("pull %s: %w", ref, notFound(err))
+	}
+	return nil
+}
+
+// Start starts a created container.
+func (p *Podman) Start(ctx context.Context, name string) error {
+	if err := containers.Start(p.ctx(ctx), name, nil); err != nil {
+		return fmt.Errorf("start container %s: %w", name, notFound(err))
+	}
+	return nil
+}
+
+// Remove removes a container at once (stop timeout 0, with its anonymous
+// volumes). A container that does not exist is not an error.
+func (p *Podman) Remove(ctx context.Context, name string) error {
+	opts := new(containers.RemoveOptions).WithForce(true).WithTimeout(0).WithVolumes(true).WithIgnore(true)
+	reports, err := containers.Remove(p.ctx(ctx), name, opts)
+	if err != nil {
+		if errors.Is(notFound(err), ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("remove container %s: %w", name, err)
+	}
+	for _, r := range reports {
+		if r.Err != nil && !errors.Is(notFound(r.Err), ErrNotFound) {
+			return fmt.Errorf("remove container %s: %w", name, r.Err)
+		}
+	}
+	return nil
+}
+
+// Kill sends signal (e.g. "KILL") to a container's main process.
+func (p *Podman) Kill(ctx context.Context, name, signal string) error {
+	opts := new(containers.KillOptions).WithSignal(signal)
+	if err := containers.Kill(p.ctx(ctx), name, opts); err != nil {
+		return fmt.Errorf("kill container %s: %w", name, notFound(err))
+	}
+	return nil
+}
+
+// pollInterval is how often exec state is polled after its stream ends.
+const pollInterval = 20 * time.Millisecond

@@ -1,0 +1,87 @@
+// Package container drives podman for the executor: images, containers,
+// exec sessions with stdin, networks and label queries, through podman's
+// REST API (github.com/containers/podman/v4/pkg/bindings). A Fake with the
+// same methods sits beside the real Podman so the executor's stage logic can
+// be tested without a podman service.
+package container
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrNotFound reports that a container, network or image does not exist.
+// Callers that clean up treat it as success.
+var ErrNotFound = errors.New("not found")
+
+// Mount is a host directory or file bind-mounted into a container.
+type Mount struct {
+	Source      string
+	Destination string
+	ReadOnly    bool
+}
+
+// Spec describes a container to create. Zero values mean "podman's default".
+type Spec struct {
+	Name       string
+	Image      string
+	Entrypoint []string // nil keeps the image's entrypoint
+	Command    []string // nil keeps the image's command
+	Env        map[string]string
+	Labels     map[string]string
+	Mounts     []Mount
+	// Networks the container joins, each with its DNS aliases. Empty means
+	// podman's default network.
+	Networks   map[string][]string
+	HostAdd    []string // extra /etc/hosts lines, "name:ip"
+	Hostname   string
+	WorkDir    string
+	Memory     int64   // bytes; 0 = unlimited
+	CPUs       float64 // 0 = unlimited
+	PidsLimit  int64   // 0 = podman default
+	Privileged bool
+}
+
+// Info is what the executor needs to know about an existing container.
+type Info struct {
+	ID      string
+	Name    string
+	Image   string
+	Labels  map[string]string
+	Created time.Time
+	Running bool
+	// ExecRunning is true while an exec session (a job stage) runs in it.
+	ExecRunning bool
+	// IPs maps network name to the container's address on it.
+	IPs map[string]string
+}
+
+// Network is a podman network as the executor sees it.
+type Network struct {
+	Name    string
+	Labels  map[string]string
+	Created time.Time
+}
+
+// Exec is one process started in a running container.
+type Exec struct {
+	Cmd     []string
+	Env     []string // KEY=value, added to the container's environment
+	WorkDir string
+	Stdin   io.Reader // nil: no stdin
+	Stdout  io.Writer
+	Stderr  io.Writer
+}
+
+// Auth holds registry credentials for a pull. The zero value pulls
+// anonymously (or with the podman service's own credentials).
+type Auth struct {
+	AuthFile string // host path of a containers-auth.json / docker config.json
+	Username string
+	Password string
+}
+
+// PullPolicy is podman's pull policy name: "always", "missing", "never",
+// "newer".
+type PullPolicy string

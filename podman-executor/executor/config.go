@@ -1,0 +1,203 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/docker/go-units"
+)
+
+// DefaultConfigPath is read when neither --config nor
+// PODMAN_EXECUTOR_CONFIG names a file; it may be absent.
+const DefaultConfigPath = "/etc/podman-executor/config.toml"
+
+// Config is the driver's own configuration (not the runner's config.toml).
+// Every key is optional; Defaults fills in what a runner host needs.
+type Config struct {
+	// PodmanURL is the podman API service, e.g. unix:///run/podman/podman.sock.
+	PodmanURL string `toml:"podman_url"`
+	// DefaultImage is used when the job names no image.
+	DefaultImage string `toml:"default_image"`
+	// AllowedImages and AllowedServices are globs ("*" within a path
+	// segment, "**" across segments); empty allows everything.
+	AllowedImages   []string `toml:"allowed_images"`
+	AllowedServices []string `toml:"allowed_services"`
+	// PullPolicy is "always", "if-not-present" or "never".
+	PullPolicy string `toml:"pull_policy"`
+	// BuildsDir and CacheDir are paths inside the job container.
+	BuildsDir string `toml:"builds_dir"`
+	CacheDir  string `toml:"cache_dir"`
+	// CacheHostDir holds one cache directory per runner and project; it is
+	// mounted at CacheDir and survives the job.
+	CacheHostDir string `toml:"cache_host_dir"`
+	// HelperBinary is the host path of gitlab-runner (or
+	// gitlab-runner-helper), mounted read-only as gitlab-runner on the
+	// job's PATH. Empty: looked up on the host PATH; "none" disables it.
+	HelperBinary string `toml:"helper_binary"`
+	// Volumes are extra bind mounts, "host:container[:ro]".
+	Volumes []string `toml:"volumes"`
+	// Network is a podman network every job container joins.
+	Network string `toml:"network"`
+	// Memory ("2g"), CPUs (1.5) and PidsLimit limit each container.
+	Memory     string  `toml:"memory"`
+	CPUs       float64 `toml:"cpus"`
+	PidsLimit  int64   `toml:"pids_limit"`
+	Privileged bool    `toml:"privileged"`
+	// AuthFile is a registry auth file (containers-auth.json or a docker
+	// config.json) used for pulls that have no job credentials.
+	AuthFile string `toml:"auth_file"`
+	// StopGrace is how long a canceled stage's process gets between
+	// SIGTERM and SIGKILL. Keep it below the runner's graceful kill timeout.
+	StopGrace duration `toml:"stop_grace"`
+	// GCMaxAge and GCCacheMaxAge are gc's defaults.
+	GCMaxAge      duration `toml:"gc_max_age"`
+	GCCacheMaxAge duration `toml:"gc_cache_max_age"`
+}
+
+// duration reads "10s", "3h" from TOML.
+type duration struct{ time.Duration }
+
+func (d *duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// Host is what defaults depend on: the driver's own environment (not the
+// job's), its uid, and whether a socket path is usable.
+type Host struct {
+	Env      map[string]string
+	UID      int
+	Usable   func(path string) bool
+	LookPath func(file string) (string, error)
+}
+
+// Defaults returns the configuration used for keys a file leaves out.
+func Defaults(h Host) Config {
+	c := Config{
+		PodmanURL:     podmanURL(h),
+		DefaultImage:  "docker.io/library/alpine:3",
+		PullPolicy:    "if-not-present",
+		BuildsDir:     "/builds",
+		CacheDir:      "/cache",
+		CacheHostDir:  "/var/cache/podman-executor",
+		StopGrace:     duration{10 * time.Second},
+		GCMaxAge:      duration{3 * time.Hour},
+		GCCacheMaxAge: duration{14 * 24 * time.Hour},
+	}
+	if h.UID != 0 {
+		base := h.Env["XDG_CACHE_HOME"]
+		if base == "" {
+			base = filepath.Join(h.Env["HOME"], ".cache")
+		}
+		c.CacheHostDir = filepath.Join(base, "podman-executor")
+	}
+	if h.LookPath != nil {
+		for _, name := range []string{"gitlab-runner-helper", "gitlab-runner"} {
+			if p, err := h.LookPath(name); err == nil {
+				c.HelperBinary = p
+				break
+			}
+		}
+	}
+	return c
+}
+
+// podmanURL picks $CONTAINER_HOST, else the rootful socket when this user
+// can use it, else the rootless one.
+func podmanURL(h Host) string {
+	if v := h.Env["CONTAINER_HOST"]; v != "" {
+		return v
+	}
+	const rootful = "/run/podman/podman.sock"
+	if h.UID == 0 || (h.Usable != nil && h.Usable(rootful)) {
+		return "unix://" + rootful
+	}
+	dir := h.Env["XDG_RUNTIME_DIR"]
+	if dir == "" {
+		dir = "/run/user/" + strconv.Itoa(h.UID)
+	}
+	return "unix://" + filepath.Join(dir, "podman", "podman.sock")
+}
+
+// LoadConfig reads path over the defaults. A missing file at the default
+// path means "all defaults"; a missing file that was asked for is an error,
+// and so is an unknown key (a typo would otherwise be silently ignored).
+func LoadConfig(path string, explicit bool, defaults Config) (Config, error) {
+	c := defaults
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && !explicit {
+		return c, c.validate()
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("read driver config: %w", err)
+	}
+	return parseConfig(string(b), path, c)
+}
+
+// parseConfig decodes TOML text over c.
+func parseConfig(text, path string, c Config) (Config, error) {
+	md, err := toml.Decode(text, &c)
+	if err != nil {
+		return Config{}, fmt.Errorf("parse driver config %s: %w", path, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return Config{}, fmt.Errorf("driver config %s: unknown keys %s", path, strings.Join(keys, ", "))
+	}
+	return c, c.validate()
+}
+
+// validate checks values that would otherwise fail late, inside a job.
+func (c Config) validate() error {
+	switch c.PullPolicy {
+	case "always", "if-not-present", "never":
+	default:
+		return fmt.Errorf("driver config: pull_policy %q: want always, if-not-present or never", c.PullPolicy)
+	}
+	if _, err := c.memoryBytes(); err != nil {
+		return err
+	}
+	if c.CPUs < 0 || c.PidsLimit < 0 {
+		return errors.New("driver config: cpus and pids_limit must not be negative")
+	}
+	for _, v := range c.Volumes {
+		if _, err := parseVolume(v); err != nil {
+			return err
+		}
+	}
+	for _, g := range append(append([]string{}, c.AllowedImages...), c.AllowedServices...) {
+		if _, err := compileGlob(g); err != nil {
+			return fmt.Errorf("driver config: allowed glob %q: %w", g, err)
+		}
+	}
+	if !filepath.IsAbs(c.BuildsDir) || !filepath.IsAbs(c.CacheDir) || !filepath.IsAbs(c.CacheHostDir) {
+		return errors.New("driver config: builds_dir, cache_dir and cache_host_dir must be absolute paths")
+	}
+	return nil
+}
+
+// memoryBytes parses Memory ("512m", "2g"); 0 means unlimited.
+func (c Config) memoryBytes() (int64, error) {
+	if c.Memory == "" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(c.Memory)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("driver config: memory %q: want a size such as 512m or 2g", c.Memory)
+	}
+	return n, nil
+}

@@ -1,0 +1,69 @@
+// Package executor implements GitLab Runner's custom executor contract for
+// podman: the config, prepare, run, cleanup and gc stages, the driver's
+// TOML configuration, the CUSTOM_ENV_* job environment, and the mapping of
+// outcomes to the runner's build-failure and system-failure exit codes.
+// It reaches podman only through the Engine interface.
+package executor
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"gitlab.com/depsd/depsd/podman-executor/container"
+)
+
+// Name and Version identify the driver in the config stage's JSON.
+const (
+	Name    = "podman-executor"
+	Version = "0.1.0"
+)
+
+// Engine is podman as the stages need it. One stage uses it from one
+// goroutine, except that run may call Exec (to stop a canceled script)
+// while another Exec is attached. Methods return container.ErrNotFound
+// (wrapped) for a missing container, network or image, except Remove and
+// RemoveNetwork, for which "already gone" is success.
+type Engine interface {
+	ImageExists(ctx context.Context, ref string) (bool, error)
+	// Pull pulls ref; progress lines go to progress.
+	Pull(ctx context.Context, ref string, policy container.PullPolicy, auth container.Auth, progress io.Writer) error
+	// Create creates a container and returns its ID; Start starts it.
+	Create(ctx context.Context, s container.Spec) (string, error)
+	Start(ctx context.Context, name string) error
+	Inspect(ctx context.Context, name string) (container.Info, error)
+	// List returns containers carrying all labels (ExecRunning, IPs unset).
+	List(ctx context.Context, labels map[string]string) ([]container.Info, error)
+	// Exec runs a process in a running container and returns its exit
+	// code; err is non-nil only when podman failed.
+	Exec(ctx context.Context, name string, e container.Exec) (int, error)
+	// Kill signals a container's main process.
+	Kill(ctx context.Context, name, signal string) error
+	// Remove removes a container with a zero stop timeout.
+	Remove(ctx context.Context, name string) error
+	CreateNetwork(ctx context.Context, name string, labels map[string]string) error
+	RemoveNetwork(ctx context.Context, name string) error
+	ListNetworks(ctx context.Context, labels map[string]string) ([]container.Network, error)
+}
+
+// Executor runs one stage for one job. Stdout and Stderr go to the job log
+// (the runner shows both there, except in the config stage, whose stdout
+// must be JSON only); Log is for diagnostics on stderr.
+type Executor struct {
+	Engine Engine
+	Config Config
+	Job    Job
+	Stdout io.Writer
+	Stderr io.Writer
+	Log    *slog.Logger
+	Now    func() time.Time
+}
+
+// now is the injected clock, defaulting to time.Now.
+func (e *Executor) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}

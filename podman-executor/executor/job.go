@@ -1,0 +1,172 @@
+package executor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Job is what the runner tells the driver about the current job: the
+// CUSTOM_ENV_* variables (the job's CI variables), the exit-code contract
+// and the job response file. It is parsed once per stage from the
+// environment, with no I/O besides reading JOB_RESPONSE_FILE.
+type Job struct {
+	// Vars are the job's variables, CUSTOM_ENV_ prefix removed.
+	Vars map[string]string
+	// Driver are the driver's other environment variables (job_env from
+	// the config stage arrives here unprefixed).
+	Driver map[string]string
+	// Response is the decoded JOB_RESPONSE_FILE; zero when absent.
+	Response JobResponse
+	Codes    ExitCodes
+}
+
+// ExitCodes is the runner's exit-code contract for run and the other stages.
+type ExitCodes struct {
+	BuildFailure  int
+	SystemFailure int
+	// File receives the script's own exit code on a build failure.
+	File string
+}
+
+// JobResponse is the part of the runner's job payload the driver uses.
+type JobResponse struct {
+	Image       ResponseImage        `json:"image"`
+	Services    []ResponseImage      `json:"services"`
+	Credentials []ResponseCredential `json:"credentials"`
+}
+
+// ResponseImage is an image or service of the job payload.
+type ResponseImage struct {
+	Name       string        `json:"name"`
+	Alias      string        `json:"alias"`
+	Entrypoint []string      `json:"entrypoint"`
+	Command    []string      `json:"command"`
+	PullPolicy []string      `json:"pull_policy"`
+	Variables  []ResponseVar `json:"variables"`
+}
+
+// ResponseVar is one variable of the job payload.
+type ResponseVar struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// ResponseCredential is a registry credential the runner hands the job
+// (the CI job token for the instance's registry).
+type ResponseCredential struct {
+	Type     string `json:"type"`
+	URL      string `json:"url"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// Service is one entry of CI_JOB_SERVICES.
+type Service struct {
+	Name       string   `json:"name"`
+	Alias      string   `json:"alias"`
+	Entrypoint []string `json:"entrypoint"`
+	Command    []string `json:"command"`
+	// Variables come from the job payload, matched by name and alias.
+	Variables map[string]string `json:"-"`
+}
+
+// ParseJob reads the job from the driver's environment (KEY=value list).
+func ParseJob(environ []string) (Job, error) {
+	j := Job{Vars: map[string]string{}, Driver: map[string]string{}}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if name, ok := strings.CutPrefix(k, "CUSTOM_ENV_"); ok {
+			j.Vars[name] = v
+		} else {
+			j.Driver[k] = v
+		}
+	}
+	j.Codes = ParseExitCodes(j.Driver)
+	if path := j.Driver["JOB_RESPONSE_FILE"]; path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return j, fmt.Errorf("read job response: %w", err)
+		}
+		if err := json.Unmarshal(b, &j.Response); err != nil {
+			return j, fmt.Errorf("decode job response %s: %w", path, err)
+		}
+	}
+	return j, nil
+}
+
+// ParseExitCodes reads BUILD_FAILURE_EXIT_CODE, SYSTEM_FAILURE_EXIT_CODE and
+// BUILD_EXIT_CODE_FILE, defaulting to 1 and 2 when run by hand.
+func ParseExitCodes(env map[string]string) ExitCodes {
+	c := ExitCodes{BuildFailure: 1, SystemFailure: 2, File: env["BUILD_EXIT_CODE_FILE"]}
+	if n, err := strconv.Atoi(env["BUILD_FAILURE_EXIT_CODE"]); err == nil {
+		c.BuildFailure = n
+	}
+	if n, err := strconv.Atoi(env["SYSTEM_FAILURE_EXIT_CODE"]); err == nil {
+		c.SystemFailure = n
+	}
+	return c
+}
+
+// Image is the job's image: CI_JOB_IMAGE, else the configured default.
+func (j Job) Image(c Config) string {
+	if img := strings.TrimSpace(j.Vars["CI_JOB_IMAGE"]); img != "" {
+		return img
+	}
+	return c.DefaultImage
+}
+
+// Services decodes CI_JOB_SERVICES (a JSON array, or empty for none) and
+// adds each service's variables from the job payload.
+func (j Job) Services() ([]Service, error) {
+	raw := strings.TrimSpace(j.Vars["CI_JOB_SERVICES"])
+	if raw == "" || raw == "null" {
+		return nil, nil
+	}
+	var list []Service
+	if err := json.Unmarshal([]byte(raw), &list); err != nil {
+		return nil, fmt.Errorf("decode CI_JOB_SERVICES: %w", err)
+	}
+	for i := range list {
+		for _, r := range j.Response.Services {
+			if r.Name != list[i].Name || r.Alias != list[i].Alias || len(r.Variables) == 0 {
+				continue
+			}
+			list[i].Variables = map[string]string{}
+			for _, v := range r.Variables {
+				list[i].Variables[v.Key] = v.Value
+			}
+		}
+	}
+	return list, nil
+}
+
+// Identity is what names and labels a job's containers: which runner,
+// project, concurrent slot and job.
+type Identity struct {
+	Runner, Project, Concurrent, Job string
+}
+
+// Identity reads the job's identity; missing parts read as "0" so the
+// driver still works when run by hand.
+func (j Job) Identity() Identity {
+	get := func(keys ...string) string {
+		for _, k := range keys {
+			if v := j.Vars[k]; v != "" {
+				return v
+			}
+		}
+		return "0"
+	}
+	return Identity{
+		Runner:     get("CI_RUNNER_SHORT_TOKEN", "CI_RUNNER_ID"),
+		Project:    get("CI_PROJECT_ID"),
+		Concurrent: get("CI_CONCURRENT_PROJECT_ID", "CI_CONCURRENT_ID"),
+		Job:        get("CI_JOB_ID"),
+	}
+}

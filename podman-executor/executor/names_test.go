@@ -1,0 +1,85 @@
+package executor
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestServiceAliases(t *testing.T) {
+	tests := []struct {
+		svc  Service
+		want []string
+	}{
+		{Service{Name: "redis:7"}, []string{"redis"}},
+		{Service{Name: "tutum/wordpress:latest"}, []string{"tutum__wordpress", "tutum-wordpress"}},
+		{Service{Name: "registry.example.com:5000/group/db:1@sha256:abc", Alias: "db"},
+			[]string{"db", "registry.example.com:5000__group__db", "registry.example.com:5000-group-db"}},
+		{Service{Name: "postgres", Alias: "pg, primary"}, []string{"pg", "primary", "postgres"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.svc.Name, func(t *testing.T) {
+			if got := ServiceAliases(tt.svc); !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRegistryHost(t *testing.T) {
+	tests := map[string]string{
+		"alpine":                            "docker.io",
+		"library/alpine:3":                  "docker.io",
+		"registry.gitlab.com/g/p:1":         "registry.gitlab.com",
+		"localhost/busybox-test:latest":     "localhost",
+		"127.0.0.1:5000/x":                  "127.0.0.1:5000",
+		"docker.io/library/debian:bookworm": "docker.io",
+	}
+	for in, want := range tests {
+		if got := registryHost(in); got != want {
+			t.Errorf("registryHost(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestAllowed(t *testing.T) {
+	tests := []struct {
+		image string
+		globs []string
+		want  bool
+	}{
+		{"anything", nil, true},
+		{"docker.io/library/alpine:3", []string{"docker.io/library/*"}, true},
+		{"docker.io/library/x/y:1", []string{"docker.io/library/*"}, false},
+		{"registry.example.com/a/b/c:1", []string{"registry.example.com/**"}, true},
+		{"evil.example.com/registry.example.com/x", []string{"registry.example.com/**"}, false},
+		{"redis:7", []string{"redis:?"}, true},
+		{"redis:7.2", []string{"redis:?"}, false},
+		{"a.b", []string{"a?b"}, true},
+		{"axb", []string{"a.b"}, false},
+	}
+	for _, tt := range tests {
+		if got := allowed(tt.image, tt.globs); got != tt.want {
+			t.Errorf("allowed(%q, %q) = %v, want %v", tt.image, tt.globs, got, tt.want)
+		}
+	}
+}
+
+func TestNamesAreDistinctPerSlotAndJob(t *testing.T) {
+	a := Identity{Runner: "tok", Project: "7", Concurrent: "0", Job: "100"}
+	b := a
+	b.Concurrent = "1"
+	c := a
+	c.Job = "101"
+	d := Identity{Runner: "t/o k", Project: "7", Concurrent: "0", Job: "100"}
+	names := []string{a.JobName(), b.JobName(), c.JobName(), d.JobName()}
+	for i := range names {
+		for j := i + 1; j < len(names); j++ {
+			if names[i] == names[j] {
+				t.Errorf("names collide: %q", names[i])
+			}
+		}
+	}
+	if got := d.JobName(); got != "podman-executor-rt_o_k-p7-c0-j100" {
+		t.Errorf("unsafe characters kept: %q", got)
+	}
+}

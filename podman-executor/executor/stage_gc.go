@@ -1,0 +1,131 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// GCOptions says what gc removes.
+type GCOptions struct {
+	// MaxAge: job containers, services and networks older than this whose
+	// job is over. Set it above the longest job timeout.
+	MaxAge time.Duration
+	// CacheMaxAge: cache directories not used by a job for this long.
+	CacheMaxAge time.Duration
+	// DryRun lists what would be removed and removes nothing.
+	DryRun bool
+}
+
+// GCStage removes what crashed or killed jobs left behind: groups of
+// labelled containers and networks older than MaxAge whose job is over (no
+// stage is running in the job container), and cache directories unused for
+// CacheMaxAge. It lists every item on out. Nothing without the executor's
+// labels is touched, and nothing host-wide is pruned.
+func (e *Executor) GCStage(ctx context.Context, o GCOptions, out io.Writer) error {
+	now := e.now()
+	sel := map[string]string{LabelManaged: "true"}
+	list, err := e.Engine.List(ctx, sel)
+	if err != nil {
+		return err
+	}
+	nets, err := e.Engine.ListNetworks(ctx, sel)
+	if err != nil {
+		return err
+	}
+	// A group is one job: its container, services and network.
+	type group struct {
+		youngest time.Duration
+		busy     bool
+		members  []string
+	}
+	groups := map[string]*group{}
+	get := func(name string, age time.Duration) *group {
+		g := groups[name]
+		if g == nil {
+			g = &group{youngest: age}
+			groups[name] = g
+		}
+		g.youngest = min(g.youngest, age)
+		return g
+	}
+	for _, c := range list {
+		g := get(c.Labels[LabelGroup], sinceLabel(c.Labels, c.Created, now))
+		g.members = append(g.members, c.Name)
+		if c.Labels[LabelRole] == "job" && c.Running {
+			info, err := e.Engine.Inspect(ctx, c.ID)
+			if err == nil && info.ExecRunning {
+				g.busy = true
+			}
+		}
+	}
+	for _, n := range nets {
+		get(n.Labels[LabelGroup], sinceLabel(n.Labels, n.Created, now))
+	}
+	names := make([]string, 0, len(groups))
+	for name := range groups {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		g := groups[name]
+		if g.youngest < o.MaxAge || g.busy {
+			continue
+		}
+		verb := "removed"
+		if o.DryRun {
+			verb = "would remove"
+		}
+		fmt.Fprintf(out, "%s job %s (age %s, containers %v)\n", verb, name, g.youngest.Round(time.Second), g.members)
+		if !o.DryRun && name != "" {
+			if err := e.removeGroup(ctx, name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := e.gcCaches(o, now, out); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// gcCaches removes per-project cache directories (cache_host_dir/runner-*/
+// project-*) whose marker is older than CacheMaxAge.
+func (e *Executor) gcCaches(o GCOptions, now time.Time, out io.Writer) error {
+	if o.CacheMaxAge <= 0 {
+		return nil
+	}
+	dirs, err := filepath.Glob(filepath.Join(e.Config.CacheHostDir, "runner-*", "project-*"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, dir := range dirs {
+		st, err := os.Stat(filepath.Join(dir, cacheMarker))
+		if err != nil {
+			if st, err = os.Stat(dir); err != nil {
+				continue
+			}
+		}
+		age := now.Sub(st.ModTime())
+		if age < o.CacheMaxAge {
+			continue
+		}
+		if o.DryRun {
+			fmt.Fprintf(out, "would remove cache %s (unused for %s)\n", dir, age.Round(time.Second))
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove cache %s: %w", dir, err))
+			continue
+		}
+		fmt.Fprintf(out, "removed cache %s (unused for %s)\n", dir, age.Round(time.Second))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,281 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gitlab.com/depsd/depsd/podman-executor/container"
+)
+
+// HelperPath is where the runner helper is mounted in the job container:
+// on the default PATH of every common image, under the name the runner's
+// scripts call.
+const HelperPath = "/usr/local/bin/gitlab-runner"
+
+// keepAlive is the job container's main process: it idles until cleanup
+// removes the container. Stages run as exec sessions beside it.
+var keepAlive = []string{"sh", "-c", "while :; do sleep 3600; done"}
+
+// cacheMarker is touched beside a project's cache data on every prepare,
+// so gc can tell caches in use from abandoned ones; cacheData is the
+// directory mounted into the job (the marker stays out of the job's view).
+const (
+	cacheMarker = "last-used"
+	cacheData   = "data"
+)
+
+// PrepareStage pulls the job's image and services, starts the services on
+// a per-job network and starts the job container, which then idles until
+// cleanup. A leftover of an earlier attempt with the same name (a crashed
+// or retried prepare) is removed first. Progress lines go to the job log.
+func (e *Executor) PrepareStage(ctx context.Context) error {
+	id := e.Job.Identity()
+	name := id.JobName()
+	image := e.Job.Image(e.Config)
+	if image == "" {
+		return &JobError{Msg: "the job has no image and the driver config has no default_image"}
+	}
+	if !allowed(image, e.Config.AllowedImages) {
+		return &JobError{Msg: fmt.Sprintf("image %q is not allowed by this runner (allowed_images: %s)", image, strings.Join(e.Config.AllowedImages, ", "))}
+	}
+	services, err := e.Job.Services()
+	if err != nil {
+		return &JobError{Msg: err.Error()}
+	}
+	for _, s := range services {
+		if !allowed(s.Name, e.Config.AllowedServices) {
+			return &JobError{Msg: fmt.Sprintf("service %q is not allowed by this runner (allowed_services: %s)", s.Name, strings.Join(e.Config.AllowedServices, ", "))}
+		}
+	}
+	mounts, err := e.mounts(id)
+	if err != nil {
+		return err
+	}
+	e.progress("Using %s %s with image %s", Name, Version, image)
+	if err := e.removeStale(ctx, name); err != nil {
+		return err
+	}
+	if err := e.ensureImage(ctx, image); err != nil {
+		return err
+	}
+	for _, s := range services {
+		if err := e.ensureImage(ctx, s.Name); err != nil {
+			return err
+		}
+	}
+
+	spec, err := e.jobSpec(id, image, mounts)
+	if err != nil {
+		return err
+	}
+	if len(services) > 0 {
+		hosts, err := e.startServices(ctx, id, services)
+		if err != nil {
+			return err
+		}
+		spec.HostAdd = hosts
+		spec.Networks = map[string][]string{id.NetworkName(): nil}
+		if e.Config.Network != "" {
+			spec.Networks[e.Config.Network] = nil
+		}
+	}
+	if _, err := e.Engine.Create(ctx, spec); err != nil {
+		return err
+	}
+	if err := e.Engine.Start(ctx, name); err != nil {
+		return err
+	}
+	info, err := e.Engine.Inspect(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !info.Running {
+		return fmt.Errorf("job container %s stopped right after start: does image %s have sh?", name, image)
+	}
+	e.progress("Job container %s is running", name)
+	return nil
+}
+
+// progress writes one line to the job log.
+func (e *Executor) progress(format string, args ...any) {
+	fmt.Fprintf(e.Stdout, format+"\n", args...)
+}
+
+// removeStale removes what an earlier attempt of this job left behind,
+// refusing to touch a same-named container the executor did not create.
+func (e *Executor) removeStale(ctx context.Context, name string) error {
+	info, err := e.Engine.Inspect(ctx, name)
+	switch {
+	case errors.Is(err, container.ErrNotFound):
+	case err != nil:
+		return err
+	case info.Labels[LabelManaged] != "true":
+		return fmt.Errorf("a container named %s exists and was not created by %s: not touching it", name, Name)
+	default:
+		e.progress("Removing container %s left by an earlier attempt", name)
+	}
+	return e.removeGroup(ctx, name)
+}
+
+// ensureImage makes image present according to the pull policy.
+func (e *Executor) ensureImage(ctx context.Context, image string) error {
+	policy := e.Config.PullPolicy
+	if policy != "always" {
+		ok, err := e.Engine.ImageExists(ctx, image)
+		if err != nil {
+			return err
+		}
+		if ok {
+			e.progress("Using locally present image %s", image)
+			return nil
+		}
+		if policy == "never" {
+			return fmt.Errorf("image %s is not present locally and pull_policy is never", image)
+		}
+	}
+	auth, source := credentials(image, e.Job, e.Config)
+	if source != "" {
+		e.progress("Pulling image %s with credentials from %s", image, source)
+	} else {
+		e.progress("Pulling image %s", image)
+	}
+	podmanPolicy := container.PullPolicy("missing")
+	if policy == "always" {
+		podmanPolicy = "always"
+	}
+	return e.Engine.Pull(ctx, image, podmanPolicy, auth, e.Stdout)
+}
+
+// mounts are the job container's bind mounts: the job's cache directory,
+// the runner helper and the configured extra volumes.
+func (e *Executor) mounts(id Identity) ([]container.Mount, error) {
+	root := filepath.Join(e.Config.CacheHostDir, "runner-"+clean(id.Runner), "project-"+clean(id.Project))
+	cache := filepath.Join(root, cacheData)
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, fmt.Errorf("create cache directory: %w", err)
+	}
+	marker := filepath.Join(root, cacheMarker)
+	now := e.now()
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		return nil, fmt.Errorf("mark cache directory: %w", err)
+	}
+	_ = os.Chtimes(marker, now, now)
+	ms := []container.Mount{{Source: cache, Destination: e.Config.CacheDir}}
+	if h := e.Config.HelperBinary; h != "" && h != "none" {
+		if _, err := os.Stat(h); err != nil {
+			return nil, fmt.Errorf("runner helper: %w", err)
+		}
+		ms = append(ms, container.Mount{Source: h, Destination: HelperPath, ReadOnly: true})
+	} else {
+		e.progress("WARNING: no runner helper configured: artifacts and caches will not work")
+	}
+	for _, v := range e.Config.Volumes {
+		m, err := parseVolume(v)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// jobSpec describes the job container.
+func (e *Executor) jobSpec(id Identity, image string, mounts []container.Mount) (container.Spec, error) {
+	mem, err := e.Config.memoryBytes()
+	if err != nil {
+		return container.Spec{}, err
+	}
+	s := container.Spec{
+		Name:       id.JobName(),
+		Image:      image,
+		Entrypoint: keepAlive,
+		Command:    []string{},
+		Labels:     id.Labels("job", e.now()),
+		Mounts:     mounts,
+		Memory:     mem,
+		CPUs:       e.Config.CPUs,
+		PidsLimit:  e.Config.PidsLimit,
+		Privileged: e.Config.Privileged,
+	}
+	if e.Config.Network != "" {
+		s.Networks = map[string][]string{e.Config.Network: nil}
+	}
+	return s, nil
+}
+
+// startServices creates the job's network and starts each service on it
+// under its aliases. It returns /etc/hosts lines for the job container, so
+// the aliases resolve even where the network has no DNS.
+func (e *Executor) startServices(ctx context.Context, id Identity, services []Service) ([]string, error) {
+	net := id.NetworkName()
+	if err := e.Engine.CreateNetwork(ctx, net, id.Labels("network", e.now())); err != nil {
+		return nil, err
+	}
+	mem, err := e.Config.memoryBytes()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(services))
+	aliases := make([][]string, len(services))
+	for i, s := range services {
+		names[i] = id.ServiceName(i)
+		aliases[i] = ServiceAliases(s)
+		env := maps.Clone(e.Job.Vars)
+		maps.Copy(env, s.Variables)
+		spec := container.Spec{
+			Name:       names[i],
+			Image:      s.Name,
+			Entrypoint: s.Entrypoint,
+			Command:    s.Command,
+			Env:        env,
+			Labels:     id.Labels("service", e.now()),
+			Networks:   map[string][]string{net: aliases[i]},
+			Memory:     mem,
+			CPUs:       e.Config.CPUs,
+			PidsLimit:  e.Config.PidsLimit,
+			Privileged: e.Config.Privileged,
+		}
+		if len(aliases[i]) > 0 {
+			spec.Hostname = aliases[i][0]
+		}
+		e.progress("Starting service %s as %s", s.Name, strings.Join(aliases[i], ", "))
+		if _, err := e.Engine.Create(ctx, spec); err != nil {
+			return nil, err
+		}
+		if err := e.Engine.Start(ctx, names[i]); err != nil {
+			return nil, err
+		}
+	}
+	var hosts []string
+	for i, name := range names {
+		info, err := e.Engine.Inspect(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if !info.Running {
+			e.progress("WARNING: service %s is not running", services[i].Name)
+			continue
+		}
+		if ip := info.IPs[net]; ip != "" {
+			for _, a := range aliases[i] {
+				hosts = append(hosts, a+":"+ip)
+			}
+		}
+	}
+	return hosts, nil
+}
+
+// sinceLabel is how old a labelled thing is, from its created label, else
+// from podman's creation time.
+func sinceLabel(labels map[string]string, created, now time.Time) time.Duration {
+	if t, err := time.Parse(time.RFC3339, labels[LabelCreated]); err == nil {
+		return now.Sub(t)
+	}
+	return now.Sub(created)
+}

@@ -1,0 +1,5 @@
+// Package integration runs the compiled podman-executor against a real
+// podman service, driven by a harness that calls it the way gitlab-runner
+// does. It holds tests and benchmarks only; see README.md for how to start
+// the podman service they need (.ci/podman.sh start).
+package integration
