@@ -1,0 +1,101 @@
+package store
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"gitlab.com/depsd/depsd/deps"
+)
+
+// scanOf returns a scan result of n projects in a chain, distinguishable by
+// tag so readers can check they never see half of one scan.
+func scanOf(n int, tag string) []Project {
+	out := make([]Project, n)
+	for i := range out {
+		out[i] = Project{ID: int64(i + 1), Path: fmt.Sprintf("g/p%03d", i), DefaultBranch: "main", HeadCommit: tag}
+		if i > 0 {
+			out[i].Dependencies = []deps.Dependency{{Kind: deps.KindFrom, Line: 1, Ref: tag, Project: out[i-1].Path}}
+		}
+	}
+	return out
+}
+
+// The CLI and the daemon each have their own Store on one file. A burst of
+// writes and reads from both must all succeed (no "database is locked"), and
+// every read must see one whole scan.
+func TestTwoStoresOnOneFile(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "depsd.db")
+	var stores [2]*Store
+	for i := range stores {
+		s, err := Open(ctx, path)
+		if err != nil {
+			t.Fatalf("Open #%d: %v", i, err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	const writes, projects = 8, 25
+	var g errgroup.Group
+	for i, s := range stores {
+		g.Go(func() error { // writer
+			for k := range writes {
+				tag := fmt.Sprintf("s%d-%d", i, k)
+				start := time.Date(2025, 1, 1, 0, 0, k, i, time.UTC)
+				if err := s.ApplyScan(ctx, scanOf(projects, tag), ScanMeta{StartedAt: start}); err != nil {
+					return fmt.Errorf("store %d write %d: %w", i, k, err)
+				}
+			}
+			return nil
+		})
+		g.Go(func() error { // reader
+			for k := range writes {
+				got, err := s.Projects(ctx)
+				if err != nil {
+					return fmt.Errorf("store %d read %d: %w", i, k, err)
+				}
+				for _, p := range got {
+					if p.HeadCommit != got[0].HeadCommit {
+						return fmt.Errorf("store %d read %d saw a mix of scans %s and %s", i, k, got[0].HeadCommit, p.HeadCommit)
+					}
+				}
+				if _, err := s.Graph(ctx); err != nil {
+					return fmt.Errorf("store %d graph %d: %w", i, k, err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range stores {
+		got, err := s.Projects(ctx)
+		if err != nil || len(got) != projects {
+			t.Fatalf("store %d after the burst: %d projects, %v", i, len(got), err)
+		}
+	}
+}
+
+// Two processes starting on a fresh file at the same time both migrate it
+// without error.
+func TestConcurrentOpenOfFreshFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "depsd.db")
+	var g errgroup.Group
+	for range 4 {
+		g.Go(func() error {
+			s, err := Open(t.Context(), path)
+			if err != nil {
+				return err
+			}
+			return s.Close()
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}

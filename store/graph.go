@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"gitlab.com/depsd/depsd/deps"
+)
+
+// Graph builds the dependency graph of the stored projects: every project is
+// a node, and every dependency naming another stored project is an edge.
+// Dependencies naming a project outside the store (out of scope, removed)
+// add nothing: depsd could never trigger or hear from such a project. Nor
+// does a project naming itself (FROM its own image): it would be a cycle of
+// one, and the scan reports it as a warning instead (as scan.Analyze does).
+//
+// It reads only paths, not whole projects, so the daemon can reload the
+// graph after every scan cheaply; GraphOf does the same from projects
+// already in memory.
+func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
+	g := deps.NewGraph()
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT path FROM projects ORDER BY path`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var p string
+			if err := rows.Scan(&p); err != nil {
+				rows.Close()
+				return err
+			}
+			g.AddProject(p)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.QueryContext(ctx, `SELECT DISTINCT d.upstream, p.path
+			FROM dependencies d
+			JOIN projects p ON p.id = d.project_id
+			JOIN projects u ON u.path = d.upstream
+			WHERE u.id <> p.id
+			ORDER BY d.upstream, p.path`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var up, down string
+			if err := rows.Scan(&up, &down); err != nil {
+				return err
+			}
+			g.AddEdge(up, down)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read graph: %w", err)
+	}
+	return g, nil
+}
+
+// GraphOf builds the graph of projects with the same rules as Store.Graph.
+func GraphOf(projects []Project) *deps.Graph {
+	g := deps.NewGraph()
+	for _, p := range projects {
+		g.AddProject(p.Path)
+	}
+	for _, p := range projects {
+		for _, d := range p.Dependencies {
+			if d.Project != "" && d.Project != p.Path && g.Has(d.Project) {
+				g.AddEdge(d.Project, p.Path)
+			}
+		}
+	}
+	return g
+}

@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gitlab.com/depsd/depsd/deps"
+)
+
+// Project is one GitLab project as the last scan saw it.
+type Project struct {
+	ID             int64  // GitLab's project id: stable across renames and transfers
+	Path           string // path_with_namespace
+	DefaultBranch  string
+	RegistryPrefix string // container_registry_image_prefix
+	WebURL         string
+	HeadCommit     string // of the default branch; unchanged means the files need not be refetched
+	// LastActivity is GitLab's last_activity_at, a cheap change signal for
+	// incremental scans.
+	LastActivity time.Time
+	// HeadCheckedAt is when HeadCommit was last confirmed with GitLab.
+	HeadCheckedAt time.Time
+	// Files are the dependency files as read at HeadCommit (the
+	// Containerfile or Dockerfile found, and .gitlab-deps), kept so that a
+	// rescan re-analyses them against the current set of projects without
+	// fetching them again. SearchedFiles are the candidate names that were
+	// looked for: if the configuration changes them, the files are refetched.
+	Files         []File
+	SearchedFiles []string
+	File          string // the dependency file analysed (Containerfile, Dockerfile); empty if none
+	Dependencies  []deps.Dependency
+	Warnings      []deps.Warning
+	ScannedAt     time.Time
+}
+
+// File is one file of a project's repository, as read.
+type File struct {
+	Name    string // path in the repository
+	Content []byte
+}
+
+const projectColumns = `id, path, default_branch, registry_prefix, web_url, head_commit, last_activity,
+	head_checked_at, searched_files, file, scanned_at`
+
+// Projects returns every stored project, sorted by path, with its files,
+// dependencies and warnings in order. It costs four queries whatever the
+// number of projects, all in one snapshot.
+func (s *Store) Projects(ctx context.Context) ([]Project, error) {
+	var out []Project
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects ORDER BY path`)
+		if err != nil {
+			return err
+		}
+		index := make(map[int64]*Project, len(out))
+		for i := range out {
+			index[out[i].ID] = &out[i]
+		}
+		return loadDetails(ctx, tx, index, "")
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read projects: %w", err)
+	}
+	return out, nil
+}
+
+// Project returns the stored project at path, or an error wrapping
+// ErrNotFound.
+func (s *Store) Project(ctx context.Context, path string) (Project, error) {
+	var p Project
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		found, err := queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects WHERE path = $1`, path)
+		if err != nil {
+			return err
+		}
+		if len(found) == 0 {
+			return ErrNotFound
+		}
+		p = found[0]
+		return loadDetails(ctx, tx, map[int64]*Project{p.ID: &p}, ` WHERE project_id = $1`, p.ID)
+	})
+	if err != nil {
+		return Project{}, fmt.Errorf("read project %s: %w", path, err)
+	}
+	return p, nil
+}
+
+func queryProjects(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]Project, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Project
+	for rows.Next() {
+		var p Project
+		var activity, checked, scanned sql.NullString
+		var searched string
+		if err := rows.Scan(&p.ID, &p.Path, &p.DefaultBranch, &p.RegistryPrefix, &p.WebURL,
+			&p.HeadCommit, &activity, &checked, &searched, &p.File, &scanned); err != nil {
+			return nil, err
+		}
+		if p.LastActivity, err = decodeTime(activity); err != nil {
+			return nil, fmt.Errorf("project %s: %w", p.Path, err)
+		}
+		if p.HeadCheckedAt, err = decodeTime(checked); err != nil {
+			return nil, fmt.Errorf("project %s: %w", p.Path, err)
+		}
+		if p.ScannedAt, err = decodeTime(scanned); err != nil {
+			return nil, fmt.Errorf("project %s: %w", p.Path, err)
+		}
+		if p.SearchedFiles, err = decodeNames(searched); err != nil {
+			return nil, fmt.Errorf("project %s: %w", p.Path, err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// loadDetails fills the files, dependencies and warnings of the projects in
+// index, reading the rows selected by where (with args).
+func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*Project, where string, args ...any) error {
+	rows, err := tx.QueryContext(ctx, `SELECT project_id, name, content
+		FROM files`+where+` ORDER BY project_id, seq`, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var f File
+		if err := rows.Scan(&id, &f.Name, &f.Content); err != nil {
+			return err
+		}
+		if f.Content == nil {
+			f.Content = []byte{} // the driver reads an empty BLOB as nil; the file exists
+		}
+		if p := index[id]; p != nil {
+			p.Files = append(p.Files, f)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows.Close()
+
+	rows, err = tx.QueryContext(ctx, `SELECT project_id, kind, line, ref, image, repository, tag, digest, upstream
+		FROM dependencies`+where+` ORDER BY project_id, seq`, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var d deps.Dependency
+		if err := rows.Scan(&id, &d.Kind, &d.Line, &d.Ref, &d.Image, &d.Repository, &d.Tag, &d.Digest, &d.Project); err != nil {
+			return err
+		}
+		if p := index[id]; p != nil {
+			p.Dependencies = append(p.Dependencies, d)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	rows.Close()
+
+	rows, err = tx.QueryContext(ctx, `SELECT project_id, file, line, message
+		FROM warnings`+where+` ORDER BY project_id, seq`, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var w deps.Warning
+		if err := rows.Scan(&id, &w.File, &w.Line, &w.Message); err != nil {
+			return err
+		}
+		if p := index[id]; p != nil {
+			p.Warnings = append(p.Warnings, w)
+		}
+	}
+	return rows.Err()
+}
+
+// encodeNames stores a list of file names as a JSON array: one portable
+// TEXT column instead of a table for a short list read with its project.
+func encodeNames(names []string) (string, error) {
+	if len(names) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(names)
+	return string(b), err
+}
+
+func decodeNames(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var names []string
+	if err := json.Unmarshal([]byte(s), &names); err != nil {
+		return nil, fmt.Errorf("decode searched files %q: %w", s, err)
+	}
+	return names, nil
+}

@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// busyTimeoutMillis is how long a writer waits for another writer (the
+// daemon, a concurrent `depsd scan`) before giving up. A full scan of a large
+// instance is written in one transaction of a second or two.
+const busyTimeoutMillis = 15000
+
+// sqliteDSN is everything SQLite-specific about how depsd talks to its file.
+// The pragmas are applied by the driver on every new connection:
+//   - busy_timeout: wait for the write lock instead of failing at once;
+//   - journal_mode(WAL): readers never block the writer nor the writer them;
+//   - foreign_keys(1): SQLite leaves them off by default, and deleting a
+//     project must delete its dependencies;
+//   - synchronous(NORMAL): durable across process crashes in WAL mode, and
+//     much cheaper than FULL;
+//
+// and _txlock=immediate makes every read-write transaction take the write
+// lock when it begins (read-only ones stay deferred).
+func sqliteDSN(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	// A file: URI, so that a path containing '?' or '#' is not mistaken
+	// for query parameters.
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), OmitHost: true}
+	q := []string{
+		fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeoutMillis),
+		"_pragma=journal_mode(WAL)",
+		"_pragma=foreign_keys(1)",
+		"_pragma=synchronous(NORMAL)",
+		"_txlock=immediate",
+	}
+	return u.String() + "?" + strings.Join(q, "&"), nil
+}
+
+// openSQLite opens and checks the file: the driver connects lazily, so
+// without the ping a non-SQLite file would only fail at the first query.
+func openSQLite(ctx context.Context, path string) (*sql.DB, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
+	dsn, err := sqliteDSN(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	// Writers serialise on the file lock anyway; a few connections let
+	// reads proceed beside a write without opening one per goroutine.
+	db.SetMaxOpenConns(4)
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		db.Close()
+		return nil, describeOpenError(err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		db.Close()
+		return nil, fmt.Errorf("journal mode is %q, not WAL (is the file on a network filesystem?)", mode)
+	}
+	return db, nil
+}
+
+// checkPath catches the usual mistakes with --state before SQLite does:
+// SQLite reports them all as "unable to open database file", and the driver
+// adds a misleading "out of memory".
+func checkPath(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return errors.New("is a directory, not a file")
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("cannot create the file: %w", err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("cannot create the file: %s is not a directory", dir)
+	}
+	return nil
+}
+
+// describeOpenError adds what the operator should check to SQLite's terse
+// messages.
+func describeOpenError(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "file is not a database"):
+		return fmt.Errorf("not an SQLite database (wrong --state file?): %w", err)
+	case strings.Contains(msg, "unable to open database file"):
+		return fmt.Errorf("cannot create or open the file (is it or its directory writable?): %w", err)
+	}
+	return err
+}

@@ -1,0 +1,119 @@
+// Package store persists what depsd knows between runs: the projects a scan
+// found, their dependency files, dependencies and warnings, and scan metadata
+// (the chain tables come with the chain engine). The default backend is one SQLite file (pure
+// Go, no cgo) in WAL mode, so `depsd scan` and a running `depsd serve` can use
+// the same file at the same time.
+//
+// The SQL is kept portable: standard DDL, $N placeholders and INSERT ... ON
+// CONFLICT, which SQLite and PostgreSQL both accept. What is SQLite-specific
+// (the DSN and its pragmas) lives in sqlite.go, so that a PostgreSQL Store can
+// be added beside this one. Consumers declare the small interfaces they need
+// over *Store, as DESIGN.md asks; this package does not export one.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrNotFound is returned when a requested record does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is a handle on one database. It is safe for concurrent use by many
+// goroutines, and several Stores (in one process or several) may use the
+// same file at once: writers wait for each other up to the busy timeout.
+type Store struct {
+	db   *sql.DB
+	path string
+}
+
+// Open opens the store at path, creating the file if it does not exist, and
+// brings its schema up to date. Opening an up-to-date store changes nothing,
+// so every command may call Open. A file that is not a depsd database, or one
+// migrated by a newer depsd, is an error naming path.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("open store: empty path")
+	}
+	db, err := openSQLite(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close releases the database. In-flight calls must have returned.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Path returns the file the store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// write runs fn in a transaction that takes the write lock when it begins,
+// and commits it if fn succeeds. Taking the lock up front (BEGIN IMMEDIATE in
+// SQLite) is what makes concurrent writers wait for each other instead of
+// failing: a transaction that read first and then tries to write cannot wait.
+func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// read runs fn in a read-only transaction: its queries see one snapshot even
+// while another process writes, and it never blocks writers.
+func (s *Store) read(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+// timeLayout is fixed-width UTC with nanoseconds, so stored times sort as
+// strings and round-trip exactly; a database-neutral text form keeps the
+// schema portable and readable with the sqlite3 shell.
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// encodeTime stores the zero time as NULL ("unknown").
+func encodeTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// errIsNotFound reports whether err means a missing row.
+func errIsNotFound(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+func decodeTime(s sql.NullString) (time.Time, error) {
+	if !s.Valid {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(timeLayout, s.String)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("decode time %q: %w", s.String, err)
+	}
+	return t, nil
+}
