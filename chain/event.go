@@ -1,0 +1,39 @@
+// Package chain is depsd's rebuild engine: it turns "project P's pipeline
+// succeeded/failed" and "rebuild P" into pipeline-creation actions, exactly
+// once per project per chain, in dependency order. See "Chain semantics"
+// in DESIGN.md.
+package chain
+
+import "time"
+
+// PipelineEvent is a pipeline status change of a project's default branch,
+// from a webhook or from the reconciler.
+type PipelineEvent struct {
+	ProjectID  int64
+	Project    string // path_with_namespace
+	PipelineID int64
+	Status     string // GitLab's: created, pending, running, success, failed, canceled, skipped, manual, ...
+	Ref        string
+	SHA        string
+	Source     string            // push, web, api, trigger, schedule, pipeline, ...
+	Variables  map[string]string // pipeline variables; depsd's own carry DEPSD_ACTION_ID
+	URL        string
+	At         time.Time // when GitLab reported it (finished_at, else the delivery time)
+}
+
+// PushEvent says a project's default branch moved and which files changed.
+type PushEvent struct {
+	ProjectID int64
+	Project   string
+	Ref       string
+	After     string   // new head commit
+	Changed   []string // paths added, modified or removed
+	At        time.Time
+}
+
+// Pipeline variables depsd sets on the pipelines it creates.
+const (
+	VarChainID  = "DEPSD_CHAIN_ID"
+	VarUpstream = "DEPSD_UPSTREAM"
+	VarActionID = "DEPSD_ACTION_ID"
+)

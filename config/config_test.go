@@ -1,0 +1,153 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeFS is a map of file name to content for Source.ReadFile.
+type fakeFS map[string]string
+
+func (f fakeFS) read(name string) ([]byte, error) {
+	if s, ok := f[name]; ok {
+		return []byte(s), nil
+	}
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+}
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+const fullFile = `
+gitlab:
+  url: https://gitlab.example.com
+  token_file: /etc/depsd/token
+  concurrency: 4
+  requests_per_minute: 300
+  timeout: 10s
+scope:
+  groups: [infra, apps/shop]
+  projects: [other/tool]
+  exclude: ["apps/shop/legacy/**"]
+containerfiles: [Containerfile.prod, Containerfile]
+registry: registry.example.com
+state: /var/lib/depsd/depsd.db
+hooks:
+  url: https://depsd.example.com/hooks/gitlab
+  secret_file: /etc/depsd/hook-secret
+`
+
+func TestLoadPrecedence(t *testing.T) {
+	files := fakeFS{"depsd.yaml": fullFile, "/etc/depsd/token": "glpat-file\n", "/etc/depsd/hook-secret": "s3cret"}
+	cfg, err := Load(Source{Env: env(map[string]string{"GITLAB_URL": "https://env.example.com", "DEPSD_STATE": "env.db"}), ReadFile: files.read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.ResolveSecrets(files.read); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GitLab.URL != "https://env.example.com" {
+		t.Errorf("env must win over the file: url %q", cfg.GitLab.URL)
+	}
+	if cfg.State != "env.db" {
+		t.Errorf("state %q", cfg.State)
+	}
+	if cfg.GitLab.Token != "glpat-file" || cfg.Hooks.Secret != "s3cret" {
+		t.Errorf("secrets not read from files: %q %q", cfg.GitLab.Token, cfg.Hooks.Secret)
+	}
+	if cfg.GitLab.Concurrency != 4 || cfg.GitLab.Timeout != 10*time.Second || cfg.GitLab.MaxRetries != 5 {
+		t.Errorf("file values and defaults mixed wrongly: %+v", cfg.GitLab)
+	}
+	if strings.Join(cfg.Scope.Groups, ",") != "infra,apps/shop" || cfg.Containerfiles[0] != "Containerfile.prod" {
+		t.Errorf("scope/files: %+v %v", cfg.Scope, cfg.Containerfiles)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Error(err)
+	}
+	if err := cfg.RequireGitLab(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestLoadTokenFromEnvWinsOverFile(t *testing.T) {
+	files := fakeFS{"depsd.yaml": fullFile, "/etc/depsd/token": "glpat-file", "/etc/depsd/hook-secret": "s"}
+	cfg, err := Load(Source{Env: env(map[string]string{"GITLAB_TOKEN": "glpat-env"}), ReadFile: files.read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.ResolveSecrets(files.read); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GitLab.Token != "glpat-env" {
+		t.Errorf("token %q", cfg.GitLab.Token)
+	}
+}
+
+func TestLoadWithoutFileUsesDefaults(t *testing.T) {
+	cfg, err := Load(Source{ReadFile: fakeFS{}.read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.State != "depsd.db" || cfg.GitLab.Concurrency != 8 {
+		t.Errorf("defaults: %+v", cfg)
+	}
+	if err := cfg.RequireGitLab(); err == nil || !strings.Contains(err.Error(), "gitlab.url") {
+		t.Errorf("RequireGitLab = %v, want a gitlab.url error", err)
+	}
+}
+
+func TestLoadNamedFileMustExist(t *testing.T) {
+	_, err := Load(Source{File: "missing.yaml", ReadFile: fakeFS{}.read})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("err = %v", err)
+	}
+	_, err = Load(Source{Env: env(map[string]string{"DEPSD_CONFIG": "gone.yaml"}), ReadFile: fakeFS{}.read})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("DEPSD_CONFIG: err = %v", err)
+	}
+}
+
+func TestInvalidConfigNamesTheKey(t *testing.T) {
+	tests := []struct {
+		name, file, want string
+	}{
+		{"unknown key", "gitlab:\n  urll: x\n", "field urll not found"},
+		{"wrong type", "gitlab:\n  concurrency: many\n", "line 2"},
+		{"bad url", "gitlab:\n  url: gitlab.example.com\n", "gitlab.url"},
+		{"concurrency", "gitlab:\n  concurrency: 0\n", "gitlab.concurrency"},
+		{"bad duration", "gitlab:\n  timeout: soon\n", "line 2"},
+		{"bad glob", "scope:\n  exclude: ['[']\n", "scope.exclude[0]"},
+		{"project path", "scope:\n  projects: [single]\n", "scope.projects[0]"},
+		{"no files", "containerfiles: []\n", "containerfiles"},
+		{"absolute file", "containerfiles: [/etc/passwd]\n", "containerfiles[0]"},
+		{"hook url", "hooks:\n  url: not a url\n", "hooks.url"},
+		{"token in url", "gitlab:\n  url: https://user:glpat-x@gitlab.example.com\n", "must not carry credentials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load(Source{ReadFile: fakeFS{"depsd.yaml": tt.file}.read})
+			if err == nil {
+				err = cfg.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "glpat-x") {
+				t.Errorf("error leaks the credential: %v", err)
+			}
+		})
+	}
+}
+
+func TestEmptySecretFileIsAnError(t *testing.T) {
+	cfg := Defaults()
+	cfg.GitLab.TokenFile = "/t"
+	err := cfg.ResolveSecrets(fakeFS{"/t": "\n"}.read)
+	if err == nil || !strings.Contains(err.Error(), "gitlab.token_file") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -1,0 +1,88 @@
+package scan
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/store"
+)
+
+// Analyze parses the stored files of every project, fills in their
+// Dependencies, File and Warnings (appending to warnings already there),
+// maps images and .gitlab-deps entries to the projects in the list, and
+// returns the dependency graph of those projects (store.GraphOf: the same
+// rules as the graph later read back from the store).
+//
+// registry, when set, overrides each project's registry prefix with
+// registry/<lower-case path>. instanceHost is the GitLab host that
+// .gitlab-deps URLs must name.
+func Analyze(projects []store.Project, registry, instanceHost string) *deps.Graph {
+	prefixes := make(map[string]string, len(projects))
+	byLowerPath := make(map[string]string, len(projects))
+	for _, p := range projects {
+		prefix := p.RegistryPrefix
+		if registry != "" {
+			prefix = strings.TrimSuffix(registry, "/") + "/" + strings.ToLower(p.Path)
+		}
+		if prefix != "" {
+			prefixes[prefix] = p.Path
+		}
+		byLowerPath[strings.ToLower(p.Path)] = p.Path
+	}
+	images := deps.NewRegistryMap(prefixes)
+
+	for i := range projects {
+		p := &projects[i]
+		p.Dependencies, p.File = nil, ""
+		for _, f := range p.Files {
+			a := analyzeFile(f, instanceHost)
+			if f.Name != deps.GitLabDepsFile {
+				p.File = f.Name
+			}
+			p.Warnings = append(p.Warnings, a.Warnings...)
+			for _, d := range a.Dependencies {
+				warn := func(format string, args ...any) {
+					p.Warnings = append(p.Warnings, deps.Warning{File: f.Name, Line: d.Line, Message: fmt.Sprintf(format, args...)})
+				}
+				switch {
+				case d.Kind == deps.KindGitLabDeps:
+					if canonical, ok := byLowerPath[strings.ToLower(d.Project)]; ok {
+						d.Project = canonical
+					} else {
+						warn("upstream %s is not in depsd's scope: its pipelines are not watched", d.Project)
+					}
+				case d.Repository != "":
+					d.Project, _ = images.Project(d.Repository)
+				}
+				if d.Project == p.Path {
+					// A project building FROM its own image would trigger
+					// itself forever: the graph leaves it out.
+					warn("%s is this project's own image: not an upstream", d.Ref)
+				}
+				p.Dependencies = append(p.Dependencies, d)
+			}
+		}
+	}
+	return store.GraphOf(projects)
+}
+
+// analyzeFile parses one stored file. A file that cannot be parsed at all
+// becomes a warning: the project simply declares nothing until it is fixed.
+func analyzeFile(f store.File, instanceHost string) deps.FileAnalysis {
+	if f.Name == deps.GitLabDepsFile {
+		return deps.ParseGitLabDeps(f.Name, f.Content, instanceHost)
+	}
+	a, err := deps.AnalyzeContainerfile(f.Name, f.Content)
+	if err != nil {
+		var pe *deps.ParseError
+		line := 0
+		if errors.As(err, &pe) {
+			line = pe.Line
+			err = pe.Err
+		}
+		return deps.FileAnalysis{Warnings: []deps.Warning{{File: f.Name, Line: line, Message: fmt.Sprintf("cannot parse: %v", err)}}}
+	}
+	return a
+}
