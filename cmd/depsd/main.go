@@ -4,9 +4,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 // Exit codes shared by every subcommand.
@@ -29,9 +32,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return exitUsage
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	switch args[0] {
 	case "check":
 		return runCheck(args[1:], stdout, stderr)
+	case "scan":
+		return runScan(ctx, args[1:], stdout, stderr)
+	case "graph":
+		return runGraph(ctx, args[1:], stdout, stderr)
+	case "deps", "rdeps":
+		return runDeps(ctx, args[0], args[1:], stdout, stderr)
+	case "hooks":
+		return runHooks(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "depsd", buildVersion())
 		return exitOK
@@ -51,6 +64,14 @@ func usage(w io.Writer) {
 commands:
   check [--registry HOST] [--json] [--file NAME]... DIR...
                  print the dependencies declared by local checkouts
+  scan           scan the GitLab scope into the state file
+  graph [--format text|json|dot|mermaid]
+                 print the scanned dependency graph
+  deps PROJECT   print the direct upstreams of a project
+  rdeps [--all] PROJECT
+                 print the downstreams of a project (--all: every wave)
+  hooks sync [--url URL] [--dry-run]
+                 give every project in scope exactly one depsd webhook
   version        print the version
 
 Run 'depsd <command> -h' for the flags of a command.

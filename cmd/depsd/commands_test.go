@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+)
+
+// fakeInstance starts a fake GitLab with base → ruby → app and a
+// .gitlab-deps user, and points the environment at it.
+func fakeInstance(t *testing.T) (*gitlabtest.Server, string) {
+	t.Helper()
+	srv := gitlabtest.New(gitlabtest.Options{Token: "glpat-cli-test"})
+	t.Cleanup(srv.Close)
+	for path, files := range map[string]map[string]string{
+		"infra/base": {"Containerfile": "FROM debian:bookworm\n"},
+		"infra/ruby": {"Containerfile": "FROM registry.example.com/infra/base:latest\n"},
+		"apps/app":   {"Containerfile": "FROM registry.example.com/infra/ruby:3\n"},
+		"apps/docs":  {".gitlab-deps": "apps/app\n"},
+	} {
+		if _, err := srv.AddProject(gitlabtest.Project{Path: path, Files: files}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	t.Setenv("GITLAB_URL", srv.URL)
+	t.Setenv("GITLAB_TOKEN", srv.Token)
+	t.Setenv("DEPSD_STATE", filepath.Join(dir, "depsd.db"))
+	t.Setenv("DEPSD_CONFIG", "")
+	t.Chdir(dir)
+	return srv, dir
+}
+
+func depsd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestScanGraphDepsRdeps(t *testing.T) {
+	fakeInstance(t)
+	code, out, errOut := depsd(t, "graph")
+	if code != exitFail || !strings.Contains(errOut, "run depsd scan first") {
+		t.Errorf("graph before scan: exit %d, %s", code, errOut)
+	}
+	code, out, errOut = depsd(t, "scan", "--group", "infra", "--group", "apps", "--log-level", "warn")
+	if code != exitOK || !strings.Contains(out, "scanned 4 projects") || !strings.Contains(out, "3 dependencies between projects, 1 external images") {
+		t.Fatalf("scan: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+
+	code, out, _ = depsd(t, "graph", "--format", "json")
+	if code != exitOK {
+		t.Fatalf("graph exit %d", code)
+	}
+	var doc struct {
+		Projects []struct {
+			Path                 string
+			Upstream, Downstream []string
+			External             []string
+		}
+		Cycles [][]string
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("graph json: %v\n%s", err, out)
+	}
+	if len(doc.Projects) != 4 || doc.Cycles == nil {
+		t.Fatalf("graph: %+v", doc)
+	}
+	base := doc.Projects[2]
+	if base.Path != "infra/base" || strings.Join(base.Downstream, ",") != "infra/ruby" || strings.Join(base.External, ",") != "docker.io/library/debian:bookworm" {
+		t.Errorf("base: %+v", base)
+	}
+	for _, format := range []string{"text", "dot", "mermaid"} {
+		if code, out, _ := depsd(t, "graph", "--format", format); code != exitOK || !strings.Contains(out, "infra/ruby") {
+			t.Errorf("graph --format %s: exit %d\n%s", format, code, out)
+		}
+	}
+	if code, _, _ := depsd(t, "graph", "--format", "yaml"); code != exitUsage {
+		t.Errorf("unknown format: exit %d", code)
+	}
+
+	if code, out, _ := depsd(t, "deps", "apps/app"); code != exitOK || out != "infra/ruby\n" {
+		t.Errorf("deps: exit %d %q", code, out)
+	}
+	if code, out, _ := depsd(t, "rdeps", "infra/base"); code != exitOK || out != "infra/ruby\n" {
+		t.Errorf("rdeps: exit %d %q", code, out)
+	}
+	want := "wave 1: infra/ruby\nwave 2: apps/app\nwave 3: apps/docs\n"
+	if code, out, _ := depsd(t, "rdeps", "--all", "infra/base"); code != exitOK || out != want {
+		t.Errorf("rdeps --all: exit %d\n%s\nwant\n%s", code, out, want)
+	}
+	if code, _, errOut := depsd(t, "deps", "nope/nope"); code != exitFail || !strings.Contains(errOut, "not in the scanned graph") {
+		t.Errorf("unknown project: exit %d %s", code, errOut)
+	}
+	if code, _, _ := depsd(t, "deps"); code != exitUsage {
+		t.Errorf("deps without project: exit %d", code)
+	}
+}
+
+func TestScanErrorsSayWhich(t *testing.T) {
+	fakeInstance(t)
+	t.Setenv("GITLAB_TOKEN", "glpat-wrong")
+	code, _, errOut := depsd(t, "scan", "--group", "infra")
+	if code != exitFail || !strings.Contains(errOut, "rejected the token") || strings.Contains(errOut, "glpat-wrong") {
+		t.Errorf("bad token: exit %d, %s", code, errOut)
+	}
+
+	// Nothing listens on a port we just closed.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := filepath.Join(t.TempDir(), "depsd.yaml")
+	if err := os.WriteFile(cfg, []byte("gitlab:\n  max_retries: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = depsd(t, "scan", "--config", cfg, "--gitlab-url", "http://"+addr, "--group", "infra")
+	if code != exitFail || !strings.Contains(errOut, "could not be reached") {
+		t.Errorf("unreachable: exit %d, %s", code, errOut)
+	}
+
+	code, _, errOut = depsd(t, "scan", "--group", "does-not-exist")
+	if code != exitFail || !strings.Contains(errOut, "does-not-exist") {
+		t.Errorf("missing group: exit %d, %s", code, errOut)
+	}
+	t.Setenv("GITLAB_URL", "")
+	if code, _, errOut := depsd(t, "scan", "--group", "infra"); code != exitFail || !strings.Contains(errOut, "gitlab.url is not set") {
+		t.Errorf("no url: exit %d, %s", code, errOut)
+	}
+}
+
+func TestHooksSyncIsIdempotent(t *testing.T) {
+	srv, _ := fakeInstance(t)
+	t.Setenv("DEPSD_WEBHOOK_SECRET", "hook-secret")
+	args := []string{"hooks", "sync", "--group", "infra", "--group", "apps", "--url", "https://depsd.example.com/hooks/gitlab"}
+	code, out, errOut := depsd(t, append(args, "--dry-run")...)
+	if code != exitOK || !strings.Contains(out, "would be created") || len(srv.Hooks("infra/base")) != 0 {
+		t.Fatalf("dry run: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = depsd(t, args...)
+	if code != exitOK || strings.Count(out, ": created") != 4 {
+		t.Fatalf("first sync: exit %d\n%s%s", code, out, errOut)
+	}
+	hooks := srv.Hooks("apps/docs")
+	if len(hooks) != 1 || hooks[0].URL != "https://depsd.example.com/hooks/gitlab" || strings.Join(hooks[0].Events, ",") != "pipeline_events,push_events" ||
+		hooks[0].Token != "hook-secret" || !hooks[0].EnableSSLVerification {
+		t.Errorf("hook: %+v", hooks)
+	}
+	code, out, _ = depsd(t, args...)
+	if code != exitOK || !strings.Contains(out, "nothing to change") {
+		t.Errorf("second sync: exit %d\n%s", code, out)
+	}
+	t.Setenv("DEPSD_WEBHOOK_SECRET", "")
+	if code, _, errOut := depsd(t, args...); code != exitFail || !strings.Contains(errOut, "no webhook secret") {
+		t.Errorf("no secret: exit %d %s", code, errOut)
+	}
+}
