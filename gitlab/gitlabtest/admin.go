@@ -117,8 +117,9 @@ func (s *Server) Project(path string) (ProjectInfo, bool) {
 
 // SetFile pushes a commit to the project's default branch that sets file to
 // content. Like a real push it moves the branch head and, subject to
-// Options.ActivityThrottle, last_activity_at. It turns an empty repository
-// into a non-empty one. It returns the new commit id.
+// Options.ActivityThrottle, last_activity_at, and posts a Push Hook event
+// (and, with Behavior.OnPush, starts a pipeline). It turns an empty
+// repository into a non-empty one. It returns the new commit id.
 func (s *Server) SetFile(projectPath, file, content string) (string, error) {
 	return s.push(projectPath, "Update "+file, func(files map[string]string) { files[file] = content })
 }
@@ -136,11 +137,16 @@ func (s *Server) push(projectPath, message string, change func(map[string]string
 		return "", fmt.Errorf("push to %s: project not found", projectPath)
 	}
 	now := s.now()
-	files := p.headFiles(p.defaultBranch)
+	before := p.headFiles(p.defaultBranch)
+	files := maps.Clone(before)
 	change(files)
 	c := s.inst.commitFiles(p, p.defaultBranch, files, message, now)
 	p.emptyRepo = false
 	s.touch(p, now)
+	s.pushHooks(p, p.defaultBranch, c, diffFiles(before, files))
+	if b, _ := s.behaviorOf(p); b.OnPush {
+		s.startRun(p, s.newPipeline(p, p.defaultBranch, c.sha, "push", nil))
+	}
 	return c.sha, nil
 }
 
@@ -215,8 +221,10 @@ func (s *Server) DeleteProject(path string) error {
 	}
 	delete(s.inst.projects, p.id)
 	delete(s.inst.projectPath, strings.ToLower(p.path))
+	delete(s.behaviors, p.id)
 	for id, pl := range s.inst.pipelines {
 		if pl.projectID == p.id {
+			s.stopRun(pl)
 			delete(s.inst.pipelines, id)
 		}
 	}

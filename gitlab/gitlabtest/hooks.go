@@ -33,6 +33,9 @@ type hook struct {
 	alertStatus   string // executable, temporarily_disabled, disabled
 	disabledUntil time.Time
 	createdAt     time.Time
+	// Auto-disabling after failed deliveries, as GitLab counts them.
+	recentFailures int
+	backoffCount   int
 }
 
 // Hook is a project hook as the fake stores it, token included.
@@ -279,6 +282,7 @@ func (s *Server) editHook(w http.ResponseWriter, r *http.Request) {
 	}
 	h.alertStatus = "executable"
 	h.disabledUntil = time.Time{}
+	h.recentFailures, h.backoffCount = 0, 0
 	*p.hooks[i] = h
 	writeJSON(w, http.StatusOK, hookBody(p.id, &h, s.now()))
 }

@@ -2,6 +2,7 @@ package gitlabtest
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -26,12 +27,15 @@ func finished(status string) bool {
 type pipeline struct {
 	id, iid, projectID int64
 	ref, sha, status   string
+	beforeSHA          string
 	source             string
 	vars               []variable
 	createdAt          time.Time
 	updatedAt          time.Time
 	startedAt          time.Time
 	finishedAt         time.Time
+	// stopRun ends the pipeline's simulation; nil when none is going on.
+	stopRun context.CancelFunc
 }
 
 type variable struct {
@@ -50,6 +54,8 @@ type Pipeline struct {
 	Variables     map[string]string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	StartedAt     time.Time // zero until it ran
+	FinishedAt    time.Time // zero until it finished
 }
 
 func (pl *pipeline) export() Pipeline {
@@ -60,6 +66,7 @@ func (pl *pipeline) export() Pipeline {
 	return Pipeline{
 		ID: pl.id, ProjectID: pl.projectID, Ref: pl.ref, SHA: pl.sha, Status: pl.status,
 		Source: pl.source, Variables: vars, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt,
+		StartedAt: pl.startedAt, FinishedAt: pl.finishedAt,
 	}
 }
 
@@ -82,7 +89,9 @@ func (s *Server) Pipelines(projectPath string) []Pipeline {
 }
 
 // AddPipeline records a pipeline as if GitLab had created it (source "push"
-// by default), e.g. a pipeline depsd did not create.
+// by default), e.g. a pipeline depsd did not create, directly in status.
+// Unless status is "created", a Pipeline Hook event is posted for it. It is
+// not simulated: see RunPipeline for that.
 func (s *Server) AddPipeline(projectPath, ref, source, status string) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,7 +112,9 @@ func (s *Server) AddPipeline(projectPath, ref, source, status string) (int64, er
 }
 
 // SetPipelineStatus changes a pipeline's status, stamping updated_at,
-// started_at and finished_at as GitLab would.
+// started_at and finished_at as GitLab would, and posts a Pipeline Hook
+// event when the status changed. A simulated pipeline is taken over: its
+// simulation stops, so tests can drive exact interleavings.
 func (s *Server) SetPipelineStatus(pipelineID int64, status string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,14 +125,17 @@ func (s *Server) SetPipelineStatus(pipelineID int64, status string) error {
 	if !slices.Contains(pipelineStatuses, status) {
 		return fmt.Errorf("set status of pipeline %d: unknown status %q", pipelineID, status)
 	}
+	s.stopRun(pl)
 	s.setStatus(pl, status)
 	return nil
 }
 
-// setStatus is the one place a pipeline's status changes, so that simulated
-// runs and webhook deliveries can hang off it.
+// setStatus is the one place a pipeline's status changes. Like GitLab, it
+// posts a Pipeline Hook event on every change but not when the status
+// stays the same. Callers hold s.mu.
 func (s *Server) setStatus(pl *pipeline, status string) {
 	now := s.now()
+	changed := pl.status != status
 	pl.status = status
 	pl.updatedAt = now
 	if status == "running" && pl.startedAt.IsZero() {
@@ -129,6 +143,10 @@ func (s *Server) setStatus(pl *pipeline, status string) {
 	}
 	if finished(status) {
 		pl.finishedAt = now
+	}
+	if changed {
+		s.pipelineHooks(pl)
+		s.notify()
 	}
 }
 
@@ -139,7 +157,11 @@ func (s *Server) newPipeline(p *project, ref, sha, source string, vars []variabl
 	pl := &pipeline{
 		id: s.inst.nextPipe, iid: p.nextIID, projectID: p.id,
 		ref: ref, sha: sha, status: "created", source: source, vars: vars,
-		createdAt: now, updatedAt: now,
+		beforeSHA: zeroSHA, createdAt: now, updatedAt: now,
+	}
+	// A push pipeline knows the commit before the push; others do not.
+	if c, ok := p.commits[sha]; ok && source == "push" && c.parent != "" {
+		pl.beforeSHA = c.parent
 	}
 	s.inst.pipelines[pl.id] = pl
 	return pl
@@ -210,8 +232,8 @@ func (s *Server) pipelineDetail(pl *pipeline) pipelineJSON {
 	info := s.pipelineInfo(pl)
 	out := pipelineJSON{
 		pipelineInfoJSON: info,
-		BeforeSHA:        "0000000000000000000000000000000000000000",
-		User:             userJSON{ID: 1, Name: "depsd bot", Username: "depsd", State: "active", WebURL: s.URL + "/depsd"},
+		BeforeSHA:        pl.beforeSHA,
+		User:             s.pipelineUser(pl).rest(s.URL),
 		StartedAt:        timePtr(pl.startedAt),
 		FinishedAt:       timePtr(pl.finishedAt),
 		CommittedAt:      nil,
@@ -286,6 +308,7 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pl := s.newPipeline(p, ref, sha, "api", vars)
+	s.startRun(p, pl)
 	writeJSON(w, http.StatusCreated, s.pipelineDetail(pl))
 }
 

@@ -8,9 +8,21 @@
 // counted per endpoint, so callers can assert how many requests an operation
 // cost. All methods are safe for concurrent use. Nothing here depends on the
 // testing package: the demo runs it in-process.
+//
+// Pipelines run: with a Behavior (Options.Pipelines or
+// Server.SetPipelineBehavior) a created pipeline goes pending, running and
+// then success, failed or canceled over a set duration. Every status change
+// posts a "Pipeline Hook" event, and every push (SetFile, DeleteFile) a
+// "Push Hook" event, over real HTTP to the project's hooks, with GitLab's
+// payloads and headers. Deliveries are asynchronous, ordered per hook,
+// logged (Server.Deliveries), can be resent with the same Idempotency-Key
+// (Server.Resend) or lost on purpose (Server.LoseWebhooks), and failing hooks
+// are disabled as GitLab does. The goroutines that run pipelines and deliver
+// webhooks belong to the Server: Close stops them and waits for them.
 package gitlabtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"net/http"
@@ -45,7 +57,26 @@ type Options struct {
 	// one hour. Zero means one hour; a negative value updates it on every
 	// push.
 	ActivityThrottle time.Duration
+	// Pipelines is how pipelines of projects without a behavior of their
+	// own (SetPipelineBehavior) run. The zero value is manual: pipelines
+	// stay "created" until SetPipelineStatus moves them.
+	Pipelines Behavior
+	// Version is the GitLab version sent in webhook User-Agent headers
+	// ("GitLab/<version>"). Defaults to DefaultVersion.
+	Version string
+	// WebhookTimeout is how long a webhook delivery may take before it
+	// counts as failed. Defaults to 10 s, as on GitLab.
+	WebhookTimeout time.Duration
+	// HookFailureThreshold is the number of consecutive failed deliveries
+	// after which a hook is temporarily disabled (1 minute, doubling at each
+	// further failure up to 24 hours; permanently after 40 failures), as
+	// GitLab does. Zero means 4, GitLab's value; negative never disables.
+	HookFailureThreshold int
 }
+
+// DefaultVersion is the GitLab version the fake claims in webhook
+// User-Agent headers when Options.Version is empty.
+const DefaultVersion = "17.11.1"
 
 // Server is a running fake GitLab instance. Create it with New and stop it
 // with Close.
@@ -65,6 +96,27 @@ type Server struct {
 	inst *instance
 
 	stats stats
+
+	// Background work (simulated pipelines, webhook deliveries): every
+	// goroutine is counted in wg and ends when ctx is canceled.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	version       string
+	hookTimeout   time.Duration
+	failThreshold int
+	hookClient    *http.Client
+	hookTransport *http.Transport
+
+	// Guarded by mu.
+	closed          bool
+	changed         chan struct{} // closed and replaced on every change waiters may look for
+	defaultBehavior Behavior
+	defaultScript   behaviorState            // position in Options.Pipelines.Script
+	behaviors       map[int64]*behaviorState // by project id
+	runs            int                      // simulated pipelines not yet finished
+	hooksOut        hookState
 }
 
 // New starts a fake GitLab on a loopback port.
@@ -93,13 +145,64 @@ func New(opts Options) *Server {
 	s.latency.Store(int64(opts.Latency))
 	s.inst = newInstance()
 	s.stats.counts = map[string]int64{}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.version = cmp.Or(opts.Version, DefaultVersion)
+	s.hookTimeout = cmp.Or(opts.WebhookTimeout, 10*time.Second)
+	s.failThreshold = cmp.Or(opts.HookFailureThreshold, 4)
+	s.hookTransport = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
+	s.hookClient = &http.Client{
+		Transport: s.hookTransport,
+		Timeout:   s.hookTimeout,
+		// GitLab does not follow redirects for webhooks: a 3xx is a failure.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	s.changed = make(chan struct{})
+	s.defaultBehavior = opts.Pipelines
+	s.behaviors = map[int64]*behaviorState{}
+	s.hooksOut.init()
 	s.http = httptest.NewServer(s.routes())
 	s.URL = s.http.URL
 	return s
 }
 
-// Close shuts the server down, waiting for in-flight requests.
-func (s *Server) Close() { s.http.Close() }
+// Close shuts the server down: it stops simulated pipelines where they
+// are, abandons queued webhook deliveries (recorded as "dropped"), cancels
+// those in flight, waits for all of its goroutines, and then for in-flight
+// API requests. Close may be called more than once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	s.hookTransport.CloseIdleConnections()
+	s.http.Close()
+}
+
+// notify wakes everyone waiting for a change. Callers hold s.mu.
+func (s *Server) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// waitFor blocks until cond, evaluated under s.mu after every change, is
+// true, or ctx ends.
+func (s *Server) waitFor(ctx context.Context, cond func() bool) error {
+	for {
+		s.mu.Lock()
+		if cond() {
+			s.mu.Unlock()
+			return nil
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // APIURL is URL + "/api/v4".
 func (s *Server) APIURL() string { return s.URL + "/api/v4" }
