@@ -1,0 +1,134 @@
+package webhook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go/v2"
+
+	"gitlab.com/depsd/depsd/chain"
+)
+
+// Event is an accepted webhook event: exactly one of Pipeline and Push is
+// set. Key identifies the delivery (GitLab's Idempotency-Key, the same on
+// a resend).
+type Event struct {
+	Key      string
+	Pipeline *chain.PipelineEvent
+	Push     *chain.PushEvent
+}
+
+// Ignored says why an event needs no action. It is not an error: GitLab
+// gets a 2xx for it, or it would disable the hook.
+type Ignored struct{ Reason string }
+
+func (i *Ignored) Error() string { return "ignored: " + i.Reason }
+
+// ErrMalformed marks a body that is not the event its header announces.
+var ErrMalformed = errors.New("malformed event")
+
+// hookTimeLayouts are the formats GitLab uses for times in hook payloads:
+// "2016-08-12 15:23:28 UTC" in pipeline hooks, RFC 3339 in push commits.
+var hookTimeLayouts = [...]string{"2006-01-02 15:04:05 MST", "2006-01-02 15:04:05 -0700", time.RFC3339}
+
+// Decode turns a webhook body into an Event. eventType is the
+// X-Gitlab-Event header; depFiles are the file names whose change on the
+// default branch calls for a rescan. It returns an *Ignored error for events
+// depsd does not act on and ErrMalformed for bodies it cannot read. It does
+// no I/O, so it is table-tested and fuzzed on its own.
+func Decode(eventType string, body []byte, depFiles []string, received time.Time) (Event, error) {
+	switch gl.EventType(eventType) {
+	case gl.EventTypePipeline:
+		return decodePipeline(body, received)
+	case gl.EventTypePush:
+		return decodePush(body, depFiles, received)
+	case "":
+		return Event{}, &Ignored{Reason: "no X-Gitlab-Event header"}
+	default:
+		return Event{}, &Ignored{Reason: fmt.Sprintf("event %q is not used by depsd", eventType)}
+	}
+}
+
+func decodePipeline(body []byte, received time.Time) (Event, error) {
+	var p gl.PipelineEvent
+	if err := json.Unmarshal(body, &p); err != nil {
+		return Event{}, fmt.Errorf("%w: pipeline hook: %v", ErrMalformed, err)
+	}
+	a := p.ObjectAttributes
+	switch {
+	case p.ObjectKind != "pipeline":
+		return Event{}, fmt.Errorf("%w: pipeline hook with object_kind %q", ErrMalformed, p.ObjectKind)
+	case p.Project.ID == 0 || p.Project.PathWithNamespace == "" || a.ID == 0 || a.Status == "":
+		return Event{}, fmt.Errorf("%w: pipeline hook without project or pipeline id, path or status", ErrMalformed)
+	case a.Tag:
+		return Event{}, &Ignored{Reason: "pipeline of tag " + a.Ref}
+	case a.Ref != p.Project.DefaultBranch:
+		return Event{}, &Ignored{Reason: fmt.Sprintf("pipeline of %s, not of the default branch %s", a.Ref, p.Project.DefaultBranch)}
+	}
+	vars := make(map[string]string, len(a.Variables))
+	for _, v := range a.Variables {
+		vars[v.Key] = v.Value
+	}
+	at := received
+	if t, ok := parseHookTime(a.FinishedAt); ok {
+		at = t
+	}
+	return Event{Pipeline: &chain.PipelineEvent{
+		ProjectID: p.Project.ID, Project: p.Project.PathWithNamespace, PipelineID: a.ID,
+		Status: a.Status, Ref: a.Ref, SHA: a.SHA, Source: a.Source, Variables: vars, URL: a.URL, At: at,
+	}}, nil
+}
+
+func decodePush(body []byte, depFiles []string, received time.Time) (Event, error) {
+	var p gl.PushEvent
+	if err := json.Unmarshal(body, &p); err != nil {
+		return Event{}, fmt.Errorf("%w: push hook: %v", ErrMalformed, err)
+	}
+	switch {
+	case p.ObjectKind != "push":
+		return Event{}, fmt.Errorf("%w: push hook with object_kind %q", ErrMalformed, p.ObjectKind)
+	case p.ProjectID == 0 || p.Project.PathWithNamespace == "":
+		return Event{}, fmt.Errorf("%w: push hook without project", ErrMalformed)
+	case p.Ref != "refs/heads/"+p.Project.DefaultBranch:
+		return Event{}, &Ignored{Reason: fmt.Sprintf("push to %s, not to the default branch %s", p.Ref, p.Project.DefaultBranch)}
+	}
+	changed := map[string]bool{}
+	for _, c := range p.Commits {
+		if c == nil {
+			continue
+		}
+		for _, list := range [][]string{c.Added, c.Modified, c.Removed} {
+			for _, f := range list {
+				changed[f] = true
+			}
+		}
+	}
+	// GitLab lists at most 20 commits; beyond that the files are unknown
+	// and a rescan is the safe answer.
+	truncated := p.TotalCommitsCount > int64(len(p.Commits))
+	var touched []string
+	for _, f := range depFiles {
+		if changed[f] {
+			touched = append(touched, f)
+		}
+	}
+	if len(touched) == 0 && !truncated {
+		return Event{}, &Ignored{Reason: "push changes no dependency file"}
+	}
+	return Event{Push: &chain.PushEvent{
+		ProjectID: p.ProjectID, Project: p.Project.PathWithNamespace, Ref: strings.TrimPrefix(p.Ref, "refs/heads/"),
+		After: p.After, Changed: touched, At: received,
+	}}, nil
+}
+
+func parseHookTime(s string) (time.Time, bool) {
+	for _, layout := range hookTimeLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), true
+		}
+	}
+	return time.Time{}, false
+}
