@@ -14,6 +14,7 @@ type PipelineEvent struct {
 	PipelineID int64
 	Status     string // GitLab's: created, pending, running, success, failed, canceled, skipped, manual, ...
 	Ref        string
+	Tag        bool // Ref is a tag: never counts (only the default branch does)
 	SHA        string
 	Source     string            // push, web, api, trigger, schedule, pipeline, ...
 	Variables  map[string]string // pipeline variables; depsd's own carry DEPSD_ACTION_ID
@@ -37,3 +38,22 @@ const (
 	VarUpstream = "DEPSD_UPSTREAM"
 	VarActionID = "DEPSD_ACTION_ID"
 )
+
+// Event is one entry of the event inbox: exactly one of Pipeline and Push is
+// set. It is what the webhook handler records (Store.RecordEvent) before it
+// answers, and what ProcessInbox applies.
+type Event struct {
+	Pipeline *PipelineEvent `json:"pipeline,omitempty"`
+	Push     *PushEvent     `json:"push,omitempty"`
+}
+
+// Kind names the event for logs and metrics: "pipeline", "push" or "empty".
+func (e Event) Kind() string {
+	switch {
+	case e.Pipeline != nil:
+		return "pipeline"
+	case e.Push != nil:
+		return "push"
+	}
+	return "empty"
+}

@@ -75,5 +75,93 @@ func migrations() []migration {
 				)`,
 			},
 		},
+		{
+			version: 2,
+			name:    "chains, members, outbox, event inbox",
+			stmts: []string{
+				// One row per chain, kept after it ended for history.
+				// roots and skipped are JSON arrays.
+				`CREATE TABLE chains (
+					id BIGINT PRIMARY KEY,
+					mode TEXT NOT NULL,
+					state TEXT NOT NULL,
+					roots TEXT NOT NULL,
+					skipped TEXT NOT NULL,
+					merged_into BIGINT,
+					started_at TEXT NOT NULL,
+					updated_at TEXT NOT NULL,
+					ended_at TEXT
+				)`,
+				// Active chains (running, blocked) are loaded by every
+				// transaction of the engine.
+				`CREATE INDEX chains_state ON chains (state)`,
+				`CREATE TABLE chain_reasons (
+					chain_id BIGINT NOT NULL REFERENCES chains (id) ON DELETE CASCADE,
+					seq INTEGER NOT NULL,
+					kind TEXT NOT NULL,
+					project TEXT NOT NULL,
+					detail TEXT NOT NULL,
+					pipeline_id BIGINT,
+					at TEXT NOT NULL,
+					PRIMARY KEY (chain_id, seq)
+				)`,
+				// "Did this pipeline already start a chain?"
+				`CREATE INDEX chain_reasons_pipeline ON chain_reasons (pipeline_id)`,
+				// upstreams is a JSON array; requeued is 0 or 1.
+				`CREATE TABLE chain_members (
+					chain_id BIGINT NOT NULL REFERENCES chains (id) ON DELETE CASCADE,
+					project TEXT NOT NULL,
+					project_id BIGINT NOT NULL,
+					state TEXT NOT NULL,
+					upstreams TEXT NOT NULL,
+					why TEXT NOT NULL,
+					requeued INTEGER NOT NULL,
+					builds INTEGER NOT NULL,
+					action_id TEXT NOT NULL,
+					pipeline_id BIGINT,
+					pipeline_url TEXT NOT NULL,
+					triggered_at TEXT,
+					finished_at TEXT,
+					PRIMARY KEY (chain_id, project)
+				)`,
+				`CREATE INDEX chain_members_project ON chain_members (project)`,
+				// The outbox: one row per pipeline to create, written with
+				// the member that needs it. id is the DEPSD_ACTION_ID.
+				`CREATE TABLE outbox (
+					id TEXT PRIMARY KEY,
+					chain_id BIGINT NOT NULL,
+					project TEXT NOT NULL,
+					project_id BIGINT NOT NULL,
+					ref TEXT NOT NULL,
+					upstreams TEXT NOT NULL,
+					state TEXT NOT NULL,
+					attempts INTEGER NOT NULL,
+					next_attempt_at TEXT NOT NULL,
+					lease_until TEXT,
+					last_error TEXT NOT NULL,
+					pipeline_id BIGINT,
+					pipeline_url TEXT NOT NULL,
+					created_at TEXT NOT NULL,
+					sent_at TEXT
+				)`,
+				`CREATE INDEX outbox_due ON outbox (state, next_attempt_at)`,
+				`CREATE INDEX outbox_pipeline ON outbox (pipeline_id)`,
+				// The event inbox: webhook deliveries recorded before they
+				// are acknowledged, applied in seq order. key is the
+				// Idempotency-Key (deduplicated while the row is kept);
+				// payload is the chain.Event as JSON.
+				`CREATE TABLE events (
+					seq BIGINT PRIMARY KEY,
+					key TEXT NOT NULL UNIQUE,
+					kind TEXT NOT NULL,
+					payload TEXT NOT NULL,
+					received_at TEXT NOT NULL,
+					processed_at TEXT,
+					result TEXT NOT NULL
+				)`,
+				`CREATE INDEX events_unprocessed ON events (processed_at, seq)`,
+				`CREATE INDEX events_received ON events (received_at)`,
+			},
+		},
 	}
 }

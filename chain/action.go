@@ -1,0 +1,63 @@
+package chain
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"time"
+)
+
+// ActionState is where an action is in the outbox.
+type ActionState string
+
+const (
+	// ActionPending: to be sent (again) once due and not leased.
+	ActionPending ActionState = "pending"
+	// ActionSent: the pipeline exists (created or adopted).
+	ActionSent ActionState = "sent"
+	// ActionFailed: GitLab refused it for good; the member failed.
+	ActionFailed ActionState = "failed"
+	// ActionObsolete: the member no longer needs it (the chain expired,
+	// or a merge reset the member) before it was sent.
+	ActionObsolete ActionState = "obsolete"
+)
+
+// Action is one pipeline to create: the outbox entry written in the same
+// transaction as the member that needs it.
+type Action struct {
+	ID        string // DEPSD_ACTION_ID: unique, random
+	ChainID   int64  // the chain when the action was written; merges may move the member
+	Project   string
+	ProjectID int64
+	Ref       string   // the default branch when written; refreshed when sent
+	Upstreams []string // in-chain upstreams that caused it (DEPSD_UPSTREAM)
+	State     ActionState
+	// Attempts counts the claims. An action claimed before may have been
+	// sent (the worker crashed or GitLab answered 5xx): it is looked for on
+	// GitLab before it is created again.
+	Attempts      int
+	NextAttemptAt time.Time
+	LeaseUntil    time.Time // a worker holds it until then; zero when free
+	LastError     string
+	PipelineID    int64
+	PipelineURL   string
+	CreatedAt     time.Time
+	SentAt        time.Time
+}
+
+// Variables are the pipeline variables of the action's pipeline.
+func (a Action) Variables(chainID int64) map[string]string {
+	return map[string]string{
+		VarChainID:  formatID(chainID),
+		VarUpstream: strings.Join(a.Upstreams, ","),
+		VarActionID: a.ID,
+	}
+}
+
+// newActionID returns a random id: unique across stores and restarts, so a
+// pipeline carrying it can only be this action's.
+func newActionID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather)
+	return "a-" + hex.EncodeToString(b[:])
+}

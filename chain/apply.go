@@ -1,0 +1,191 @@
+package chain
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Outcomes of applying a pipeline event, recorded with the event and passed
+// to the Observer.
+const (
+	outcomeAdvanced  = "advanced"
+	outcomeNoChange  = "no change"
+	outcomeStarted   = "started chain"
+	outcomeMerged    = "merged into chain"
+	outcomeUnblocked = "unblocked"
+)
+
+// applyPipeline applies one pipeline status change, from a webhook, the
+// reconciler or the outbox worker, and returns a short outcome:
+//
+//   - events of other refs than the project's default branch, of tags, and
+//     of projects not in the store are ignored;
+//   - an event of a pipeline depsd created (matched by its DEPSD_ACTION_ID
+//     variable or by its pipeline id) moves the member whose current action
+//     it is (Member.applyStatus), and settles its chain;
+//   - a success that is no member's current build unblocks the project
+//     where it failed or was canceled in an active chain (a retry or a new
+//     pipeline, whoever created it);
+//   - in full mode, a success of a pipeline depsd did not create that
+//     unblocked nothing starts a chain at the project (merged into
+//     overlapping chains);
+//   - in first-level mode, every success of a project, depsd's included,
+//     triggers its direct dependents.
+func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
+	if ev.Tag {
+		return "ignored: tag", nil
+	}
+	p, ok, err := t.project(ev.Project)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "ignored: project not in scope", nil
+	}
+	if strings.TrimPrefix(ev.Ref, "refs/heads/") != p.DefaultBranch {
+		return "ignored: not the default branch", nil
+	}
+
+	actionID := ev.Variables[VarActionID]
+	ours := actionID != ""
+	var a Action
+	var found bool
+	if actionID != "" {
+		a, found, err = t.tx.Action(t.ctx, actionID)
+	} else if ev.PipelineID != 0 {
+		a, found, err = t.tx.ActionByPipeline(t.ctx, ev.PipelineID)
+	}
+	if err != nil {
+		return "", fmt.Errorf("find action of pipeline %d: %w", ev.PipelineID, err)
+	}
+	handled, succeeded, changed := false, false, false
+	if found {
+		ours = true
+		if h, s, ch, err := t.applyToAction(a, ev); err != nil {
+			return "", err
+		} else {
+			handled, succeeded, changed = h, s, ch
+		}
+	}
+
+	if classify(ev.Status) != classSuccess || (handled && !succeeded) {
+		if changed {
+			return outcomeAdvanced, nil
+		}
+		return outcomeNoChange, nil
+	}
+
+	unblocked := false
+	if !handled {
+		if unblocked, err = t.unblock(ev); err != nil {
+			return "", err
+		}
+	}
+	reason := Reason{Kind: ReasonPipeline, Project: ev.Project, PipelineID: ev.PipelineID,
+		Detail: fmt.Sprintf("pipeline %d succeeded", ev.PipelineID), At: t.now}
+	switch {
+	case t.e.cfg.Mode == FirstLevel:
+		if started, err := t.tx.ChainStartedBy(t.ctx, ev.PipelineID); err != nil || started {
+			return "ignored: pipeline already handled", err
+		}
+		c, err := t.startFirstLevel(ev.Project, reason)
+		if err != nil || c == nil {
+			return "no dependents", err
+		}
+		return outcomeStarted, nil
+	case handled:
+		return outcomeAdvanced, nil
+	case unblocked:
+		return outcomeUnblocked, nil
+	case ours:
+		return "ignored: pipeline created by depsd", nil
+	case !t.g.Has(ev.Project):
+		return "ignored: project not in the graph", nil
+	}
+	if started, err := t.tx.ChainStartedBy(t.ctx, ev.PipelineID); err != nil || started {
+		return "ignored: pipeline already handled", err
+	}
+	before := len(t.chains)
+	c, err := t.startFull(ev.Project, &rootSuccess{pipelineID: ev.PipelineID, url: ev.URL}, reason)
+	if err != nil {
+		// A root on a cycle: reported by scans; the event is handled.
+		return "ignored: " + err.Error(), nil
+	}
+	if c == nil {
+		return "no dependents", nil
+	}
+	if len(t.chains) > before {
+		return outcomeStarted, nil
+	}
+	return outcomeMerged, nil
+}
+
+// applyToAction applies ev to the member whose action a is. It records the
+// pipeline on the action if the worker has not yet (the webhook can arrive
+// before the create call returned), and on the member if it is still the
+// member's current action.
+func (t *txn) applyToAction(a Action, ev PipelineEvent) (handled, succeeded, changed bool, err error) {
+	if a.PipelineID != 0 && ev.PipelineID != 0 && a.PipelineID != ev.PipelineID {
+		// A second pipeline with the same action id: only if a create was
+		// duplicated; the first one recorded is the member's.
+		actionID := a.ID
+		t.after = append(t.after, func() {
+			t.e.log.Warn("second pipeline for one action", "action_id", actionID, "pipeline_id", ev.PipelineID, "project", ev.Project)
+		})
+		return false, false, false, nil
+	}
+	if a.State != ActionSent || a.PipelineID == 0 {
+		a.State, a.PipelineID, a.PipelineURL, a.SentAt, a.LeaseUntil = ActionSent, ev.PipelineID, ev.URL, t.now, time.Time{}
+		a.LastError = ""
+		if err := t.tx.UpdateAction(t.ctx, a); err != nil {
+			return false, false, false, fmt.Errorf("record pipeline of action %s: %w", a.ID, err)
+		}
+	}
+	c, m := t.memberByAction(a.ID)
+	if m == nil {
+		return false, false, false, nil // the member moved on (expired, reset by a merge)
+	}
+	if m.PipelineID == 0 {
+		m.PipelineID, m.PipelineURL, m.TriggeredAt = ev.PipelineID, ev.URL, t.now
+		if m.State == Pending {
+			m.State, m.Why = Triggered, ""
+		}
+		c.touch(t.now)
+		changed = true
+	}
+	if m.PipelineID != ev.PipelineID {
+		return false, false, changed, nil
+	}
+	ch, succ := m.applyStatus(ev.PipelineID, ev.Status, ev.URL, t.now)
+	if ch || changed {
+		c.touch(t.now)
+		if err := t.settle(c); err != nil {
+			return false, false, false, err
+		}
+	}
+	return true, succ, ch || changed, nil
+}
+
+// unblock marks the project succeeded where it failed or was canceled in an
+// active chain, and settles those chains: its descendants go on.
+func (t *txn) unblock(ev PipelineEvent) (bool, error) {
+	any := false
+	for _, c := range t.chains {
+		if !c.State.Active() {
+			continue
+		}
+		m := c.member(ev.Project)
+		if m == nil || (m.State != Failed && m.State != Canceled) {
+			continue
+		}
+		m.State, m.Why, m.Requeued, m.ActionID = Success, fmt.Sprintf("succeeded in pipeline %d", ev.PipelineID), false, ""
+		m.PipelineID, m.PipelineURL, m.FinishedAt = ev.PipelineID, ev.URL, t.now
+		c.touch(t.now)
+		if err := t.settle(c); err != nil {
+			return false, err
+		}
+		any = true
+	}
+	return any, nil
+}

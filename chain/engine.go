@@ -1,0 +1,147 @@
+package chain
+
+import (
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+)
+
+// Config holds the engine's dependencies and settings.
+type Config struct {
+	Store  Store       // required
+	GitLab GitLab      // required to send actions and reconcile
+	Graph  GraphSource // required
+	Rescan Rescan      // called for push events; nil: pushes are only marked processed
+	Mode   Mode        // Full (default) or FirstLevel
+	// Expiry is how long a chain may run before it expires. Default 7 days.
+	Expiry time.Duration
+	// Lease is how long a worker owns an action it sends. It must exceed
+	// the longest create-pipeline call. Default 5 minutes.
+	Lease time.Duration
+	// BackoffBase and BackoffMax bound the delay before an action that got
+	// a retryable error is tried again: base·2^(attempts-1), capped.
+	// Defaults 10 s and 10 min.
+	BackoffBase, BackoffMax time.Duration
+	// AdoptWindow is how far before an action's creation its pipeline is
+	// looked for (clock skew between depsd and GitLab). Default 10 min.
+	AdoptWindow time.Duration
+	// EventRetention is how long processed events (and so their
+	// Idempotency-Keys) are kept. Default 7 days.
+	EventRetention time.Duration
+	// PollInterval is how often RunInbox and RunOutbox look for work
+	// written by another process (`depsd rebuild`). Default 5 s.
+	PollInterval time.Duration
+	// ReconcileInterval is how often Run calls Reconcile. Default 1 min.
+	ReconcileInterval time.Duration
+	Now               func() time.Time // default time.Now
+	Logger            *slog.Logger     // default: discard
+	Observer          Observer         // default: none
+}
+
+// Engine applies events and rebuild requests to the chains in the store and
+// sends the resulting actions. Its methods are safe for concurrent use, and
+// several engines may share one store. It keeps no chain state in memory:
+// every operation loads the active chains in its store transaction.
+//
+// Where DESIGN.md is silent, the engine decides so:
+//   - A success of P starts a chain only if P has something downstream
+//     (off cycles); a rebuild always starts one, and is an error for a
+//     project on a cycle.
+//   - A project is a member of at most one active (running or blocked)
+//     full-mode chain: any overlap merges, into the oldest chain (see
+//     startFull for the per-member rules, including requeue and reset).
+//   - "skipped" counts as failed (nothing was built), "manual" as still
+//     running; a status never moves a member backwards.
+//   - A success of a failed or canceled member's project, from any pipeline,
+//     unblocks it and starts no new chain.
+//   - Expiry counts from the chain's last start or merge, so work merged
+//     into an old chain gets the full period.
+//   - The members and their in-chain upstreams are fixed from the graph
+//     when a chain starts or merges; a rescan does not reshape running
+//     chains.
+//   - First-level chains hold the direct dependents of one success (or,
+//     for a rebuild, the project itself); they never merge or block.
+type Engine struct {
+	cfg      Config
+	log      *slog.Logger
+	obs      Observer
+	now      func() time.Time
+	inboxC   chan struct{}
+	outboxC  chan struct{}
+	sendHook func(Action) // tests: called after a claim, before GitLab is asked
+}
+
+// New checks cfg and returns an engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("chain engine: no store")
+	}
+	if cfg.Graph == nil {
+		return nil, errors.New("chain engine: no graph source")
+	}
+	switch cfg.Mode {
+	case "":
+		cfg.Mode = Full
+	case Full, FirstLevel:
+	default:
+		return nil, errors.New("chain engine: unknown mode " + strconv.Quote(string(cfg.Mode)))
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Expiry, 7*24*time.Hour)
+	def(&cfg.Lease, 5*time.Minute)
+	def(&cfg.BackoffBase, 10*time.Second)
+	def(&cfg.BackoffMax, 10*time.Minute)
+	def(&cfg.AdoptWindow, 10*time.Minute)
+	def(&cfg.EventRetention, 7*24*time.Hour)
+	def(&cfg.PollInterval, 5*time.Second)
+	def(&cfg.ReconcileInterval, time.Minute)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	return &Engine{
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "chain"),
+		obs:     cfg.Observer,
+		now:     func() time.Time { return cfg.Now().UTC() },
+		inboxC:  make(chan struct{}, 1),
+		outboxC: make(chan struct{}, 1),
+	}, nil
+}
+
+// Mode returns the engine's mode.
+func (e *Engine) Mode() Mode { return e.cfg.Mode }
+
+// NotifyInbox wakes RunInbox: an event was recorded. It never blocks.
+func (e *Engine) NotifyInbox() { wake(e.inboxC) }
+
+// NotifyOutbox wakes RunOutbox: an action was written. It never blocks.
+func (e *Engine) NotifyOutbox() { wake(e.outboxC) }
+
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// backoff is the delay before attempt n+1 of an action tried n times.
+func (e *Engine) backoff(n int) time.Duration {
+	d := e.cfg.BackoffBase
+	for i := 1; i < n && d < e.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, e.cfg.BackoffMax)
+}
+
+func formatID(id int64) string { return strconv.FormatInt(id, 10) }

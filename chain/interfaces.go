@@ -1,0 +1,123 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/gitlab"
+)
+
+// GitLab is the part of the GitLab API the engine uses; *gitlab.Client
+// implements it. Errors are classified with gitlab.IsRetryable and
+// gitlab.IsPermanent. Calls may be concurrent. CreatePipeline must not retry
+// by itself after a 5xx or a broken connection (the pipeline may exist): the
+// outbox worker looks for the pipeline before it creates it again.
+type GitLab interface {
+	CreatePipeline(ctx context.Context, projectID int64, ref string, vars map[string]string) (gitlab.Pipeline, error)
+	GetPipeline(ctx context.Context, projectID, pipelineID int64) (gitlab.Pipeline, error)
+	ListPipelines(ctx context.Context, projectID int64, f gitlab.PipelineFilter) ([]gitlab.Pipeline, error)
+	PipelineVariables(ctx context.Context, projectID, pipelineID int64) (map[string]string, error)
+}
+
+// GraphSource returns the current dependency graph. It is called once per
+// batch of work, outside any store transaction; it may return a cached graph
+// that the daemon swaps after a rescan. The graph is only read.
+type GraphSource func(ctx context.Context) (*deps.Graph, error)
+
+// Rescan rescans one project after a push to its default branch. It is
+// called by the inbox processor, outside any store transaction.
+type Rescan func(ctx context.Context, project string) error
+
+// ErrNotFound is returned by Tx.Chain and Engine.Chain for an unknown id.
+var ErrNotFound = errors.New("chain not found")
+
+// Store keeps the chains, the outbox of actions and the event inbox; the
+// store package's *Store implements it on SQLite. Any number of engines, in
+// one process or several (the daemon and `depsd rebuild`), may share one
+// store: UpdateChains transactions are serialised by the store, so each sees the
+// effects of the previous ones.
+type Store interface {
+	// UpdateChains runs fn in one write transaction, committed if fn
+	// returns nil and rolled back otherwise. The write lock is held from the
+	// start (other writers wait), so fn must be quick and must never call
+	// GitLab.
+	UpdateChains(ctx context.Context, fn func(Tx) error) error
+	// ViewChains runs fn in a read-only snapshot; fn must not write.
+	ViewChains(ctx context.Context, fn func(Tx) error) error
+	// RecordEvent adds an event to the inbox unless an event with the same
+	// key was recorded in the last week (duplicate is then true and nothing
+	// is written). An empty key is never a duplicate.
+	RecordEvent(ctx context.Context, key string, ev Event) (duplicate bool, err error)
+}
+
+// Tx is one store transaction, valid only inside the UpdateChains or ViewChains
+// callback that received it. Methods return errors with context; a missing
+// record is a false ok, not an error, except where noted.
+type Tx interface {
+	// ActiveChains returns the running and blocked chains with their members.
+	ActiveChains(ctx context.Context) ([]*Chain, error)
+	// Chain returns one chain with its members, or ErrNotFound.
+	Chain(ctx context.Context, id int64) (*Chain, error)
+	// Chains returns chains matching f, newest first.
+	Chains(ctx context.Context, f Filter) ([]*Chain, error)
+	// NewChainID returns an id no chain has.
+	NewChainID(ctx context.Context) (int64, error)
+	// SaveChain inserts or replaces the chain, its reasons and members.
+	SaveChain(ctx context.Context, c *Chain) error
+	// ChainStartedBy reports whether a chain has a ReasonPipeline with this
+	// pipeline id, so that an event seen twice starts nothing twice.
+	ChainStartedBy(ctx context.Context, pipelineID int64) (bool, error)
+
+	// AddAction writes a new action to the outbox.
+	AddAction(ctx context.Context, a Action) error
+	// Action returns the action with this id.
+	Action(ctx context.Context, id string) (Action, bool, error)
+	// ActionByPipeline returns the action that created this pipeline.
+	ActionByPipeline(ctx context.Context, pipelineID int64) (Action, bool, error)
+	// UpdateAction replaces the stored action with the same id.
+	UpdateAction(ctx context.Context, a Action) error
+	// DueAction returns the pending action due first (NextAttemptAt <= now)
+	// whose lease, if any, has run out.
+	DueAction(ctx context.Context, now time.Time) (Action, bool, error)
+	// NextDue returns when the earliest pending action falls due (its next
+	// attempt or the end of its lease, whichever is later).
+	NextDue(ctx context.Context) (time.Time, bool, error)
+	// CountActions counts the actions in a state.
+	CountActions(ctx context.Context, state ActionState) (int, error)
+
+	// NextEvent returns the oldest unprocessed event.
+	NextEvent(ctx context.Context) (StoredEvent, bool, error)
+	// MarkEvent records that the event was processed, with a short result.
+	MarkEvent(ctx context.Context, seq int64, at time.Time, result string) error
+	// PruneEvents deletes processed events received before before.
+	PruneEvents(ctx context.Context, before time.Time) (int, error)
+	// CountEvents counts the unprocessed events.
+	CountEvents(ctx context.Context) (int, error)
+
+	// Project returns a stored project's GitLab id and default branch.
+	Project(ctx context.Context, path string) (Project, bool, error)
+}
+
+// Project is what the engine needs to know of a stored project.
+type Project struct {
+	ID            int64
+	Path          string
+	DefaultBranch string
+}
+
+// StoredEvent is an inbox entry.
+type StoredEvent struct {
+	Seq        int64
+	Key        string
+	Event      Event
+	ReceivedAt time.Time
+}
+
+// Filter selects chains for Chains. The zero value selects the newest 100.
+type Filter struct {
+	State   State  // only chains in this state; empty: any
+	Project string // only chains with this member; empty: any
+	Limit   int    // at most this many; 0 means 100
+}

@@ -1,0 +1,238 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gitlab.com/depsd/depsd/gitlab"
+)
+
+// SendPending sends the due actions of the outbox, one at a time, until none
+// is due, and returns how many pipelines it created or adopted. Each action
+// is claimed with a lease first, so workers in several processes never send
+// the same action at once. An action claimed before (a worker crashed, or
+// GitLab answered 5xx or timed out: the pipeline may exist) is first looked
+// for among the project's recent api pipelines by its DEPSD_ACTION_ID, and
+// adopted if found. Retryable errors (including GitLab's pipeline-creation
+// throttle) put the action back with exponential backoff; permanent ones
+// (400 Reference not found, 403, 404) fail the member with the reason and
+// block its descendants. It returns an error only when the store fails or
+// ctx ends.
+func (e *Engine) SendPending(ctx context.Context) (int, error) {
+	if e.cfg.GitLab == nil {
+		return 0, fmt.Errorf("send pending actions: no GitLab client")
+	}
+	sent := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return sent, err
+		}
+		a, chainID, ok, err := e.claim(ctx)
+		if err != nil {
+			return sent, fmt.Errorf("send pending actions: %w", err)
+		}
+		if !ok {
+			return sent, nil
+		}
+		done, err := e.send(ctx, a, chainID)
+		if err != nil {
+			return sent, fmt.Errorf("send pending actions: %w", err)
+		}
+		if done {
+			sent++
+		}
+	}
+}
+
+// claim leases the action due first that is still wanted. Actions of
+// members that no longer need them are marked obsolete on the way.
+func (e *Engine) claim(ctx context.Context) (a Action, chainID int64, ok bool, err error) {
+	err = e.update(ctx, nil, func(t *txn) error {
+		for {
+			next, found, err := t.tx.DueAction(ctx, t.now)
+			if err != nil || !found {
+				return err
+			}
+			c, m := t.memberByAction(next.ID)
+			if m == nil || m.State != Pending {
+				next.State, next.LeaseUntil = ActionObsolete, time.Time{}
+				if err := t.tx.UpdateAction(ctx, next); err != nil {
+					return err
+				}
+				continue
+			}
+			if p, known, err := t.project(next.Project); err != nil {
+				return err
+			} else if known {
+				next.ProjectID, next.Ref = p.ID, p.DefaultBranch
+			}
+			next.Attempts++
+			next.LeaseUntil = t.now.Add(e.cfg.Lease)
+			if err := t.tx.UpdateAction(ctx, next); err != nil {
+				return err
+			}
+			a, chainID, ok = next, c.ID, true
+			return nil
+		}
+	})
+	if err != nil {
+		return Action{}, 0, false, fmt.Errorf("claim action: %w", err)
+	}
+	return a, chainID, ok, nil
+}
+
+// send creates (or adopts) the pipeline of a claimed action and records the
+// result. done reports whether a pipeline now exists for it.
+func (e *Engine) send(ctx context.Context, a Action, chainID int64) (done bool, err error) {
+	if e.sendHook != nil {
+		e.sendHook(a)
+	}
+	log := e.log.With("project", a.Project, "project_id", a.ProjectID, "chain_id", chainID, "action_id", a.ID)
+	var p gitlab.Pipeline
+	adopted := false
+	if a.Attempts > 1 {
+		found, ok, err := e.findSent(ctx, a)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			log.Warn("look for an earlier pipeline of the action failed", "err", err)
+			return false, e.recordError(ctx, a, err, false)
+		}
+		if ok {
+			p, adopted = found, true
+			log.Info("adopted pipeline created by an earlier attempt", "pipeline_id", p.ID)
+		}
+	}
+	if !adopted {
+		p, err = e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.Variables(chainID))
+		if err != nil {
+			if ctx.Err() != nil {
+				// The lease runs out; the next claim looks for the pipeline.
+				return false, ctx.Err()
+			}
+			permanent := gitlab.IsPermanent(err)
+			log.Warn("create pipeline failed", "err", err, "permanent", permanent)
+			return false, e.recordError(ctx, a, err, permanent)
+		}
+	}
+	if err := e.recordSent(ctx, a, p); err != nil {
+		return false, err
+	}
+	e.obs.PipelineCreated(a.Project, adopted)
+	log.Info("pipeline created for chain member", "pipeline_id", p.ID, "adopted", adopted)
+	return true, nil
+}
+
+// findSent looks for a pipeline carrying the action's id among the
+// project's api pipelines on the ref updated since shortly before the
+// action was written.
+func (e *Engine) findSent(ctx context.Context, a Action) (gitlab.Pipeline, bool, error) {
+	since := a.CreatedAt.Add(-e.cfg.AdoptWindow)
+	ps, err := e.cfg.GitLab.ListPipelines(ctx, a.ProjectID, gitlab.PipelineFilter{Ref: a.Ref, Source: "api", UpdatedAfter: since, Limit: 50})
+	if err != nil {
+		return gitlab.Pipeline{}, false, err
+	}
+	for _, p := range ps {
+		if !p.CreatedAt.IsZero() && p.CreatedAt.Before(since) {
+			continue
+		}
+		vars, err := e.cfg.GitLab.PipelineVariables(ctx, a.ProjectID, p.ID)
+		if err != nil {
+			return gitlab.Pipeline{}, false, err
+		}
+		if vars[VarActionID] == a.ID {
+			return p, true, nil
+		}
+	}
+	return gitlab.Pipeline{}, false, nil
+}
+
+// recordSent records the action's pipeline through the same path as its
+// webhook: the member becomes triggered (or further, if an adopted pipeline
+// already ran).
+func (e *Engine) recordSent(ctx context.Context, a Action, p gitlab.Pipeline) error {
+	g, err := e.cfg.Graph(ctx)
+	if err != nil {
+		return fmt.Errorf("record pipeline %d: load graph: %w", p.ID, err)
+	}
+	ev := PipelineEvent{
+		ProjectID: a.ProjectID, Project: a.Project, PipelineID: p.ID, Status: p.Status,
+		Ref: a.Ref, SHA: p.SHA, Source: "api", Variables: map[string]string{VarActionID: a.ID},
+		URL: p.WebURL, At: e.now(),
+	}
+	err = e.update(ctx, g, func(t *txn) error {
+		_, err := t.applyPipeline(ev)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record pipeline %d of %s: %w", p.ID, a.Project, err)
+	}
+	return nil
+}
+
+// recordError puts a failed action back with backoff, or, when the error
+// is permanent, fails it and its member (blocking the member's descendants).
+func (e *Engine) recordError(ctx context.Context, a Action, cause error, permanent bool) error {
+	err := e.update(ctx, nil, func(t *txn) error {
+		cur, ok, err := t.tx.Action(ctx, a.ID)
+		if err != nil || !ok || cur.State != ActionPending {
+			return err // meanwhile adopted through a webhook, or gone
+		}
+		cur.LeaseUntil, cur.LastError = time.Time{}, cause.Error()
+		c, m := t.memberByAction(cur.ID)
+		if permanent {
+			cur.State = ActionFailed
+		} else {
+			cur.NextAttemptAt = t.now.Add(e.backoff(cur.Attempts))
+		}
+		if err := t.tx.UpdateAction(ctx, cur); err != nil {
+			return err
+		}
+		if m == nil || m.State != Pending {
+			return nil
+		}
+		if permanent {
+			m.State, m.FinishedAt = Failed, t.now
+			m.Why = "create pipeline: " + cause.Error()
+			c.touch(t.now)
+			return t.settle(c)
+		}
+		m.Why = fmt.Sprintf("create pipeline failed (attempt %d), retrying at %s: %v",
+			cur.Attempts, cur.NextAttemptAt.Format(time.RFC3339), cause)
+		c.touch(t.now)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record error of action %s: %w", a.ID, err)
+	}
+	e.obs.ActionError(a.Project, permanent)
+	return nil
+}
+
+// RunOutbox sends due actions until ctx ends: at once when woken
+// (NotifyOutbox, or an engine of this process wrote an action), when the
+// next retry falls due, and every PollInterval for actions written by
+// another process. Errors are logged and retried.
+func (e *Engine) RunOutbox(ctx context.Context) error {
+	for {
+		if _, err := e.SendPending(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error("outbox worker failed", "err", err)
+		}
+		wait := e.cfg.PollInterval
+		err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+			due, ok, err := tx.NextDue(ctx)
+			if ok {
+				wait = min(wait, max(due.Sub(e.now()), 10*time.Millisecond))
+			}
+			return err
+		})
+		if err != nil && ctx.Err() == nil {
+			e.log.Error("outbox worker failed", "err", err)
+		}
+		if !e.sleep(ctx, e.outboxC, wait) {
+			return nil
+		}
+	}
+}

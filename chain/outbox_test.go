@@ -1,0 +1,373 @@
+package chain_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/store"
+)
+
+func TestRetryableCreateErrorBacksOff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a")
+	fails := 2
+	e.gl.createErr = func(int64) (error, bool) {
+		if fails > 0 {
+			fails--
+			return errBoom, false
+		}
+		return nil, false
+	}
+	id := e.rebuild("base")
+	if n := e.send(); n != 0 {
+		t.Fatalf("sent %d despite the error", n)
+	}
+	v := e.wantStates(id, "a=waiting base=pending")
+	if why := member(v, "base").Why; !strings.Contains(why, "retrying at") || !strings.Contains(why, "connection reset") {
+		t.Errorf("base why = %q", why)
+	}
+	if n := e.send(); n != 0 || e.gl.creates != 1 {
+		t.Fatalf("retried before the backoff: sent %d, creates %d", n, e.gl.creates)
+	}
+	e.clock.Advance(10 * time.Second) // first backoff: BackoffBase
+	e.send()
+	if e.gl.creates != 2 {
+		t.Fatalf("creates = %d after the first backoff, want 2", e.gl.creates)
+	}
+	e.clock.Advance(10 * time.Second) // second backoff is 20 s: not yet
+	e.send()
+	if e.gl.creates != 2 {
+		t.Fatalf("creates = %d before the second backoff ended, want 2", e.gl.creates)
+	}
+	e.clock.Advance(10 * time.Second)
+	if n := e.send(); n != 1 {
+		t.Fatalf("sent %d after the second backoff, want 1", n)
+	}
+	e.wantStates(id, "a=waiting base=triggered")
+	e.wantCounts(map[string]int{"base": 1})
+}
+
+func TestFailedCreateThatDidCreateIsAdoptedNotResent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a")
+	first := true
+	e.gl.createErr = func(int64) (error, bool) {
+		if first {
+			first = false
+			return errBoom, true // 5xx, but GitLab made the pipeline
+		}
+		return nil, false
+	}
+	id := e.rebuild("base")
+	e.send()
+	e.wantCounts(map[string]int{"base": 1})
+	e.clock.Advance(time.Minute)
+	if n := e.send(); n != 1 {
+		t.Fatalf("sent %d, want 1 (adopted)", n)
+	}
+	e.wantCounts(map[string]int{"base": 1})
+	if e.gl.creates != 1 {
+		t.Errorf("CreatePipeline called %d times, want 1", e.gl.creates)
+	}
+	v := e.wantStates(id, "a=waiting base=triggered")
+	if member(v, "base").PipelineID != e.latest("base").ID {
+		t.Errorf("adopted pipeline not recorded: %+v", member(v, "base"))
+	}
+}
+
+// A crash after GitLab created the pipeline and before the store recorded
+// it: after a restart the action is adopted, not sent again.
+func TestCrashAfterSendIsAdoptedAfterRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a", "a>b")
+	id := e.rebuild("base")
+
+	crashCtx, crash := context.WithCancel(e.ctx)
+	e.gl.createErr = func(int64) (error, bool) {
+		crash() // the process dies while the answer is on its way
+		return context.Canceled, true
+	}
+	if _, err := e.engine.SendPending(crashCtx); err == nil {
+		t.Fatal("SendPending survived the crash")
+	}
+	e.gl.createErr = nil
+	e.wantStates(id, "a=waiting b=waiting base=pending")
+	e.wantCounts(map[string]int{"base": 1})
+
+	// Restart: a new store handle and engine on the same file. The lease
+	// of the dead worker must run out first.
+	s2, err := store.Open(e.ctx, e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	e.store = s2
+	e.engine = e.newEngine(chain.Full, e.gl)
+	if n := e.send(); n != 0 {
+		t.Fatalf("sent %d while the dead worker's lease holds", n)
+	}
+	e.clock.Advance(5 * time.Minute)
+	if n := e.send(); n != 1 {
+		t.Fatalf("sent %d after the lease, want 1 (adopted)", n)
+	}
+	e.wantCounts(map[string]int{"base": 1})
+	e.finish("base", "success")
+	e.send()
+	e.finish("a", "success")
+	e.send()
+	e.finish("b", "success")
+	e.wantStates(id, "a=success b=success base=success")
+	e.wantCounts(map[string]int{"base": 1, "a": 1, "b": 1})
+}
+
+// The webhook of a new pipeline can arrive before the worker recorded the
+// create call's answer.
+func TestWebhookBeforeCreateAnswerIsRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a")
+	id := e.rebuild("base")
+	chain.SetSendHook(e.engine, func(a chain.Action) {
+		chain.SetSendHook(e.engine, nil)
+		// GitLab creates the pipeline and its hook is processed at once.
+		p, err := e.gl.CreatePipeline(e.ctx, a.ProjectID, a.Ref, a.Variables(a.ChainID))
+		if err != nil {
+			t.Error(err)
+		}
+		e.gl.createErr = func(int64) (error, bool) { return errBoom, false }
+		e.gl.setStatus(p.ID, "running")
+		e.deliver(chain.PipelineEvent{ProjectID: a.ProjectID, Project: a.Project, PipelineID: p.ID, Status: "running",
+			Ref: "main", Source: "api", Variables: a.Variables(a.ChainID), URL: p.WebURL})
+	})
+	e.send() // its own create fails: the action is already sent
+	v := e.wantStates(id, "a=waiting base=running")
+	if why := member(v, "base").Why; why != "" {
+		t.Errorf("base why = %q after the webhook recorded the pipeline", why)
+	}
+	e.clock.Advance(time.Hour)
+	e.send()
+	e.wantCounts(map[string]int{"base": 1})
+}
+
+func TestTwoEnginesOnOneStoreNeverDoubleTrigger(t *testing.T) {
+	t.Parallel()
+	edges := []string{"base>l1a", "base>l1b", "base>l1c"}
+	for _, up := range []string{"l1a", "l1b", "l1c"} {
+		for _, down := range []string{"l2a", "l2b", "l2c"} {
+			edges = append(edges, up+">"+down)
+		}
+	}
+	edges = append(edges, "l2a>end", "l2b>end", "l2c>end")
+	e := newEnv(t, chain.Full, edges...)
+	s2, err := store.Open(e.ctx, e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	engines := []*chain.Engine{e.engine, e.newEngineOn(s2)}
+	id := e.rebuild("base")
+
+	done := map[int64]bool{}
+	for round := 0; round < 20; round++ {
+		var wg sync.WaitGroup
+		for _, en := range engines {
+			wg.Go(func() {
+				if _, err := en.SendPending(e.ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		// Each success is delivered to both engines (two hooks), at once.
+		for _, p := range e.gl.pipelinesSnapshot() {
+			if done[p.ID] {
+				continue
+			}
+			done[p.ID] = true
+			e.gl.setStatus(p.ID, "success")
+			for i, en := range engines {
+				wg.Go(func() {
+					ev := chain.PipelineEvent{ProjectID: p.ProjectID, Project: e.pathOf(p.ProjectID), PipelineID: p.ID,
+						Status: "success", Ref: "main", Source: "api", Variables: p.vars}
+					key := "k" + string(rune('a'+i)) + p.WebURL
+					if _, err := en.RecordEvent(e.ctx, key, chain.Event{Pipeline: &ev}); err != nil {
+						t.Error(err)
+					}
+					if _, err := en.ProcessInbox(e.ctx); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		if e.chain(id).State == chain.Finished {
+			break
+		}
+	}
+	if v := e.chain(id); v.State != chain.Finished {
+		t.Fatalf("chain not finished: %s", states(v))
+	}
+	for p := range e.ids {
+		if n := e.count(p); n != 1 {
+			t.Errorf("%s built %d times, want 1", p, n)
+		}
+	}
+}
+
+func (e *env) newEngineOn(s *store.Store) *chain.Engine {
+	en, err := chain.New(chain.Config{Store: s, GitLab: e.gl, Graph: s.Graph, Now: e.clock.Now})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return en
+}
+
+func (e *env) pathOf(id int64) string {
+	for p, i := range e.ids {
+		if i == id {
+			return p
+		}
+	}
+	return ""
+}
+
+func (f *fakeGitLab) pipelinesSnapshot() []fakePipeline {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakePipeline(nil), f.pipelines...)
+}
+
+func TestReconcilerCatchesMissedWebhooks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a")
+	id := e.rebuild("base")
+	e.send()
+	e.gl.setStatus(e.latest("base").ID, "running") // no webhook
+	if n, err := e.engine.Reconcile(e.ctx); n != 1 || err != nil {
+		t.Fatalf("Reconcile = %d, %v; want 1", n, err)
+	}
+	e.wantStates(id, "a=waiting base=running")
+	if n, _ := e.engine.Reconcile(e.ctx); n != 0 {
+		t.Errorf("second Reconcile changed %d", n)
+	}
+	e.gl.setStatus(e.latest("base").ID, "success")
+	e.engine.Reconcile(e.ctx)
+	e.wantStates(id, "a=pending base=success")
+	e.send()
+	// A late webhook after the reconciler saw the end changes nothing.
+	e.deliver(chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: e.latest("base").ID,
+		Status: "running", Ref: "main", Source: "api"})
+	e.wantStates(id, "a=triggered base=success")
+}
+
+func TestExpiry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a", "base>b")
+	id := e.rebuild("base")
+	e.send()
+	e.finish("base", "success") // a and b pending, not sent
+	e.clock.Advance(7*24*time.Hour - time.Minute)
+	e.engine.Reconcile(e.ctx)
+	if v := e.chain(id); v.State != chain.Running {
+		t.Fatalf("expired early: %s", v.State)
+	}
+	e.clock.Advance(2 * time.Minute)
+	if _, err := e.engine.Reconcile(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := e.wantStates(id, "a=expired b=expired base=success")
+	if v.State != chain.Expired || !strings.Contains(member(v, "a").Why, "expired while pending") {
+		t.Errorf("chain = %s, a why %q", v.State, member(v, "a").Why)
+	}
+	if n := e.send(); n != 0 {
+		t.Errorf("sent %d actions of an expired chain", n)
+	}
+	// The chain no longer reacts; a new success starts a new chain.
+	e.external("base", 4242, "success")
+	cs, _ := e.engine.Chains(e.ctx, chain.Filter{State: chain.Running})
+	if len(cs) != 1 || cs[0].ID == id {
+		t.Errorf("running chains = %+v", cs)
+	}
+}
+
+func TestFirstLevelModeTriggersDirectDependentsOnEverySuccess(t *testing.T) {
+	t.Parallel()
+	diamond := []string{"base>a", "base>b", "a>c", "b>c"}
+	run := func(mode chain.Mode) *env {
+		e := newEnv(t, mode, diamond...)
+		e.rebuild("base")
+		for range 10 {
+			e.send()
+			for _, p := range e.gl.pipelinesSnapshot() {
+				if p.Status == "created" {
+					e.finishPipeline(e.pathOf(p.ProjectID), p, "success")
+				}
+			}
+		}
+		return e
+	}
+	full, first := run(chain.Full), run(chain.FirstLevel)
+	full.wantCounts(map[string]int{"base": 1, "a": 1, "b": 1, "c": 1})
+	first.wantCounts(map[string]int{"base": 1, "a": 1, "b": 1, "c": 2})
+	cs, err := first.engine.Chains(first.ctx, chain.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rebuild base; base's success → a, b; a's success → c; b's → c; c's → none.
+	if len(cs) != 4 {
+		t.Fatalf("%d first-level chains, want 4", len(cs))
+	}
+	for _, c := range cs {
+		if c.Mode != chain.FirstLevel || c.State != chain.Finished {
+			t.Errorf("chain %d: %s %s", c.ID, c.Mode, c.State)
+		}
+	}
+}
+
+// Run owns its goroutines: a rebuild wakes the outbox worker at once, a
+// recorded event wakes the inbox processor, and canceling ctx stops all.
+func TestRunWakesAndStops(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a")
+	obs := &signalObserver{created: make(chan string, 4)}
+	en, err := chain.New(chain.Config{Store: e.store, GitLab: e.gl, Graph: e.store.Graph, Now: e.clock.Now, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.engine = en
+	ctx, cancel := context.WithCancel(e.ctx)
+	stopped := make(chan error)
+	go func() { stopped <- e.engine.Run(ctx) }()
+	id := e.rebuild("base")
+	if p := <-obs.created; p != "base" {
+		t.Fatalf("created %s first", p)
+	}
+	p := e.latest("base")
+	ev := chain.PipelineEvent{ProjectID: p.ProjectID, Project: "base", PipelineID: p.ID, Status: "success",
+		Ref: "main", Source: "api", Variables: p.vars}
+	e.gl.setStatus(p.ID, "success")
+	if _, err := e.engine.RecordEvent(e.ctx, "run-1", chain.Event{Pipeline: &ev}); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-obs.created; p != "a" { // the event was processed and a's action sent
+		t.Fatalf("created %s second", p)
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if v := e.chain(id); states(v) != "a=triggered base=success" {
+		t.Errorf("chain: %s", states(v))
+	}
+}
+
+// signalObserver reports created pipelines on a channel.
+type signalObserver struct{ created chan string }
+
+func (o *signalObserver) EventApplied(string, string)            {}
+func (o *signalObserver) PipelineCreated(project string, _ bool) { o.created <- project }
+func (o *signalObserver) ActionError(string, bool)               {}
+func (o *signalObserver) ChainEnded(chain.State, time.Duration)  {}

@@ -1,0 +1,68 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gitlab.com/depsd/depsd/deps"
+)
+
+// ErrUnknownProject is returned by Rebuild for a project that is not in the
+// dependency graph (not scanned, or out of scope).
+var ErrUnknownProject = errors.New("project not in the dependency graph")
+
+// Rebuild starts a chain at project: its pipeline is created first, then
+// everything downstream in order (in first-level mode only the project is
+// built; its success triggers its direct dependents). If the project or its
+// downstream is already in an active chain, the request is merged into it
+// (see startFull). It returns the id of the chain that holds the request.
+// It only writes to the store: the outbox worker (of this process or of a
+// running daemon) sends the actions. A project on a dependency cycle is an
+// error: cycles are never followed.
+func (e *Engine) Rebuild(ctx context.Context, project string, reason Reason) (int64, error) {
+	g, err := e.cfg.Graph(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("rebuild %s: load graph: %w", project, err)
+	}
+	if !g.Has(project) {
+		return 0, fmt.Errorf("rebuild %s: %w", project, ErrUnknownProject)
+	}
+	if reason.Kind == "" {
+		reason.Kind = ReasonRebuild
+	}
+	reason.Project = project
+	var id int64
+	err = e.update(ctx, g, func(t *txn) error {
+		if reason.At.IsZero() {
+			reason.At = t.now
+		}
+		var c *Chain
+		var err error
+		if e.cfg.Mode == FirstLevel {
+			c, err = t.rebuildOne(project, reason)
+		} else {
+			c, err = t.startFull(project, nil, reason)
+		}
+		if err != nil {
+			return err
+		}
+		id = c.ID
+		t.after = append(t.after, func() {
+			e.log.Info("rebuild requested", "project", project, "chain_id", id, "reason", string(reason.Kind))
+		})
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("rebuild %s: %w", project, err)
+	}
+	return id, nil
+}
+
+// RebuildPlan returns the waves a rebuild of project would build, in
+// order, each sorted: what `depsd rebuild --dry-run` prints. Projects on
+// cycles, and those reachable only through one, are left out (see
+// deps.Graph.Waves and Cycles for why).
+func RebuildPlan(g *deps.Graph, project string) [][]string {
+	return g.Waves(project)
+}

@@ -1,0 +1,152 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gitlab.com/depsd/depsd/gitlab"
+)
+
+// Reconcile is the safety net for missed webhooks (GitLab does not resend
+// them and disables failing hooks). It expires chains that ran longer than
+// Expiry, prunes processed events older than EventRetention, then fetches
+// the status of every pipeline depsd created and still believes queued or
+// running, and applies any change through the same path as a webhook
+// event. It returns how many statuses changed. GitLab errors for single
+// pipelines are logged and skipped; the first is returned after the others
+// were tried. The daemon calls it every --reconcile-interval.
+func (e *Engine) Reconcile(ctx context.Context) (int, error) {
+	if err := e.Expire(ctx); err != nil {
+		return 0, err
+	}
+	type live struct {
+		project    string
+		projectID  int64
+		pipelineID int64
+		actionID   string
+		state      MemberState
+	}
+	var todo []live
+	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		chains, err := tx.ActiveChains(ctx)
+		for _, c := range chains {
+			for _, m := range c.Members {
+				if (m.State == Triggered || m.State == MemberRunning) && m.PipelineID != 0 && m.ProjectID != 0 {
+					todo = append(todo, live{m.Project, m.ProjectID, m.PipelineID, m.ActionID, m.State})
+				}
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reconcile: %w", err)
+	}
+	if len(todo) > 0 && e.cfg.GitLab == nil {
+		return 0, errors.New("reconcile: no GitLab client")
+	}
+	changed := 0
+	var first error
+	for _, l := range todo {
+		p, err := e.cfg.GitLab.GetPipeline(ctx, l.projectID, l.pipelineID)
+		if errors.Is(err, gitlab.ErrNotFound) {
+			// Deleted on GitLab: it will never end. Count it as canceled.
+			p, err = gitlab.Pipeline{ID: l.pipelineID, Status: "canceled"}, nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return changed, ctx.Err()
+			}
+			e.log.Warn("reconcile: get pipeline failed", "project", l.project, "pipeline_id", l.pipelineID, "err", err)
+			if first == nil {
+				first = fmt.Errorf("reconcile: %w", err)
+			}
+			continue
+		}
+		cls := classify(p.Status)
+		if (cls == classQueued && l.state == Triggered) || (cls == classRunning && l.state == MemberRunning) {
+			continue
+		}
+		ev := PipelineEvent{
+			ProjectID: l.projectID, Project: l.project, PipelineID: l.pipelineID, Status: p.Status,
+			Ref: p.Ref, SHA: p.SHA, Source: "api", Variables: map[string]string{VarActionID: l.actionID},
+			URL: p.WebURL, At: e.now(),
+		}
+		if ev.Ref == "" {
+			ev.Ref = e.defaultBranch(ctx, l.project)
+		}
+		outcome, err := e.ApplyPipelineEvent(ctx, ev)
+		if err != nil {
+			return changed, fmt.Errorf("reconcile: %w", err)
+		}
+		if outcome != outcomeNoChange {
+			changed++
+			e.obs.EventApplied("reconcile", outcome)
+			e.log.Info("reconciled pipeline status", "project", l.project, "pipeline_id", l.pipelineID, "status", p.Status)
+		}
+	}
+	return changed, first
+}
+
+func (e *Engine) defaultBranch(ctx context.Context, project string) string {
+	var branch string
+	_ = e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		p, _, err := tx.Project(ctx, project)
+		branch = p.DefaultBranch
+		return err
+	})
+	return branch
+}
+
+// Expire ends the active chains into which no new work came for Expiry:
+// their unfinished members are marked expired, their unsent actions
+// obsolete, and the chain no longer reacts. It also prunes processed inbox
+// events older than EventRetention. Reconcile calls it.
+func (e *Engine) Expire(ctx context.Context) error {
+	err := e.update(ctx, nil, func(t *txn) error {
+		for _, c := range t.chains {
+			if !c.State.Active() || t.now.Before(c.lastStart().Add(e.cfg.Expiry)) {
+				continue
+			}
+			if err := t.expire(c); err != nil {
+				return err
+			}
+		}
+		_, err := t.tx.PruneEvents(ctx, t.now.Add(-e.cfg.EventRetention))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("expire chains: %w", err)
+	}
+	return nil
+}
+
+func (t *txn) expire(c *Chain) error {
+	for _, m := range c.Members {
+		if !m.State.Unfinished() && m.State != MemberBlocked {
+			continue
+		}
+		if m.State == Pending && m.ActionID != "" {
+			a, ok, err := t.tx.Action(t.ctx, m.ActionID)
+			if err != nil {
+				return err
+			}
+			if ok && a.State == ActionPending {
+				a.State, a.LeaseUntil = ActionObsolete, time.Time{}
+				if err := t.tx.UpdateAction(t.ctx, a); err != nil {
+					return err
+				}
+			}
+		}
+		prev := m.State
+		m.State, m.Requeued = MemberExpired, false
+		m.Why = fmt.Sprintf("chain expired while %s", prev)
+		if m.FinishedAt.IsZero() {
+			m.FinishedAt = t.now
+		}
+	}
+	c.State, c.EndedAt = Expired, t.now
+	c.touch(t.now)
+	return nil
+}

@@ -1,0 +1,187 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"gitlab.com/depsd/depsd/deps"
+)
+
+// txn is the working set of one store transaction: the active chains as
+// loaded, the graph, and what to do once the transaction committed. Every
+// change to chains goes through one, so that state and actions are written
+// together.
+type txn struct {
+	e        *Engine
+	ctx      context.Context
+	tx       Tx
+	now      time.Time
+	g        *deps.Graph // nil when the operation needs no graph
+	chains   []*Chain    // active chains, plus those created or merged away here
+	was      map[int64]State
+	projects map[string]projectLookup
+	actions  int      // actions written
+	after    []func() // run after commit: observer calls, logs
+}
+
+type projectLookup struct {
+	p  Project
+	ok bool
+}
+
+// update runs fn on a txn in one store write transaction and, once it
+// committed, runs the deferred calls and wakes the outbox worker if actions
+// were written.
+func (e *Engine) update(ctx context.Context, g *deps.Graph, fn func(*txn) error) error {
+	var t *txn
+	err := e.cfg.Store.UpdateChains(ctx, func(tx Tx) error {
+		chains, err := tx.ActiveChains(ctx)
+		if err != nil {
+			return fmt.Errorf("load active chains: %w", err)
+		}
+		t = &txn{e: e, ctx: ctx, tx: tx, now: e.now(), g: g, chains: chains,
+			was: make(map[int64]State, len(chains)), projects: map[string]projectLookup{}}
+		for _, c := range chains {
+			t.was[c.ID] = c.State
+		}
+		if err := fn(t); err != nil {
+			return err
+		}
+		return t.flush()
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range t.after {
+		f()
+	}
+	if t.actions > 0 {
+		e.NotifyOutbox()
+	}
+	return nil
+}
+
+// flush saves the chains that changed.
+func (t *txn) flush() error {
+	for _, c := range t.chains {
+		if !c.dirty {
+			continue
+		}
+		if err := t.tx.SaveChain(t.ctx, c); err != nil {
+			return fmt.Errorf("save chain %d: %w", c.ID, err)
+		}
+		if c.State != t.was[c.ID] && (c.State == Finished || c.State == Expired) {
+			state, d, id := c.State, c.EndedAt.Sub(c.StartedAt), c.ID
+			t.after = append(t.after, func() {
+				t.e.obs.ChainEnded(state, d)
+				t.e.log.Info("chain ended", "chain_id", id, "state", string(state), "duration", d)
+			})
+		}
+	}
+	return nil
+}
+
+// project looks a project up in the store, once per transaction.
+func (t *txn) project(path string) (Project, bool, error) {
+	if l, ok := t.projects[path]; ok {
+		return l.p, l.ok, nil
+	}
+	p, ok, err := t.tx.Project(t.ctx, path)
+	if err != nil {
+		return Project{}, false, fmt.Errorf("look up project %s: %w", path, err)
+	}
+	t.projects[path] = projectLookup{p, ok}
+	return p, ok, nil
+}
+
+// memberByAction finds the member whose current action is id.
+func (t *txn) memberByAction(id string) (*Chain, *Member) {
+	if id == "" {
+		return nil, nil
+	}
+	for _, c := range t.chains {
+		if !c.State.Active() {
+			continue
+		}
+		for _, m := range c.Members {
+			if m.ActionID == id {
+				return c, m
+			}
+		}
+	}
+	return nil, nil
+}
+
+// settle settles c and writes an action for every member that became
+// ready. A member that cannot be built (its project left the store) fails
+// at once, which may block others: settle repeats until nothing changes.
+func (t *txn) settle(c *Chain) error {
+	for {
+		ready := c.settle(t.now)
+		if len(ready) == 0 {
+			return nil
+		}
+		again := false
+		for _, m := range ready {
+			ok, err := t.enqueue(c, m)
+			if err != nil {
+				return err
+			}
+			again = again || !ok
+		}
+		if !again {
+			return nil
+		}
+	}
+}
+
+// enqueue writes the action that builds m and reports whether it could.
+func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
+	p, ok, err := t.project(m.Project)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		m.State, m.Why, m.FinishedAt = Failed, "project is no longer in scope", t.now
+		c.touch(t.now)
+		return false, nil
+	}
+	ups := m.Upstreams
+	if c.Mode == FirstLevel {
+		ups = slices.DeleteFunc(slices.Clone(c.Roots), func(r string) bool { return r == m.Project })
+	}
+	a := Action{
+		ID: newActionID(), ChainID: c.ID, Project: m.Project, ProjectID: p.ID, Ref: p.DefaultBranch,
+		Upstreams: slices.Clone(ups), State: ActionPending, NextAttemptAt: t.now, CreatedAt: t.now,
+	}
+	if err := t.tx.AddAction(t.ctx, a); err != nil {
+		return false, fmt.Errorf("write action for %s: %w", m.Project, err)
+	}
+	t.actions++
+	m.ProjectID, m.ActionID = p.ID, a.ID
+	m.PipelineID, m.PipelineURL, m.TriggeredAt, m.FinishedAt = 0, "", time.Time{}, time.Time{}
+	m.Builds++
+	c.touch(t.now)
+	chainID, project, actionID := c.ID, m.Project, a.ID
+	t.after = append(t.after, func() {
+		t.e.log.Info("build queued", "chain_id", chainID, "project", project, "action_id", actionID)
+	})
+	return true, nil
+}
+
+// newChain creates an empty running chain.
+func (t *txn) newChain(mode Mode) (*Chain, error) {
+	id, err := t.tx.NewChainID(t.ctx)
+	if err != nil {
+		return nil, fmt.Errorf("allocate chain id: %w", err)
+	}
+	// Ids handed out in this transaction are not stored yet.
+	for _, c := range t.chains {
+		id = max(id, c.ID+1)
+	}
+	c := &Chain{ID: id, Mode: mode, State: Running, StartedAt: t.now, UpdatedAt: t.now, dirty: true}
+	t.chains = append(t.chains, c)
+	return c, nil
+}

@@ -1,0 +1,131 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// ChainView is a chain as the HTTP API and the CLI show it.
+type ChainView struct {
+	ID         int64        `json:"id"`
+	Mode       Mode         `json:"mode"`
+	State      State        `json:"state"`
+	Roots      []string     `json:"roots"`
+	Reasons    []Reason     `json:"reasons"`
+	Skipped    []Skip       `json:"skipped,omitempty"`
+	MergedInto int64        `json:"merged_into,omitempty"`
+	Started    time.Time    `json:"started"`
+	Updated    time.Time    `json:"updated"`
+	Ended      *time.Time   `json:"ended,omitempty"`
+	Members    []MemberView `json:"members"`
+}
+
+// MemberView is one project of a ChainView.
+type MemberView struct {
+	Project     string      `json:"project"`
+	State       MemberState `json:"state"`
+	PipelineID  int64       `json:"pipeline_id,omitempty"`
+	PipelineURL string      `json:"pipeline_url,omitempty"`
+	Upstreams   []string    `json:"upstreams"`
+	Why         string      `json:"why,omitempty"`
+	Requeued    bool        `json:"requeued"`
+	Builds      int         `json:"builds"`
+	TriggeredAt *time.Time  `json:"triggered_at,omitempty"`
+	FinishedAt  *time.Time  `json:"finished_at,omitempty"`
+}
+
+// View returns the chain as shown to users.
+func (c *Chain) View() ChainView {
+	v := ChainView{
+		ID: c.ID, Mode: c.Mode, State: c.State, Roots: nonNil(c.Roots), Reasons: c.Reasons,
+		Skipped: c.Skipped, MergedInto: c.MergedInto, Started: c.StartedAt, Updated: c.UpdatedAt,
+		Ended: timePtr(c.EndedAt), Members: make([]MemberView, 0, len(c.Members)),
+	}
+	if v.Reasons == nil {
+		v.Reasons = []Reason{}
+	}
+	for _, m := range c.Members {
+		v.Members = append(v.Members, MemberView{
+			Project: m.Project, State: m.State, PipelineID: m.PipelineID, PipelineURL: m.PipelineURL,
+			Upstreams: nonNil(m.Upstreams), Why: m.Why, Requeued: m.Requeued, Builds: m.Builds,
+			TriggeredAt: timePtr(m.TriggeredAt), FinishedAt: timePtr(m.FinishedAt),
+		})
+	}
+	return v
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// Chains returns the chains matching f, newest first.
+func (e *Engine) Chains(ctx context.Context, f Filter) ([]ChainView, error) {
+	var out []ChainView
+	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		cs, err := tx.Chains(ctx, f)
+		for _, c := range cs {
+			out = append(out, c.View())
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list chains: %w", err)
+	}
+	return out, nil
+}
+
+// Chain returns one chain; an unknown id is an error wrapping ErrNotFound.
+func (e *Engine) Chain(ctx context.Context, id int64) (ChainView, error) {
+	var out ChainView
+	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		c, err := tx.Chain(ctx, id)
+		if err != nil {
+			return err
+		}
+		out = c.View()
+		return nil
+	})
+	if err != nil {
+		return ChainView{}, fmt.Errorf("chain %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// Stats are gauges for the daemon's metrics.
+type Stats struct {
+	ActiveChains    int `json:"active_chains"`
+	PendingActions  int `json:"pending_actions"`
+	UnprocessedEvts int `json:"unprocessed_events"`
+}
+
+// Stats counts the active chains, pending actions and unprocessed events.
+func (e *Engine) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		cs, err := tx.ActiveChains(ctx)
+		if err != nil {
+			return err
+		}
+		s.ActiveChains = len(cs)
+		if s.PendingActions, err = tx.CountActions(ctx, ActionPending); err != nil {
+			return err
+		}
+		s.UnprocessedEvts, err = tx.CountEvents(ctx)
+		return err
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("chain stats: %w", err)
+	}
+	return s, nil
+}

@@ -1,0 +1,327 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+)
+
+// UpdateChains runs fn in one immediate write transaction over the chain
+// tables (chain.Store): the engine loads the active chains, applies a
+// change, and writes chains and outbox actions back before it commits.
+func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
+	return s.write(ctx, func(tx *sql.Tx) error { return fn(chainTx{tx}) })
+}
+
+// ViewChains runs fn in a read-only snapshot of the chain tables.
+func (s *Store) ViewChains(ctx context.Context, fn func(chain.Tx) error) error {
+	return s.read(ctx, func(tx *sql.Tx) error { return fn(chainTx{tx}) })
+}
+
+// chainTx implements chain.Tx on one SQL transaction.
+type chainTx struct{ tx *sql.Tx }
+
+var _ chain.Tx = chainTx{}
+
+const chainColumns = `id, mode, state, roots, skipped, merged_into, started_at, updated_at, ended_at`
+
+// ActiveChains returns the running and blocked chains with their members.
+func (t chainTx) ActiveChains(ctx context.Context) ([]*chain.Chain, error) {
+	return t.queryChains(ctx, `SELECT `+chainColumns+` FROM chains WHERE state IN ($1, $2) ORDER BY id`,
+		string(chain.Running), string(chain.Blocked))
+}
+
+// Chain returns one chain, or an error wrapping chain.ErrNotFound.
+func (t chainTx) Chain(ctx context.Context, id int64) (*chain.Chain, error) {
+	cs, err := t.queryChains(ctx, `SELECT `+chainColumns+` FROM chains WHERE id = $1`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) == 0 {
+		return nil, chain.ErrNotFound
+	}
+	return cs[0], nil
+}
+
+// Chains returns the chains matching f, newest first.
+func (t chainTx) Chains(ctx context.Context, f chain.Filter) ([]*chain.Chain, error) {
+	var where []string
+	var args []any
+	if f.State != "" {
+		args = append(args, string(f.State))
+		where = append(where, fmt.Sprintf("state = $%d", len(args)))
+	}
+	if f.Project != "" {
+		args = append(args, f.Project)
+		where = append(where, fmt.Sprintf("id IN (SELECT chain_id FROM chain_members WHERE project = $%d)", len(args)))
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q := `SELECT ` + chainColumns + ` FROM chains`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	args = append(args, limit)
+	q += fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args))
+	return t.queryChains(ctx, q, args...)
+}
+
+// queryChains reads chains and then their reasons and members.
+func (t chainTx) queryChains(ctx context.Context, q string, args ...any) ([]*chain.Chain, error) {
+	rows, err := t.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read chains: %w", err)
+	}
+	var out []*chain.Chain
+	byID := map[int64]*chain.Chain{}
+	for rows.Next() {
+		var c chain.Chain
+		var mode, state, roots, skipped string
+		var merged sql.NullInt64
+		var started, updated, ended sql.NullString
+		if err := rows.Scan(&c.ID, &mode, &state, &roots, &skipped, &merged, &started, &updated, &ended); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read chains: %w", err)
+		}
+		c.Mode, c.State, c.MergedInto = chain.Mode(mode), chain.State(state), merged.Int64
+		if err := decodeJSON(roots, &c.Roots); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("chain %d roots: %w", c.ID, err)
+		}
+		if err := decodeJSON(skipped, &c.Skipped); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("chain %d skipped: %w", c.ID, err)
+		}
+		for _, f := range []struct {
+			dst *time.Time
+			col sql.NullString
+		}{{&c.StartedAt, started}, {&c.UpdatedAt, updated}, {&c.EndedAt, ended}} {
+			if err := decodeTimeInto(f.dst, f.col); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("chain %d: %w", c.ID, err)
+			}
+		}
+		out = append(out, &c)
+		byID[c.ID] = &c
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read chains: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	ids := make([]any, 0, len(out))
+	ph := make([]string, 0, len(out))
+	for i, c := range out {
+		ids = append(ids, c.ID)
+		ph = append(ph, fmt.Sprintf("$%d", i+1))
+	}
+	in := "(" + strings.Join(ph, ", ") + ")"
+	if err := t.loadReasons(ctx, byID, in, ids); err != nil {
+		return nil, err
+	}
+	if err := t.loadMembers(ctx, byID, in, ids); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (t chainTx) loadReasons(ctx context.Context, byID map[int64]*chain.Chain, in string, ids []any) error {
+	rows, err := t.tx.QueryContext(ctx, `SELECT chain_id, kind, project, detail, pipeline_id, at
+		FROM chain_reasons WHERE chain_id IN `+in+` ORDER BY chain_id, seq`, ids...)
+	if err != nil {
+		return fmt.Errorf("read chain reasons: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var r chain.Reason
+		var kind string
+		var pipeline sql.NullInt64
+		var at sql.NullString
+		if err := rows.Scan(&id, &kind, &r.Project, &r.Detail, &pipeline, &at); err != nil {
+			return fmt.Errorf("read chain reasons: %w", err)
+		}
+		r.Kind, r.PipelineID = chain.ReasonKind(kind), pipeline.Int64
+		if r.At, err = decodeTime(at); err != nil {
+			return fmt.Errorf("chain %d reason: %w", id, err)
+		}
+		if c := byID[id]; c != nil {
+			c.Reasons = append(c.Reasons, r)
+		}
+	}
+	return rows.Err()
+}
+
+func (t chainTx) loadMembers(ctx context.Context, byID map[int64]*chain.Chain, in string, ids []any) error {
+	rows, err := t.tx.QueryContext(ctx, `SELECT chain_id, project, project_id, state, upstreams, why, requeued,
+		builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at
+		FROM chain_members WHERE chain_id IN `+in+` ORDER BY chain_id, project`, ids...)
+	if err != nil {
+		return fmt.Errorf("read chain members: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var m chain.Member
+		var state, ups string
+		var requeued int
+		var pipeline sql.NullInt64
+		var triggered, finished sql.NullString
+		if err := rows.Scan(&id, &m.Project, &m.ProjectID, &state, &ups, &m.Why, &requeued, &m.Builds,
+			&m.ActionID, &pipeline, &m.PipelineURL, &triggered, &finished); err != nil {
+			return fmt.Errorf("read chain members: %w", err)
+		}
+		m.State, m.Requeued, m.PipelineID = chain.MemberState(state), requeued != 0, pipeline.Int64
+		if err := decodeJSON(ups, &m.Upstreams); err != nil {
+			return fmt.Errorf("chain %d member %s: %w", id, m.Project, err)
+		}
+		if m.TriggeredAt, err = decodeTime(triggered); err != nil {
+			return fmt.Errorf("chain %d member %s: %w", id, m.Project, err)
+		}
+		if m.FinishedAt, err = decodeTime(finished); err != nil {
+			return fmt.Errorf("chain %d member %s: %w", id, m.Project, err)
+		}
+		if c := byID[id]; c != nil {
+			c.Members = append(c.Members, &m) // ORDER BY project keeps them sorted
+		}
+	}
+	return rows.Err()
+}
+
+// NewChainID returns one more than the highest chain id. The transaction
+// holds the write lock, so concurrent engines cannot take the same id.
+func (t chainTx) NewChainID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := t.tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) + 1 FROM chains`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("new chain id: %w", err)
+	}
+	return id, nil
+}
+
+// SaveChain writes the chain row and replaces its reasons and members.
+func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
+	roots, err := encodeJSON(c.Roots)
+	if err != nil {
+		return err
+	}
+	skipped, err := encodeJSON(c.Skipped)
+	if err != nil {
+		return err
+	}
+	var merged any
+	if c.MergedInto != 0 {
+		merged = c.MergedInto
+	}
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO chains (`+chainColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (id) DO UPDATE SET mode = excluded.mode, state = excluded.state, roots = excluded.roots,
+			skipped = excluded.skipped, merged_into = excluded.merged_into, started_at = excluded.started_at,
+			updated_at = excluded.updated_at, ended_at = excluded.ended_at`,
+		c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
+		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt))
+	if err != nil {
+		return fmt.Errorf("write chain %d: %w", c.ID, err)
+	}
+	for _, q := range []string{`DELETE FROM chain_reasons WHERE chain_id = $1`, `DELETE FROM chain_members WHERE chain_id = $1`} {
+		if _, err := t.tx.ExecContext(ctx, q, c.ID); err != nil {
+			return fmt.Errorf("write chain %d: %w", c.ID, err)
+		}
+	}
+	for i, r := range c.Reasons {
+		var pipeline any
+		if r.PipelineID != 0 {
+			pipeline = r.PipelineID
+		}
+		_, err := t.tx.ExecContext(ctx, `INSERT INTO chain_reasons (chain_id, seq, kind, project, detail, pipeline_id, at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, c.ID, i, string(r.Kind), r.Project, r.Detail, pipeline, encodeTime(r.At))
+		if err != nil {
+			return fmt.Errorf("write chain %d reason: %w", c.ID, err)
+		}
+	}
+	for _, m := range c.Members {
+		ups, err := encodeJSON(m.Upstreams)
+		if err != nil {
+			return err
+		}
+		var pipeline any
+		if m.PipelineID != 0 {
+			pipeline = m.PipelineID
+		}
+		requeued := 0
+		if m.Requeued {
+			requeued = 1
+		}
+		_, err = t.tx.ExecContext(ctx, `INSERT INTO chain_members (chain_id, project, project_id, state, upstreams,
+			why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			c.ID, m.Project, m.ProjectID, string(m.State), ups, m.Why, requeued, m.Builds, m.ActionID,
+			pipeline, m.PipelineURL, encodeTime(m.TriggeredAt), encodeTime(m.FinishedAt))
+		if err != nil {
+			return fmt.Errorf("write chain %d member %s: %w", c.ID, m.Project, err)
+		}
+	}
+	return nil
+}
+
+// ChainStartedBy reports whether a pipeline already started (or was merged
+// into) a chain.
+func (t chainTx) ChainStartedBy(ctx context.Context, pipelineID int64) (bool, error) {
+	var n int
+	err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM chain_reasons WHERE pipeline_id = $1`, pipelineID).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up chains of pipeline %d: %w", pipelineID, err)
+	}
+	return n > 0, nil
+}
+
+// Project returns a stored project's id and default branch.
+func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool, error) {
+	p := chain.Project{Path: path}
+	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch FROM projects WHERE path = $1`, path).
+		Scan(&p.ID, &p.DefaultBranch)
+	if errIsNotFound(err) {
+		return chain.Project{}, false, nil
+	}
+	if err != nil {
+		return chain.Project{}, false, fmt.Errorf("read project %s: %w", path, err)
+	}
+	return p, true, nil
+}
+
+// encodeJSON stores nil slices as [] so the column is never "null".
+func encodeJSON[T any](v []T) (string, error) {
+	if v == nil {
+		return "[]", nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeJSON[T any](s string, v *[]T) error {
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		return fmt.Errorf("decode %q: %w", s, err)
+	}
+	if len(*v) == 0 {
+		*v = nil
+	}
+	return nil
+}
+
+// decodeTimeInto decodes a time column into dst.
+func decodeTimeInto(dst *time.Time, col sql.NullString) error {
+	t, err := decodeTime(col)
+	*dst = t
+	return err
+}

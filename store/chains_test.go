@@ -1,0 +1,156 @@
+package store
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+)
+
+func TestChainRoundTrip(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := t.Context()
+	c := &chain.Chain{
+		ID: 1, Mode: chain.Full, State: chain.Running, Roots: []string{"g/base"},
+		Reasons:   []chain.Reason{{Kind: chain.ReasonPipeline, Project: "g/base", Detail: "pipeline 9 succeeded", PipelineID: 9, At: t0}},
+		Skipped:   []chain.Skip{{Project: "g/x", Why: "on dependency cycle g/x → g/y → g/x (never followed)"}},
+		StartedAt: t0, UpdatedAt: t0.Add(time.Second),
+		Members: []*chain.Member{
+			{Project: "g/app", ProjectID: 2, State: chain.Triggered, Upstreams: []string{"g/base"}, Requeued: true, Builds: 1,
+				ActionID: "a-1", PipelineID: 12, PipelineURL: "https://x/12", TriggeredAt: t0.Add(time.Minute)},
+			{Project: "g/base", ProjectID: 1, State: chain.Success, PipelineID: 9, FinishedAt: t0},
+		},
+	}
+	err := s.UpdateChains(ctx, func(tx chain.Tx) error { return tx.SaveChain(ctx, c) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *chain.Chain
+	err = s.ViewChains(ctx, func(tx chain.Tx) error {
+		var err error
+		got, err = tx.Chain(ctx, 1)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, c)
+	}
+	err = s.ViewChains(ctx, func(tx chain.Tx) error {
+		if _, err := tx.Chain(ctx, 2); !errors.Is(err, chain.ErrNotFound) {
+			t.Errorf("Chain(2) = %v, want ErrNotFound", err)
+		}
+		for _, tc := range []struct {
+			f    chain.Filter
+			want int
+		}{
+			{chain.Filter{}, 1},
+			{chain.Filter{State: chain.Finished}, 0},
+			{chain.Filter{Project: "g/app"}, 1},
+			{chain.Filter{Project: "g/other"}, 0},
+		} {
+			cs, err := tx.Chains(ctx, tc.f)
+			if err != nil || len(cs) != tc.want {
+				t.Errorf("Chains(%+v) = %d, %v; want %d", tc.f, len(cs), err, tc.want)
+			}
+		}
+		started, err := tx.ChainStartedBy(ctx, 9)
+		if err != nil || !started {
+			t.Errorf("ChainStartedBy(9) = %v, %v", started, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEventsDedupeAndPrune(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := t.Context()
+	ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/a", PipelineID: 5, Status: "success",
+		Variables: map[string]string{chain.VarActionID: "a-x"}}}
+	for i, key := range []string{"k1", "k1", "k2", "", ""} {
+		dup, err := s.RecordEvent(ctx, key, ev)
+		if err != nil || dup != (i == 1) {
+			t.Errorf("RecordEvent #%d (%q) = %v, %v", i, key, dup, err)
+		}
+	}
+	err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+		n, err := tx.CountEvents(ctx)
+		if err != nil || n != 4 {
+			t.Errorf("CountEvents = %d, %v; want 4", n, err)
+		}
+		se, ok, err := tx.NextEvent(ctx)
+		if err != nil || !ok || se.Key != "k1" || !reflect.DeepEqual(se.Event, ev) {
+			t.Fatalf("NextEvent = %+v, %v, %v", se, ok, err)
+		}
+		if err := tx.MarkEvent(ctx, se.Seq, time.Now(), "advanced"); err != nil {
+			return err
+		}
+		if next, _, _ := tx.NextEvent(ctx); next.Key != "k2" {
+			t.Errorf("next after marking = %q, want k2", next.Key)
+		}
+		if n, err := tx.PruneEvents(ctx, time.Now().Add(-time.Hour)); n != 0 || err != nil {
+			t.Errorf("pruned %d recent events", n)
+		}
+		n, err = tx.PruneEvents(ctx, time.Now().Add(time.Hour))
+		if n != 1 || err != nil {
+			t.Errorf("PruneEvents = %d, %v; want the 1 processed", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Once pruned, the key may be recorded again.
+	if dup, err := s.RecordEvent(ctx, "k1", ev); dup || err != nil {
+		t.Errorf("RecordEvent after prune = %v, %v", dup, err)
+	}
+}
+
+func TestOutboxDueAndLease(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := t.Context()
+	a := chain.Action{ID: "a-1", ChainID: 1, Project: "g/a", ProjectID: 3, Ref: "main", Upstreams: []string{"g/b", "g/c"},
+		State: chain.ActionPending, NextAttemptAt: t0, CreatedAt: t0}
+	err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+		if err := tx.AddAction(ctx, a); err != nil {
+			return err
+		}
+		if _, ok, _ := tx.DueAction(ctx, t0.Add(-time.Second)); ok {
+			t.Error("action due before its time")
+		}
+		got, ok, err := tx.DueAction(ctx, t0)
+		if err != nil || !ok || !reflect.DeepEqual(got, a) {
+			t.Fatalf("DueAction = %+v, %v, %v", got, ok, err)
+		}
+		got.LeaseUntil, got.Attempts = t0.Add(time.Minute), 1
+		if err := tx.UpdateAction(ctx, got); err != nil {
+			return err
+		}
+		if _, ok, _ := tx.DueAction(ctx, t0.Add(30*time.Second)); ok {
+			t.Error("leased action is due")
+		}
+		if next, ok, _ := tx.NextDue(ctx); !ok || !next.Equal(t0.Add(time.Minute)) {
+			t.Errorf("NextDue = %v, %v; want the lease end", next, ok)
+		}
+		if _, ok, _ := tx.DueAction(ctx, t0.Add(time.Minute)); !ok {
+			t.Error("action not due once its lease ran out")
+		}
+		got.State, got.PipelineID = chain.ActionSent, 77
+		if err := tx.UpdateAction(ctx, got); err != nil {
+			return err
+		}
+		if byP, ok, _ := tx.ActionByPipeline(ctx, 77); !ok || byP.ID != "a-1" {
+			t.Errorf("ActionByPipeline = %+v, %v", byP, ok)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

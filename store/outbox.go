@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+)
+
+const actionColumns = `id, chain_id, project, project_id, ref, upstreams, state, attempts, next_attempt_at,
+	lease_until, last_error, pipeline_id, pipeline_url, created_at, sent_at`
+
+// AddAction writes a new action to the outbox.
+func (t chainTx) AddAction(ctx context.Context, a chain.Action) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO outbox (`+actionColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`, actionArgs(a)...)
+	if err != nil {
+		return fmt.Errorf("write action %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// UpdateAction replaces the stored action with the same id.
+func (t chainTx) UpdateAction(ctx context.Context, a chain.Action) error {
+	res, err := t.tx.ExecContext(ctx, `UPDATE outbox SET chain_id = $2, project = $3, project_id = $4, ref = $5,
+		upstreams = $6, state = $7, attempts = $8, next_attempt_at = $9, lease_until = $10, last_error = $11,
+		pipeline_id = $12, pipeline_url = $13, created_at = $14, sent_at = $15 WHERE id = $1`, actionArgs(a)...)
+	if err != nil {
+		return fmt.Errorf("update action %s: %w", a.ID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("update action %s: %w", a.ID, ErrNotFound)
+	}
+	return nil
+}
+
+func actionArgs(a chain.Action) []any {
+	var pipeline any
+	if a.PipelineID != 0 {
+		pipeline = a.PipelineID
+	}
+	return []any{a.ID, a.ChainID, a.Project, a.ProjectID, a.Ref, strings.Join(a.Upstreams, ","), string(a.State),
+		a.Attempts, encodeTime(a.NextAttemptAt), encodeTime(a.LeaseUntil), a.LastError, pipeline, a.PipelineURL,
+		encodeTime(a.CreatedAt), encodeTime(a.SentAt)}
+}
+
+// Action returns the action with this id.
+func (t chainTx) Action(ctx context.Context, id string) (chain.Action, bool, error) {
+	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox WHERE id = $1`, id)
+}
+
+// ActionByPipeline returns the action that created this pipeline.
+func (t chainTx) ActionByPipeline(ctx context.Context, pipelineID int64) (chain.Action, bool, error) {
+	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox WHERE pipeline_id = $1 ORDER BY created_at LIMIT 1`, pipelineID)
+}
+
+// DueAction returns the pending action due first whose lease, if any, ran out.
+func (t chainTx) DueAction(ctx context.Context, now time.Time) (chain.Action, bool, error) {
+	n := encodeTime(now)
+	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox
+		WHERE state = $1 AND next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until <= $2)
+		ORDER BY next_attempt_at, created_at, id LIMIT 1`, string(chain.ActionPending), n)
+}
+
+// NextDue returns when the earliest pending action falls due.
+func (t chainTx) NextDue(ctx context.Context) (time.Time, bool, error) {
+	var next sql.NullString
+	err := t.tx.QueryRowContext(ctx, `SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > next_attempt_at
+		THEN lease_until ELSE next_attempt_at END) FROM outbox WHERE state = $1`, string(chain.ActionPending)).Scan(&next)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read next due action: %w", err)
+	}
+	at, err := decodeTime(next)
+	return at, next.Valid, err
+}
+
+// CountActions counts the actions in a state.
+func (t chainTx) CountActions(ctx context.Context, state chain.ActionState) (int, error) {
+	var n int
+	if err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox WHERE state = $1`, string(state)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count actions: %w", err)
+	}
+	return n, nil
+}
+
+func (t chainTx) queryAction(ctx context.Context, q string, args ...any) (chain.Action, bool, error) {
+	var a chain.Action
+	var ups, state string
+	var pipeline sql.NullInt64
+	var next, lease, created, sent sql.NullString
+	err := t.tx.QueryRowContext(ctx, q, args...).Scan(&a.ID, &a.ChainID, &a.Project, &a.ProjectID, &a.Ref, &ups,
+		&state, &a.Attempts, &next, &lease, &a.LastError, &pipeline, &a.PipelineURL, &created, &sent)
+	if errIsNotFound(err) {
+		return chain.Action{}, false, nil
+	}
+	if err != nil {
+		return chain.Action{}, false, fmt.Errorf("read action: %w", err)
+	}
+	a.State, a.PipelineID = chain.ActionState(state), pipeline.Int64
+	if ups != "" {
+		a.Upstreams = strings.Split(ups, ",")
+	}
+	for _, f := range []struct {
+		dst *time.Time
+		col sql.NullString
+	}{{&a.NextAttemptAt, next}, {&a.LeaseUntil, lease}, {&a.CreatedAt, created}, {&a.SentAt, sent}} {
+		if err := decodeTimeInto(f.dst, f.col); err != nil {
+			return chain.Action{}, false, fmt.Errorf("action %s: %w", a.ID, err)
+		}
+	}
+	return a, true, nil
+}
