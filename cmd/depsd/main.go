@@ -45,6 +45,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDeps(ctx, args[0], args[1:], stdout, stderr)
 	case "hooks":
 		return runHooks(ctx, args[1:], stdout, stderr)
+	case "serve":
+		return runServe(ctx, args[1:], stderr)
+	case "rebuild":
+		return runRebuild(ctx, args[1:], stdout, stderr)
+	case "chains":
+		return runChains(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return runDemo(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "depsd", buildVersion())
 		return exitOK
@@ -62,6 +70,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: depsd <command> [flags]
 
 commands:
+  demo           run depsd end to end against a simulated GitLab
   check [--registry HOST] [--json] [--file NAME]... DIR...
                  print the dependencies declared by local checkouts
   scan           scan the GitLab scope into the state file
@@ -72,6 +81,12 @@ commands:
                  print the downstreams of a project (--all: every wave)
   hooks sync [--url URL] [--dry-run]
                  give every project in scope exactly one depsd webhook
+  serve [--listen ADDR] [--mode chain|first-level]
+                 receive webhooks and rebuild downstream projects in order
+  rebuild [--dry-run] PROJECT
+                 start a chain at PROJECT (works with or without a daemon)
+  chains [--json] [ID]
+                 show recent chains, or one chain and its members
   version        print the version
 
 Run 'depsd <command> -h' for the flags of a command.

@@ -30,6 +30,7 @@ type commonFlags struct {
 	excludes   stringList
 	files      stringList
 	logLevel   string
+	secretFile string // serve's --webhook-secret-file
 }
 
 // newCommand makes the flag set of a command with the common flags; gitlab
@@ -91,6 +92,9 @@ func (c *commonFlags) load() (config.Config, error) {
 	}
 	if len(c.files) > 0 {
 		cfg.Containerfiles = c.files
+	}
+	if c.secretFile != "" {
+		cfg.Hooks.SecretFile, cfg.Hooks.Secret = c.secretFile, ""
 	}
 	if err := cfg.ResolveSecrets(nil); err != nil {
 		return cfg, err

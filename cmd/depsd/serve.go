@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/daemon"
+)
+
+// runServe implements `depsd serve`: the webhook receiver, chain engine and
+// HTTP API until SIGTERM.
+func runServe(ctx context.Context, args []string, stderr io.Writer) int {
+	c := newCommand("serve", "serve [--listen ADDR] [--mode chain|first-level] [flags]", stderr, true)
+	listen := c.fs.String("listen", "127.0.0.1:8080", "HTTP address: POST /hooks/gitlab, /healthz, /readyz, /metrics, /api/v1/...")
+	mode := c.fs.String("mode", "chain", "chain: rebuild everything downstream in order, once; first-level: trigger direct dependents on every success (the original gitlab-deps)")
+	c.fs.StringVar(&c.secretFile, "webhook-secret-file", "", "file holding the X-Gitlab-Token secret (default $DEPSD_WEBHOOK_SECRET_FILE, hooks.secret_file, or $DEPSD_WEBHOOK_SECRET)")
+	reconcile := c.fs.Duration("reconcile-interval", time.Minute, "how often the status of pipelines depsd created is polled, in case a webhook never arrives")
+	expiry := c.fs.Duration("chain-expiry", 7*24*time.Hour, "a chain still unfinished after this long expires")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	cfg, err := c.load()
+	if err != nil {
+		return fail(stderr, "serve", err)
+	}
+	engineMode, ok := map[string]chain.Mode{"chain": chain.Full, "first-level": chain.FirstLevel}[*mode]
+	if !ok {
+		fmt.Fprintf(stderr, "depsd serve: --mode %q: want chain or first-level\n", *mode)
+		return exitUsage
+	}
+	log := c.logger(stderr)
+	d, err := daemon.New(ctx, daemon.Options{
+		Config: cfg, Listen: *listen, Mode: engineMode, ReconcileInterval: *reconcile, ChainExpiry: *expiry, Logger: log,
+	})
+	if err != nil {
+		return fail(stderr, "serve", err)
+	}
+	if err := d.Run(ctx); err != nil {
+		return fail(stderr, "serve", err)
+	}
+	return exitOK
+}
+
+// runRebuild implements `depsd rebuild PROJECT [--dry-run]`: start a chain
+// at PROJECT. The chain lives in the state file, so a running daemon
+// advances it; the first pipeline is created right away when GitLab is
+// configured.
+func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newCommand("rebuild", "rebuild [--dry-run] PROJECT", stderr, true)
+	dryRun := c.fs.Bool("dry-run", false, "print the waves that would be built, change nothing")
+	if code, ok := c.parse(args); !ok {
+		return code
+	}
+	if c.fs.NArg() != 1 {
+		c.fs.Usage()
+		return exitUsage
+	}
+	project := c.fs.Arg(0)
+	st, code := openScanned(ctx, c, stderr, "rebuild")
+	if st == nil {
+		return code
+	}
+	defer st.Close()
+	g, err := st.Graph(ctx)
+	if err != nil {
+		return fail(stderr, "rebuild", err)
+	}
+	if !g.Has(project) {
+		return fail(stderr, "rebuild", fmt.Errorf("project %s is not in the scanned graph", project))
+	}
+	if *dryRun {
+		for i, wave := range chain.RebuildPlan(g, project) {
+			fmt.Fprintf(stdout, "wave %d: %s\n", i, strings.Join(wave, " "))
+		}
+		return exitOK
+	}
+	cfg, _ := c.load()
+	log := c.logger(stderr)
+	ecfg := chain.Config{Store: st, Graph: st.Graph, Logger: log}
+	gl, glErr := newGitLab(cfg, log)
+	if glErr == nil {
+		ecfg.GitLab = gl
+	}
+	engine, err := chain.New(ecfg)
+	if err != nil {
+		return fail(stderr, "rebuild", err)
+	}
+	id, err := engine.Rebuild(ctx, project, chain.Reason{Kind: chain.ReasonRebuild, Detail: "depsd rebuild"})
+	if err != nil {
+		return fail(stderr, "rebuild", err)
+	}
+	fmt.Fprintf(stdout, "chain %d started at %s\n", id, project)
+	if glErr != nil {
+		fmt.Fprintf(stdout, "GitLab is not configured here (%v): a running depsd serve on %s creates the pipelines\n", glErr, cfg.State)
+		return exitOK
+	}
+	if _, err := engine.SendPending(ctx); err != nil {
+		return fail(stderr, "rebuild", err)
+	}
+	view, err := engine.Chain(ctx, id)
+	if err != nil {
+		return fail(stderr, "rebuild", err)
+	}
+	for _, m := range view.Members {
+		if m.PipelineID != 0 {
+			fmt.Fprintf(stdout, "%s: pipeline %d %s\n", m.Project, m.PipelineID, m.PipelineURL)
+		} else if m.State == chain.Failed {
+			fmt.Fprintf(stdout, "%s: failed: %s\n", m.Project, m.Why)
+		}
+	}
+	fmt.Fprintln(stdout, "depsd serve triggers the rest as their upstreams succeed; follow it with: depsd chains", id)
+	return exitOK
+}

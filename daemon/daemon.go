@@ -1,0 +1,262 @@
+// Package daemon wires and runs `depsd serve`: the store, the GitLab
+// client, the chain engine with its inbox, outbox and reconciler, the
+// webhook receiver and the HTTP API, all owned by one errgroup. On SIGTERM
+// (the context ending) it refuses new requests, lets those in flight finish
+// within the drain timeout, and stops the workers; what was recorded but not
+// yet processed is picked up at the next start.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/scan"
+	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/webhook"
+)
+
+// Options configure a daemon.
+type Options struct {
+	Config config.Config
+	// Listen is the HTTP address (default 127.0.0.1:8080). Port 0 picks a
+	// free one; Listening reports it.
+	Listen string
+	// Mode is chain.Full (default) or chain.FirstLevel.
+	Mode              chain.Mode
+	ReconcileInterval time.Duration // default 1 min
+	ChainExpiry       time.Duration // default 7 days
+	// PollInterval is how often the workers look for work written by
+	// another process (`depsd rebuild`). Default 5 s.
+	PollInterval time.Duration
+	// DrainTimeout bounds the graceful shutdown. Default 15 s.
+	DrainTimeout time.Duration
+	// Listening, if set, receives the bound address once the server
+	// accepts connections.
+	Listening func(addr string)
+	// GitLab overrides the client built from Config (tests, demo).
+	GitLab *gitlab.Client
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Daemon is a running `depsd serve`. Build it with New, run it with Run.
+type Daemon struct {
+	opts    Options
+	log     *slog.Logger
+	store   *store.Store
+	gitlab  *gitlab.Client
+	engine  *chain.Engine
+	metrics *metrics
+	state   *graphState
+	server  *http.Server
+}
+
+// New opens the store and builds the pieces; nothing runs yet.
+func New(ctx context.Context, opts Options) (*Daemon, error) {
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:8080"
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 15 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	cfg := opts.Config
+	if cfg.Hooks.Secret == "" {
+		return nil, errors.New("no webhook secret: depsd serve refuses to accept unauthenticated webhooks (set DEPSD_WEBHOOK_SECRET, --webhook-secret-file or hooks.secret_file)")
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(), gitlab: opts.GitLab}
+	if d.gitlab == nil {
+		if err := cfg.RequireGitLab(); err != nil {
+			return nil, err
+		}
+		gl, err := gitlab.New(gitlab.Config{
+			BaseURL: cfg.GitLab.URL, Token: cfg.GitLab.Token, Concurrency: cfg.GitLab.Concurrency,
+			RequestsPerMinute: cfg.GitLab.RequestsPerMinute, MaxRetries: retries(cfg.GitLab.MaxRetries),
+			HTTPClient: &http.Client{Timeout: cfg.GitLab.Timeout}, Logger: opts.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		d.gitlab = gl
+	}
+	st, err := store.Open(ctx, cfg.State)
+	if err != nil {
+		return nil, err
+	}
+	d.store = st
+	d.state = newGraphState()
+	d.engine, err = chain.New(chain.Config{
+		Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
+		Expiry: opts.ChainExpiry, ReconcileInterval: opts.ReconcileInterval, PollInterval: opts.PollInterval,
+		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	hook, err := webhook.NewHandler(webhook.Options{
+		Secret: cfg.Hooks.Secret, DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
+		Recorder: recorder{d.engine}, Scope: d.state, Recorded: d.engine.NotifyInbox,
+		Observe: func(kind, outcome string) { d.metrics.events.WithLabelValues(kind, outcome).Inc() },
+		Now:     opts.Now, Logger: opts.Logger.With("component", "webhook"),
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready}
+	d.server = &http.Server{
+		Handler:           a.routes(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+	}
+	return d, nil
+}
+
+// Engine is the daemon's chain engine (the demo reads chains through it).
+func (d *Daemon) Engine() *chain.Engine { return d.engine }
+
+// Run serves until ctx ends, then drains. The store is closed when it
+// returns.
+func (d *Daemon) Run(ctx context.Context) error {
+	defer d.store.Close()
+	if err := d.loadGraph(ctx); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", d.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
+	}
+	d.log.Info("serving", "addr", ln.Addr().String(), "mode", d.engine.Mode())
+	if d.opts.Listening != nil {
+		d.opts.Listening(ln.Addr().String())
+	}
+
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	g, gctx := errgroup.WithContext(workCtx)
+	g.Go(func() error {
+		if err := d.server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return d.engine.Run(gctx) })
+	g.Go(func() error { return d.exportQueueDepth(gctx) })
+	g.Go(func() error {
+		// Shutdown: on SIGTERM (ctx) or a failed component (gctx), refuse
+		// new requests and finish those in flight, then stop the workers.
+		select {
+		case <-ctx.Done():
+		case <-gctx.Done():
+		}
+		d.log.Info("draining", "timeout", d.opts.DrainTimeout)
+		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.DrainTimeout)
+		defer cancel()
+		err := d.server.Shutdown(drainCtx)
+		stopWork()
+		return err
+	})
+	err = g.Wait()
+	d.log.Info("stopped")
+	return err
+}
+
+// loadGraph reads the scanned graph, scanning first if the store holds no
+// scan yet.
+func (d *Daemon) loadGraph(ctx context.Context) error {
+	if _, ok, err := d.store.LastScan(ctx); err != nil {
+		return err
+	} else if !ok {
+		d.log.Info("no scan in the state file yet: scanning")
+		if _, err := d.scan(ctx); err != nil {
+			return fmt.Errorf("first scan: %w", err)
+		}
+	}
+	return d.state.reload(ctx, d.store)
+}
+
+// Scan runs an incremental scan and swaps in the new graph; the daemon's
+// maintenance schedule and push events use it.
+func (d *Daemon) scan(ctx context.Context) (scan.Result, error) {
+	cfg := d.opts.Config
+	res, err := scan.Run(ctx, d.gitlab, d.store, scan.Options{
+		Scope:          gitlab.Scope{Groups: cfg.Scope.Groups, Projects: cfg.Scope.Projects, Exclude: cfg.Scope.Exclude},
+		Containerfiles: cfg.Containerfiles, Registry: cfg.Registry, InstanceHost: hostOf(cfg.GitLab.URL, d.gitlab),
+		Concurrency: cfg.GitLab.Concurrency, Now: d.opts.Now, Logger: d.log.With("component", "scan"),
+	})
+	if err != nil {
+		return res, err
+	}
+	d.metrics.observeScan(res.FinishedAt, res.Duration, res.Projects, res.Warnings)
+	return res, d.state.reload(ctx, d.store)
+}
+
+// rescanAfterPush answers a push that touched a dependency file. An
+// incremental scan of the scope refetches only the projects whose head
+// moved, so it costs about one request per page of projects plus the
+// pushed project's files.
+func (d *Daemon) rescanAfterPush(ctx context.Context, project string) error {
+	d.log.Info("dependency file changed: rescanning", "project", project)
+	_, err := d.scan(ctx)
+	return err
+}
+
+// ready: the store answers and a graph is loaded.
+func (d *Daemon) ready(ctx context.Context) error {
+	if !d.state.loaded() {
+		return errors.New("graph not loaded yet")
+	}
+	if _, err := d.engine.Stats(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// exportQueueDepth refreshes the queue gauges every few seconds.
+func (d *Daemon) exportQueueDepth(ctx context.Context) error {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		if s, err := d.engine.Stats(ctx); err == nil {
+			d.metrics.queueDepth.WithLabelValues("inbox").Set(float64(s.UnprocessedEvts))
+			d.metrics.queueDepth.WithLabelValues("outbox").Set(float64(s.PendingActions))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// retries maps the configuration's "0 = no retries" onto the gitlab
+// package's "0 = default".
+func retries(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// Graph returns the graph the daemon currently works with.
+func (d *Daemon) Graph(ctx context.Context) (*deps.Graph, error) { return d.state.graph(ctx) }

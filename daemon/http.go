@@ -1,0 +1,107 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/store"
+)
+
+// api is what the HTTP endpoints read.
+type api struct {
+	store   *store.Store
+	engine  *chain.Engine
+	webhook http.Handler
+	metrics *metrics
+	ready   func(ctx context.Context) error
+}
+
+// routes is depsd's HTTP surface.
+func (a *api) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /hooks/gitlab", a.webhook)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /api/v1/graph", a.graph)
+	mux.HandleFunc("GET /api/v1/chains", a.chains)
+	mux.HandleFunc("GET /api/v1/chains/{id}", a.chain)
+	return mux
+}
+
+// readyz answers 200 when the store answers and a scan has loaded the graph.
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := a.ready(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "reason": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (a *api) graph(w http.ResponseWriter, r *http.Request) {
+	projects, err := a.store.Projects(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, report.Build(projects, store.GraphOf(projects)))
+}
+
+func (a *api) chains(w http.ResponseWriter, r *http.Request) {
+	f := chain.Filter{State: chain.State(r.URL.Query().Get("state"))}
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, errors.New("limit: want a positive number"))
+			return
+		}
+		f.Limit = n
+	}
+	views, err := a.engine.Chains(r.Context(), f)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"chains": views})
+}
+
+func (a *api) chain(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, errors.New("chain id: want a number"))
+		return
+	}
+	view, err := a.engine.Chain(r.Context(), id)
+	switch {
+	case errors.Is(err, chain.ErrNotFound):
+		writeError(w, http.StatusNotFound, err)
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, http.StatusOK, view)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}

@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are depsd's Prometheus metrics, on a registry of their own (no
+// process-wide default registry: tests run daemons side by side).
+type metrics struct {
+	registry      *prometheus.Registry
+	events        *prometheus.CounterVec   // webhook deliveries by kind and outcome
+	applied       *prometheus.CounterVec   // events applied by the engine by kind and result
+	triggers      *prometheus.CounterVec   // pipeline creations by outcome
+	apiErrors     *prometheus.CounterVec   // GitLab errors by retryable
+	chainDuration *prometheus.HistogramVec // chains by final state
+	queueDepth    *prometheus.GaugeVec     // pending inbox events and outbox actions
+	lastScan      prometheus.Gauge
+	scanDuration  prometheus.Gauge
+	scanProjects  prometheus.Gauge
+	scanWarnings  prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depsd_webhook_events_total", Help: "Webhook deliveries received, by event kind and outcome.",
+		}, []string{"kind", "outcome"}),
+		applied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depsd_events_applied_total", Help: "Recorded events applied by the chain engine, by kind and result.",
+		}, []string{"kind", "result"}),
+		triggers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depsd_pipeline_triggers_total", Help: "Pipelines depsd created (outcome created), or adopted after a crash (adopted).",
+		}, []string{"outcome"}),
+		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depsd_gitlab_api_errors_total", Help: "Errors from the GitLab API while sending actions, by whether they are retried.",
+		}, []string{"retryable"}),
+		chainDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "depsd_chain_duration_seconds", Help: "Time from the start of a chain to its end, by final state.",
+			Buckets: prometheus.ExponentialBuckets(30, 2, 12), // 30 s … ~17 h
+		}, []string{"state"}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_queue_depth", Help: "Work waiting: recorded events not yet applied (inbox), actions not yet sent (outbox).",
+		}, []string{"queue"}),
+		lastScan: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depsd_last_scan_success_timestamp_seconds", Help: "When the last successful scan finished (Unix time).",
+		}),
+		scanDuration: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depsd_last_scan_duration_seconds", Help: "How long the last successful scan took.",
+		}),
+		scanProjects: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depsd_projects", Help: "Projects in scope at the last scan.",
+		}),
+		scanWarnings: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depsd_dependency_warnings", Help: "Warnings in dependency files at the last scan.",
+		}),
+	}
+	m.registry.MustRegister(m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
+		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observeScan exports the result of a successful scan.
+func (m *metrics) observeScan(finished time.Time, took time.Duration, projects, warnings int) {
+	m.lastScan.Set(float64(finished.Unix()))
+	m.scanDuration.Set(took.Seconds())
+	m.scanProjects.Set(float64(projects))
+	m.scanWarnings.Set(float64(warnings))
+}

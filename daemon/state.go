@@ -1,0 +1,106 @@
+package daemon
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/webhook"
+)
+
+// graphState is the scanned graph and the set of projects in scope, swapped
+// whole after each scan so readers never see a half-updated one.
+type graphState struct {
+	cur atomic.Pointer[scanned]
+}
+
+type scanned struct {
+	graph *deps.Graph
+	ids   map[int64]bool
+}
+
+func newGraphState() *graphState { return &graphState{} }
+
+func (s *graphState) reload(ctx context.Context, st *store.Store) error {
+	projects, err := st.Projects(ctx)
+	if err != nil {
+		return err
+	}
+	ids := make(map[int64]bool, len(projects))
+	for _, p := range projects {
+		ids[p.ID] = true
+	}
+	s.cur.Store(&scanned{graph: store.GraphOf(projects), ids: ids})
+	return nil
+}
+
+func (s *graphState) loaded() bool { return s.cur.Load() != nil }
+
+// graph implements chain.GraphSource.
+func (s *graphState) graph(context.Context) (*deps.Graph, error) {
+	if c := s.cur.Load(); c != nil {
+		return c.graph, nil
+	}
+	return deps.NewGraph(), nil
+}
+
+// InScope implements webhook.Scope.
+func (s *graphState) InScope(projectID int64) bool {
+	c := s.cur.Load()
+	return c != nil && c.ids[projectID]
+}
+
+// recorder hands accepted webhook events to the engine's inbox.
+type recorder struct{ engine *chain.Engine }
+
+func (r recorder) Record(ctx context.Context, ev webhook.Event) (bool, error) {
+	return r.engine.RecordEvent(ctx, ev.Key, chain.Event{Pipeline: ev.Pipeline, Push: ev.Push})
+}
+
+// observer exports the engine's events as metrics.
+type observer struct{ m *metrics }
+
+func (o observer) EventApplied(kind, outcome string) {
+	// Outcomes carry details after a colon ("ignored: not default branch");
+	// the label keeps the word before it to stay low-cardinality.
+	result, _, _ := strings.Cut(outcome, ":")
+	o.m.applied.WithLabelValues(kind, result).Inc()
+}
+
+func (o observer) PipelineCreated(_ string, adopted bool) {
+	if adopted {
+		o.m.triggers.WithLabelValues("adopted").Inc()
+		return
+	}
+	o.m.triggers.WithLabelValues("created").Inc()
+}
+
+func (o observer) ActionError(_ string, permanent bool) {
+	if permanent {
+		o.m.apiErrors.WithLabelValues("false").Inc()
+		return
+	}
+	o.m.apiErrors.WithLabelValues("true").Inc()
+}
+
+func (o observer) ChainEnded(state chain.State, d time.Duration) {
+	o.m.chainDuration.WithLabelValues(string(state)).Observe(d.Seconds())
+}
+
+// hostOf is the GitLab host .gitlab-deps URLs must name.
+func hostOf(configured string, gl *gitlab.Client) string {
+	if configured == "" {
+		configured = gl.BaseURL()
+	}
+	u, err := url.Parse(configured)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}

@@ -1,0 +1,208 @@
+// Package demo runs depsd end to end against a simulated GitLab, in one
+// process and with no setup: it seeds a sample instance, lets the daemon
+// scan it and install its webhooks, starts a rebuild of the base image, and
+// prints the chain as the simulated pipelines run and report back over real
+// HTTP webhooks. It is what `depsd demo` runs.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/daemon"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+)
+
+// Options tune the demo.
+type Options struct {
+	// PipelineTime is how long each simulated pipeline runs. Default 1 s.
+	PipelineTime time.Duration
+	// StateDir holds the state file. Required (a temporary directory).
+	StateDir string
+	// Timeout bounds the whole demo. Default 2 minutes.
+	Timeout time.Duration
+	// Logger receives the daemon's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// root is the project whose rebuild the demo shows.
+const root = "infra/images/base"
+
+// Run runs the demo and writes its story to out. It returns an error if
+// the chain does not finish with every member built once.
+func Run(ctx context.Context, out io.Writer, opts Options) error {
+	if opts.PipelineTime <= 0 {
+		opts.PipelineTime = time.Second
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+
+	srv := gitlabtest.New(gitlabtest.Options{Token: "glpat-demo"})
+	defer srv.Close()
+	if err := seed(srv, opts.PipelineTime); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "simulated GitLab with %d projects at %s (pipelines take %s)\n", len(sampleProjects()), srv.URL, opts.PipelineTime)
+
+	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: srv.Token, RequestsPerMinute: -1, Logger: opts.Logger})
+	if err != nil {
+		return err
+	}
+	cfg := config.Defaults()
+	cfg.GitLab.URL = srv.URL
+	cfg.GitLab.Token = srv.Token
+	cfg.Scope.Groups = []string{"infra", "apps"}
+	cfg.State = filepath.Join(opts.StateDir, "depsd.db")
+	cfg.Hooks.Secret = "demo-webhook-secret"
+
+	listening := make(chan string, 1)
+	d, err := daemon.New(ctx, daemon.Options{
+		Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, Logger: opts.Logger,
+		ReconcileInterval: 5 * time.Second, PollInterval: 250 * time.Millisecond, DrainTimeout: 5 * time.Second,
+		Listening: func(addr string) { listening <- addr },
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, stopDaemon := context.WithCancel(ctx)
+	defer stopDaemon()
+	g, gctx := errgroup.WithContext(runCtx)
+	g.Go(func() error { return d.Run(gctx) })
+	g.Go(func() error {
+		defer stopDaemon()
+		return story(gctx, out, d, gl, listening, cfg)
+	})
+	return g.Wait()
+}
+
+// story is what the demo tells once the daemon runs.
+func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Client, listening <-chan string, cfg config.Config) error {
+	var addr string
+	select {
+	case addr = <-listening:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	fmt.Fprintf(out, "depsd serve listening on http://%s (scan done)\n", addr)
+
+	projects, err := gl.ListProjects(ctx, gitlab.Scope{Groups: cfg.Scope.Groups})
+	if err != nil {
+		return err
+	}
+	rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: "http://" + addr + "/hooks/gitlab", SecretToken: cfg.Hooks.Secret}, false)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "webhooks installed on %d projects\n", rep.Count(gitlab.HookCreated))
+
+	graph, err := d.Graph(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nrebuilding %s; depsd will build, in waves:\n", root)
+	for i, wave := range chain.RebuildPlan(graph, root) {
+		fmt.Fprintf(out, "  wave %d: %s\n", i, strings.Join(wave, ", "))
+	}
+	fmt.Fprintln(out)
+
+	engine := d.Engine()
+	start := time.Now()
+	id, err := engine.Rebuild(ctx, root, chain.Reason{Kind: chain.ReasonRebuild, Detail: "depsd demo"})
+	if err != nil {
+		return err
+	}
+	view, err := follow(ctx, out, engine, id, start)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	printFinal(out, view, graphOrder(chain.RebuildPlan(graph, root)))
+	if view.State != chain.Finished {
+		return fmt.Errorf("chain %d ended %s", id, view.State)
+	}
+	for _, m := range view.Members {
+		if m.Builds != 1 && m.Project != root {
+			return fmt.Errorf("%s was built %d times", m.Project, m.Builds)
+		}
+	}
+	fmt.Fprintf(out, "\nchain %d finished in %s: %d projects, each built exactly once, in dependency order\n",
+		id, time.Since(start).Round(100*time.Millisecond), len(view.Members))
+	return nil
+}
+
+// follow prints every member state change until the chain ends.
+func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, start time.Time) (chain.ChainView, error) {
+	seen := map[string]chain.MemberState{}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		view, err := engine.Chain(ctx, id)
+		if err != nil {
+			return view, err
+		}
+		for _, m := range view.Members {
+			if seen[m.Project] == m.State {
+				continue
+			}
+			seen[m.Project] = m.State
+			line := fmt.Sprintf("  %7s  %-20s %-9s", fmt.Sprintf("+%.1fs", time.Since(start).Seconds()), m.Project, m.State)
+			switch {
+			case m.PipelineID != 0 && m.State != chain.Waiting:
+				line += fmt.Sprintf("  pipeline %d", m.PipelineID)
+			case m.Why != "":
+				line += "  " + m.Why
+			}
+			fmt.Fprintln(out, strings.TrimRight(line, " "))
+		}
+		if view.State != chain.Running {
+			return view, nil
+		}
+		select {
+		case <-ctx.Done():
+			return view, errors.Join(ctx.Err(), fmt.Errorf("chain %d still %s", id, view.State))
+		case <-tick.C:
+		}
+	}
+}
+
+// graphOrder ranks projects by wave, so tables read in build order.
+func graphOrder(waves [][]string) map[string]int {
+	rank := map[string]int{}
+	for _, w := range waves {
+		for _, p := range w {
+			rank[p] = len(rank)
+		}
+	}
+	return rank
+}
+
+func printFinal(out io.Writer, v chain.ChainView, rank map[string]int) {
+	fmt.Fprintf(out, "chain %d: %s\n", v.ID, v.State)
+	members := slices.Clone(v.Members)
+	slices.SortStableFunc(members, func(a, b chain.MemberView) int { return rank[a.Project] - rank[b.Project] })
+	for _, m := range members {
+		ups := "-"
+		if len(m.Upstreams) > 0 {
+			ups = strings.Join(m.Upstreams, ", ")
+		}
+		fmt.Fprintf(out, "  %-20s %-8s pipeline %-3d after %s\n", m.Project, m.State, m.PipelineID, ups)
+	}
+}

@@ -1,0 +1,46 @@
+package demo
+
+import (
+	"fmt"
+	"time"
+
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+)
+
+// sampleProjects is the demo's GitLab instance: a base image FROM an
+// external debian, a ruby runtime FROM it, an app FROM ruby, a diamond
+// (two tool images FROM base, one image combining both), and a docs site
+// that declares its upstream in .gitlab-deps.
+func sampleProjects() []gitlabtest.Project {
+	reg := "registry.example.com/"
+	return []gitlabtest.Project{
+		{Path: "infra/images/base", Files: map[string]string{
+			"Containerfile": "ARG DEBIAN=bookworm-slim\nFROM debian:${DEBIAN}\nRUN apt-get update && apt-get -y upgrade\n"}},
+		{Path: "infra/images/ruby", Files: map[string]string{
+			"Containerfile": "FROM " + reg + "infra/images/base:latest\nRUN apt-get install -y ruby\n"}},
+		{Path: "apps/shop", Files: map[string]string{
+			"Containerfile": "FROM " + reg + "infra/images/ruby:latest AS build\nRUN bundle install\nFROM build\n"}},
+		{Path: "infra/tools/lint", Files: map[string]string{
+			"Containerfile": "FROM " + reg + "infra/images/base:latest\n"}},
+		{Path: "infra/tools/scan", Files: map[string]string{
+			"Dockerfile": "FROM " + reg + "infra/images/base:latest\n"}},
+		{Path: "infra/tools/ci", Files: map[string]string{
+			"Containerfile": "FROM " + reg + "infra/tools/lint:latest\nCOPY --from=" + reg + "infra/tools/scan:latest /usr/bin/scan /usr/bin/scan\n"}},
+		{Path: "apps/docs", Files: map[string]string{
+			".gitlab-deps": "# rebuilt whenever the shop changes\napps/shop\n"}},
+	}
+}
+
+// seed creates the sample projects on srv; every pipeline runs for
+// pipelineTime and succeeds.
+func seed(srv *gitlabtest.Server, pipelineTime time.Duration) error {
+	for _, p := range sampleProjects() {
+		if _, err := srv.AddProject(p); err != nil {
+			return fmt.Errorf("seed %s: %w", p.Path, err)
+		}
+		if err := srv.SetPipelineBehavior(p.Path, gitlabtest.Behavior{Duration: pipelineTime, Outcome: "success"}); err != nil {
+			return fmt.Errorf("seed %s: %w", p.Path, err)
+		}
+	}
+	return nil
+}
