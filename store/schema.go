@@ -163,5 +163,6 @@ func migrations() []migration {
 				`CREATE INDEX events_received ON events (received_at)`,
 			},
 		},
+		scheduleMigration(),
 	}
 }
