@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"gitlab.com/depsd/depsd/scheduler"
 )
 
 // Config is everything depsd can be configured with.
@@ -32,6 +34,10 @@ type Config struct {
 	// State is the SQLite file depsd keeps its state in.
 	State string `yaml:"state"`
 	Hooks Hooks  `yaml:"hooks"`
+	// Schedules, the maintenance rescan and image watching (schedules,
+	// catch_up, rescan, watch, watch_external, watch_interval,
+	// registry_auth_file at the top level).
+	Scheduler scheduler.Config `yaml:",inline"`
 }
 
 // GitLab says how to reach the GitLab API.

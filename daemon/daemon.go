@@ -22,6 +22,7 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scan"
+	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/webhook"
 )
@@ -46,8 +47,11 @@ type Options struct {
 	Listening func(addr string)
 	// GitLab overrides the client built from Config (tests, demo).
 	GitLab *gitlab.Client
-	Logger *slog.Logger
-	Now    func() time.Time
+	// SchedulerClock drives the schedules and the image watcher; nil is
+	// the system clock (tests advance a fake one).
+	SchedulerClock scheduler.Clock
+	Logger         *slog.Logger
+	Now            func() time.Time
 }
 
 // Daemon is a running `depsd serve`. Build it with New, run it with Run.
@@ -142,6 +146,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.loadGraph(ctx); err != nil {
 		return err
 	}
+	sched, err := d.newScheduler()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", d.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
@@ -161,6 +169,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error { return d.engine.Run(gctx) })
+	g.Go(func() error { return sched.Run(gctx) })
 	g.Go(func() error { return d.exportQueueDepth(gctx) })
 	g.Go(func() error {
 		// Shutdown: on SIGTERM (ctx) or a failed component (gctx), refuse

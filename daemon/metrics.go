@@ -21,6 +21,7 @@ type metrics struct {
 	scanDuration  prometheus.Gauge
 	scanProjects  prometheus.Gauge
 	scanWarnings  prometheus.Gauge
+	fires         *prometheus.CounterVec // schedule fires by kind and outcome
 }
 
 func newMetrics() *metrics {
@@ -57,8 +58,11 @@ func newMetrics() *metrics {
 		scanWarnings: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "depsd_dependency_warnings", Help: "Warnings in dependency files at the last scan.",
 		}),
+		fires: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depsd_schedule_fires_total", Help: "Schedule fires (rebuild, job such as the maintenance rescan, image watch check), by outcome.",
+		}, []string{"kind", "outcome"}),
 	}
-	m.registry.MustRegister(m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
+	m.registry.MustRegister(m.fires, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
 		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

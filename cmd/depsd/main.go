@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // schedule timezones work on hosts without a zoneinfo database
 )
 
 // Exit codes shared by every subcommand.
@@ -51,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runRebuild(ctx, args[1:], stdout, stderr)
 	case "chains":
 		return runChains(ctx, args[1:], stdout, stderr)
+	case "schedules":
+		return runSchedules(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
@@ -87,6 +90,7 @@ commands:
                  start a chain at PROJECT (works with or without a daemon)
   chains [--json] [ID]
                  show recent chains, or one chain and its members
+  schedules      list cron rebuilds, the maintenance rescan and watched images
   version        print the version
 
 Run 'depsd <command> -h' for the flags of a command.

@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/scheduler/clocktest"
+	"gitlab.com/depsd/depsd/scheduler/registry/registrytest"
+)
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestExternalImageChangeStartsChain runs the daemon against a real local
+// registry (docker-registry) and the fake GitLab: when the tag an app is
+// built FROM gets a new digest, the app and its downstream are rebuilt.
+func TestExternalImageChangeStartsChain(t *testing.T) {
+	reg := registrytest.Start(t)
+	image := reg + "/team/base:1"
+	registrytest.Push(t, image)
+
+	srv := gitlabtest.New(gitlabtest.Options{Token: "t", Pipelines: gitlabtest.Behavior{Duration: 50 * time.Millisecond, Outcome: "success"}})
+	t.Cleanup(srv.Close)
+	for path, cf := range map[string]string{
+		"g/app": "FROM " + image + "\n",
+		"g/lib": "FROM registry.example.com/g/app:latest\n",
+	} {
+		if _, err := srv.AddProject(gitlabtest.Project{Path: path, Files: map[string]string{"Containerfile": cf}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
+	cfg.Scope.Groups = []string{"g"}
+	cfg.State = filepath.Join(t.TempDir(), "depsd.db")
+	cfg.Hooks.Secret = "s"
+	cfg.Scheduler.WatchExternal = true
+	cfg.Scheduler.WatchInterval = time.Hour
+	clock := clocktest.New(time.Now())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, SchedulerClock: clock,
+		PollInterval: 50 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+
+	// The first check only records the digest.
+	digest := func() string {
+		entries, err := ListSchedules(context.Background(), cfg.Scheduler, d.store, nil)
+		if err != nil {
+			return ""
+		}
+		for _, e := range entries {
+			if e.Target == image {
+				return e.Digest
+			}
+		}
+		return ""
+	}
+	eventually(t, "the first digest to be recorded", func() bool { return digest() != "" })
+	first := digest()
+	if n := len(srv.Pipelines("g/app")); n != 0 {
+		t.Fatalf("the first observation triggered %d pipelines", n)
+	}
+
+	second := registrytest.Push(t, image)
+	if second == first {
+		t.Fatal("the registry kept the digest")
+	}
+	clock.Advance(time.Hour + time.Minute)
+	eventually(t, "g/lib to be rebuilt after g/app", func() bool {
+		ps := srv.Pipelines("g/lib")
+		return len(ps) == 1 && ps[0].Status == "success"
+	})
+	if n := len(srv.Pipelines("g/app")); n != 1 {
+		t.Errorf("g/app built %d times, want 1", n)
+	}
+	views, err := d.Engine().Chains(ctx, chain.Filter{})
+	if err != nil || len(views) != 1 {
+		t.Fatalf("chains %+v, %v", views, err)
+	}
+	r := views[0].Reasons[0]
+	if r.Kind != chain.ReasonDigest || !strings.Contains(r.Detail, image) || views[0].Roots[0] != "g/app" {
+		t.Errorf("chain reason %+v roots %v", r, views[0].Roots)
+	}
+	if digest() != second {
+		t.Errorf("digest %s not updated to %s", digest(), second)
+	}
+}

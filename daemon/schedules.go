@@ -1,0 +1,105 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/scheduler/registry"
+	"gitlab.com/depsd/depsd/store"
+)
+
+// newScheduler builds the cron schedules, the maintenance job and the image
+// watcher. It fails, naming the entry, on a bad cron expression, an unknown
+// timezone or a project the scan did not find in scope.
+func (d *Daemon) newScheduler() (*scheduler.Scheduler, error) {
+	cfg := d.opts.Config.Scheduler
+	graph, _ := d.state.graph(context.Background())
+	if err := cfg.Validate(graph.Has); err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	s, err := scheduler.New(scheduler.Options{
+		Config: cfg, InScope: graph.Has, Store: d.store, Rebuilder: d.engine,
+		Images:   func(ctx context.Context) ([]scheduler.ImageUser, error) { return ImageUsers(ctx, d.store) },
+		Resolver: registry.New(registry.Options{AuthFile: cfg.RegistryAuthFile}),
+		Clock:    d.opts.SchedulerClock,
+		Logger:   d.log.With("component", "scheduler"),
+		Observe: func(f scheduler.Fired) {
+			outcome := "ok"
+			if f.Err != nil {
+				outcome = "error"
+			}
+			d.metrics.fires.WithLabelValues(string(f.Kind), outcome).Inc()
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.AddJob("rescan", cfg.RescanSpec(), d.maintenance); err != nil {
+		return nil, fmt.Errorf("rescan schedule: %w", err)
+	}
+	return s, nil
+}
+
+// maintenance is the periodic job an operator would otherwise put in a
+// systemd timer: an incremental scan, then hooks sync so disabled or
+// drifted hooks are repaired.
+func (d *Daemon) maintenance(ctx context.Context) error {
+	res, err := d.scan(ctx)
+	if err != nil {
+		return fmt.Errorf("rescan: %w", err)
+	}
+	d.log.Info("maintenance scan done", "projects", res.Projects, "warnings", res.Warnings, "requests", res.Requests, "duration", res.Duration)
+	hooks := d.opts.Config.Hooks
+	if hooks.URL == "" {
+		d.log.Info("no hooks.url configured: hooks are not repaired")
+		return nil
+	}
+	cfg := d.opts.Config
+	projects, err := d.gitlab.ListProjects(ctx, gitlab.Scope{Groups: cfg.Scope.Groups, Projects: cfg.Scope.Projects, Exclude: cfg.Scope.Exclude})
+	if err != nil {
+		return fmt.Errorf("hooks sync: %w", err)
+	}
+	rep, err := d.gitlab.SyncHooks(ctx, projects, gitlab.HookSpec{URL: hooks.URL, SecretToken: hooks.Secret}, false)
+	if n := rep.Changed(); n > 0 {
+		d.log.Warn("hooks repaired", "changed", n, "reenabled", rep.Count(gitlab.HookReenabled), "created", rep.Count(gitlab.HookCreated))
+	}
+	return err
+}
+
+// ImageUsers maps the external images the stored projects use to those
+// projects (for image watching and `depsd schedules`).
+func ImageUsers(ctx context.Context, st *store.Store) ([]scheduler.ImageUser, error) {
+	projects, err := st.Projects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byPath := make(map[string][]deps.Dependency, len(projects))
+	for _, p := range projects {
+		byPath[p.Path] = p.Dependencies
+	}
+	return scheduler.ExternalImages(byPath), nil
+}
+
+// ListSchedules lists every configured schedule with its state, for
+// `depsd schedules`; it needs only the store.
+func ListSchedules(ctx context.Context, cfg scheduler.Config, st *store.Store, log *slog.Logger) ([]scheduler.Entry, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s, err := scheduler.New(scheduler.Options{
+		Config: cfg, Store: st, Logger: log,
+		Images: func(ctx context.Context) ([]scheduler.ImageUser, error) { return ImageUsers(ctx, st) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.AddJob("rescan", cfg.RescanSpec(), func(context.Context) error { return errors.New("not run by the CLI") }); err != nil {
+		return nil, err
+	}
+	return s.List(ctx)
+}
