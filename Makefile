@@ -26,9 +26,11 @@ build:
 ## bench: the benchmarks whose figures the README quotes
 bench:
 	go test -run '^$$' -bench . -benchmem ./deps/
+	go test -run '^$$' -bench . -benchtime 1x ./bench/
 
 ## fuzz: run each fuzz target of the parsers for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
 fuzz:
 	for f in FuzzAnalyzeContainerfile FuzzParseGitLabDeps FuzzRegistryMap; do \
 		go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./deps/ || exit 1; done
+	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME) ./webhook/
