@@ -204,7 +204,7 @@ func (c *Config) ResolveSecrets(readFile func(string) ([]byte, error)) error {
 }
 
 // RequireGitLab checks what commands that talk to GitLab need on top of
-// Validate: a URL, a token and a scope.
+// Validate: a URL and a token.
 func (c *Config) RequireGitLab() error {
 	if c.GitLab.URL == "" {
 		return errors.New("gitlab.url is not set (flag --gitlab-url, env GITLAB_URL, or gitlab.url in depsd.yaml)")
@@ -212,6 +212,12 @@ func (c *Config) RequireGitLab() error {
 	if c.GitLab.Token == "" {
 		return errors.New("no GitLab token: set GITLAB_TOKEN, GITLAB_TOKEN_FILE or gitlab.token_file")
 	}
+	return nil
+}
+
+// RequireScope checks that commands working on the whole scope (scan,
+// hooks sync, serve) have one.
+func (c *Config) RequireScope() error {
 	if len(c.Scope.Groups) == 0 && len(c.Scope.Projects) == 0 {
 		return errors.New("scope is empty: name at least one group (--group, scope.groups) or project (--project, scope.projects)")
 	}

@@ -71,6 +71,9 @@ func TestLoadPrecedence(t *testing.T) {
 	if err := cfg.RequireGitLab(); err != nil {
 		t.Error(err)
 	}
+	if err := cfg.RequireScope(); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestLoadTokenFromEnvWinsOverFile(t *testing.T) {
@@ -97,6 +100,9 @@ func TestLoadWithoutFileUsesDefaults(t *testing.T) {
 	}
 	if err := cfg.RequireGitLab(); err == nil || !strings.Contains(err.Error(), "gitlab.url") {
 		t.Errorf("RequireGitLab = %v, want a gitlab.url error", err)
+	}
+	if err := cfg.RequireScope(); err == nil || !strings.Contains(err.Error(), "scope is empty") {
+		t.Errorf("RequireScope = %v, want a scope error", err)
 	}
 }
 

@@ -28,6 +28,9 @@ func TestExampleFileLoads(t *testing.T) {
 	if err := cfg.RequireGitLab(); err != nil {
 		t.Fatal(err)
 	}
+	if err := cfg.RequireScope(); err != nil {
+		t.Fatal(err)
+	}
 	if len(cfg.Scope.Groups) != 2 || cfg.Hooks.URL == "" || cfg.GitLab.Token != "glpat-x" {
 		t.Errorf("example config: %+v", cfg)
 	}

@@ -84,6 +84,9 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if cfg.Hooks.Secret == "" {
 		return nil, errors.New("no webhook secret: depsd serve refuses to accept unauthenticated webhooks (set DEPSD_WEBHOOK_SECRET, --webhook-secret-file or hooks.secret_file)")
 	}
+	if err := cfg.RequireScope(); err != nil {
+		return nil, err
+	}
 	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(), gitlab: opts.GitLab}
 	if d.gitlab == nil {
 		if err := cfg.RequireGitLab(); err != nil {

@@ -16,9 +16,9 @@ import (
 // runChains implements `depsd chains [--json] [ID]`: the recent chains, or
 // one chain with its members.
 func runChains(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("chains", "chains [--json] [--state STATE] [ID]", stderr, false)
+	c := newCommand("chains", "chains [--json] [--only STATE] [ID]", stderr, false)
 	asJSON := c.fs.Bool("json", false, "print JSON, as the HTTP API does")
-	state := c.fs.String("state", "", "only chains in this state (running, blocked, finished, expired, merged)")
+	only := c.fs.String("only", "", "only chains in this state: running, blocked, finished, expired, merged")
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -51,7 +51,7 @@ func runChains(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		printChain(stdout, view)
 		return exitOK
 	}
-	views, err := engine.Chains(ctx, chain.Filter{State: chain.State(*state)})
+	views, err := engine.Chains(ctx, chain.Filter{State: chain.State(*only)})
 	if err != nil {
 		return fail(stderr, "chains", err)
 	}

@@ -164,3 +164,54 @@ func TestHooksSyncIsIdempotent(t *testing.T) {
 		t.Errorf("no secret: exit %d %s", code, errOut)
 	}
 }
+
+func TestRebuildChainsSchedules(t *testing.T) {
+	srv, dir := fakeInstance(t)
+	if code, out, errOut := depsd(t, "scan", "--group", "infra", "--group", "apps"); code != exitOK {
+		t.Fatalf("scan: %d %s %s", code, out, errOut)
+	}
+	want := "wave 0: infra/base\nwave 1: infra/ruby\nwave 2: apps/app\nwave 3: apps/docs\n"
+	if code, out, _ := depsd(t, "rebuild", "--dry-run", "infra/base"); code != exitOK || out != want {
+		t.Errorf("rebuild --dry-run: exit %d\n%s", code, out)
+	}
+	if n := len(srv.Pipelines("infra/base")); n != 0 {
+		t.Fatalf("dry run created %d pipelines", n)
+	}
+	code, out, errOut := depsd(t, "rebuild", "infra/ruby")
+	if code != exitOK || !strings.Contains(out, "chain 1 started at infra/ruby") || !strings.Contains(out, "infra/ruby: pipeline") {
+		t.Fatalf("rebuild: exit %d\n%s%s", code, out, errOut)
+	}
+	ps := srv.Pipelines("infra/ruby")
+	if len(ps) != 1 || ps[0].Variables["DEPSD_CHAIN_ID"] != "1" || ps[0].Variables["DEPSD_ACTION_ID"] == "" {
+		t.Fatalf("ruby pipelines: %+v", ps)
+	}
+	if n := len(srv.Pipelines("apps/app")); n != 0 {
+		t.Errorf("app triggered before ruby succeeded: %d", n)
+	}
+	if code, out, _ := depsd(t, "chains"); code != exitOK || !strings.Contains(out, "infra/ruby") || !strings.Contains(out, "1 triggered") {
+		t.Errorf("chains: exit %d\n%s", code, out)
+	}
+	if code, out, _ := depsd(t, "chains", "1"); code != exitOK || !strings.Contains(out, "waiting for infra/ruby") {
+		t.Errorf("chains 1: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := depsd(t, "rebuild", "no/such"); code != exitFail || !strings.Contains(errOut, "not in the scanned graph") {
+		t.Errorf("unknown project: exit %d %s", code, errOut)
+	}
+
+	cfg := filepath.Join(dir, "sched.yaml")
+	os.WriteFile(cfg, []byte("schedules:\n  - project: infra/base\n    cron: \"@daily\"\n"), 0o600)
+	if code, out, errOut := depsd(t, "schedules", "--config", cfg); code != exitOK || !strings.Contains(out, "infra/base") || !strings.Contains(out, "rescan") {
+		t.Errorf("schedules: exit %d\n%s%s", code, out, errOut)
+	}
+	os.WriteFile(cfg, []byte("schedules:\n  - project: infra/base\n    cron: \"@fortnightly\"\n"), 0o600)
+	if code, _, errOut := depsd(t, "schedules", "--config", cfg); code != exitFail || !strings.Contains(errOut, "schedules[0] (infra/base)") {
+		t.Errorf("bad schedule: exit %d %s", code, errOut)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	code, out, errOut := depsd(t, "demo", "--pipeline-time", "50ms")
+	if code != exitOK || !strings.Contains(out, "each built exactly once") {
+		t.Fatalf("demo: exit %d\n%s\n%s", code, out, errOut)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/report"
 	"gitlab.com/depsd/depsd/store"
 )
@@ -58,18 +59,11 @@ func runDeps(ctx context.Context, name string, args []string, stdout, stderr io.
 		return exitUsage
 	}
 	project := c.fs.Arg(0)
-	st, code := openScanned(ctx, c, stderr, name)
+	st, g, code := openProjectGraph(ctx, c, stderr, name, project)
 	if st == nil {
 		return code
 	}
 	defer st.Close()
-	g, err := st.Graph(ctx)
-	if err != nil {
-		return fail(stderr, name, err)
-	}
-	if !g.Has(project) {
-		return fail(stderr, name, fmt.Errorf("project %s is not in the scanned graph", project))
-	}
 	switch {
 	case name == "deps":
 		printLines(stdout, g.Upstream(project))
@@ -91,6 +85,24 @@ func printLines(w io.Writer, lines []string) {
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
 	}
+}
+
+// openProjectGraph opens the store of a command about one project and reads
+// the graph, failing clearly when the project is not in it.
+func openProjectGraph(ctx context.Context, c *commonFlags, stderr io.Writer, name, project string) (*store.Store, *deps.Graph, int) {
+	st, code := openScanned(ctx, c, stderr, name)
+	if st == nil {
+		return nil, nil, code
+	}
+	g, err := st.Graph(ctx)
+	if err == nil && !g.Has(project) {
+		err = fmt.Errorf("project %s is not in the scanned graph", project)
+	}
+	if err != nil {
+		st.Close()
+		return nil, nil, fail(stderr, name, err)
+	}
+	return st, g, exitOK
 }
 
 // openScanned opens the store of a command that reads scan results, and

@@ -40,7 +40,7 @@ func runHooks(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, "hooks sync", errors.New("no webhook secret: set DEPSD_WEBHOOK_SECRET, DEPSD_WEBHOOK_SECRET_FILE or hooks.secret_file"))
 	}
 	log := c.logger(stderr)
-	gl, err := newGitLab(cfg, log)
+	gl, err := newScopedGitLab(cfg, log)
 	if err != nil {
 		return fail(stderr, "hooks sync", err)
 	}

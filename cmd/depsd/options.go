@@ -136,6 +136,14 @@ func newGitLab(cfg config.Config, log *slog.Logger) (*gitlab.Client, error) {
 	})
 }
 
+// newScopedGitLab is newGitLab for commands that work on the whole scope.
+func newScopedGitLab(cfg config.Config, log *slog.Logger) (*gitlab.Client, error) {
+	if err := cfg.RequireScope(); err != nil {
+		return nil, err
+	}
+	return newGitLab(cfg, log)
+}
+
 // scope converts the configured scope for the gitlab package.
 func scope(cfg config.Config) gitlab.Scope {
 	return gitlab.Scope{Groups: cfg.Scope.Groups, Projects: cfg.Scope.Projects, Exclude: cfg.Scope.Exclude}

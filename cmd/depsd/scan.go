@@ -23,7 +23,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "scan", err)
 	}
 	log := c.logger(stderr)
-	gl, err := newGitLab(cfg, log)
+	gl, err := newScopedGitLab(cfg, log)
 	if err != nil {
 		return fail(stderr, "scan", err)
 	}

@@ -60,18 +60,11 @@ func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	project := c.fs.Arg(0)
-	st, code := openScanned(ctx, c, stderr, "rebuild")
+	st, g, code := openProjectGraph(ctx, c, stderr, "rebuild", project)
 	if st == nil {
 		return code
 	}
 	defer st.Close()
-	g, err := st.Graph(ctx)
-	if err != nil {
-		return fail(stderr, "rebuild", err)
-	}
-	if !g.Has(project) {
-		return fail(stderr, "rebuild", fmt.Errorf("project %s is not in the scanned graph", project))
-	}
 	if *dryRun {
 		for i, wave := range chain.RebuildPlan(g, project) {
 			fmt.Fprintf(stdout, "wave %d: %s\n", i, strings.Join(wave, " "))
