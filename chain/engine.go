@@ -34,9 +34,13 @@ type Config struct {
 	PollInterval time.Duration
 	// ReconcileInterval is how often Run calls Reconcile. Default 1 min.
 	ReconcileInterval time.Duration
-	Now               func() time.Time // default time.Now
-	Logger            *slog.Logger     // default: discard
-	Observer          Observer         // default: none
+	// SendConcurrency bounds the pipeline creations in flight: a rebuild
+	// of a base image can release hundreds at once. Default 4 (the GitLab
+	// client bounds its own requests too).
+	SendConcurrency int
+	Now             func() time.Time // default time.Now
+	Logger          *slog.Logger     // default: discard
+	Observer        Observer         // default: none
 }
 
 // Engine applies events and rebuild requests to the chains in the store and
@@ -100,6 +104,9 @@ func New(cfg Config) (*Engine, error) {
 	def(&cfg.EventRetention, 7*24*time.Hour)
 	def(&cfg.PollInterval, 5*time.Second)
 	def(&cfg.ReconcileInterval, time.Minute)
+	if cfg.SendConcurrency <= 0 {
+		cfg.SendConcurrency = 4
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -3,46 +3,56 @@ package chain
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"gitlab.com/depsd/depsd/gitlab"
 )
 
-// SendPending sends the due actions of the outbox, one at a time, until none
-// is due, and returns how many pipelines it created or adopted. Each action
-// is claimed with a lease first, so workers in several processes never send
-// the same action at once. An action claimed before (a worker crashed, or
-// GitLab answered 5xx or timed out: the pipeline may exist) is first looked
-// for among the project's recent api pipelines by its DEPSD_ACTION_ID, and
-// adopted if found. Retryable errors (including GitLab's pipeline-creation
-// throttle) put the action back with exponential backoff; permanent ones
-// (400 Reference not found, 403, 404) fail the member with the reason and
-// block its descendants. It returns an error only when the store fails or
-// ctx ends.
+// SendPending sends the due actions of the outbox until none is due, with
+// up to Config.SendConcurrency creations in flight, and returns how many
+// pipelines it created or adopted. Each action is claimed with a lease
+// first, so workers in this and other processes never send the same action
+// at once. An action claimed before (a worker crashed, or GitLab answered
+// 5xx or timed out: the pipeline may exist) is first looked for among the
+// project's recent api pipelines by its DEPSD_ACTION_ID, and adopted if
+// found. Retryable errors (including GitLab's pipeline-creation throttle)
+// put the action back with exponential backoff; permanent ones (400
+// Reference not found, 403, 404) fail the member with the reason and block
+// its descendants. It returns an error only when the store fails or ctx
+// ends.
 func (e *Engine) SendPending(ctx context.Context) (int, error) {
 	if e.cfg.GitLab == nil {
 		return 0, fmt.Errorf("send pending actions: no GitLab client")
 	}
-	sent := 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return sent, err
-		}
-		a, chainID, ok, err := e.claim(ctx)
-		if err != nil {
-			return sent, fmt.Errorf("send pending actions: %w", err)
-		}
-		if !ok {
-			return sent, nil
-		}
-		done, err := e.send(ctx, a, chainID)
-		if err != nil {
-			return sent, fmt.Errorf("send pending actions: %w", err)
-		}
-		if done {
-			sent++
-		}
+	var sent atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	for range e.cfg.SendConcurrency {
+		g.Go(func() error {
+			for {
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				a, chainID, ok, err := e.claim(gctx)
+				if err != nil || !ok {
+					return err
+				}
+				done, err := e.send(gctx, a, chainID)
+				if err != nil {
+					return err
+				}
+				if done {
+					sent.Add(1)
+				}
+			}
+		})
 	}
+	if err := g.Wait(); err != nil {
+		return int(sent.Load()), fmt.Errorf("send pending actions: %w", err)
+	}
+	return int(sent.Load()), nil
 }
 
 // claim leases the action due first that is still wanted. Actions of

@@ -15,18 +15,57 @@ import (
 // tables (chain.Store): the engine loads the active chains, applies a
 // change, and writes chains and outbox actions back before it commits.
 func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
-	return s.write(ctx, func(tx *sql.Tx) error { return fn(chainTx{tx}) })
+	return s.write(ctx, func(tx *sql.Tx) error { return fn(newChainTx(tx)) })
 }
 
 // ViewChains runs fn in a read-only snapshot of the chain tables.
 func (s *Store) ViewChains(ctx context.Context, fn func(chain.Tx) error) error {
-	return s.read(ctx, func(tx *sql.Tx) error { return fn(chainTx{tx}) })
+	return s.read(ctx, func(tx *sql.Tx) error { return fn(newChainTx(tx)) })
 }
 
 // chainTx implements chain.Tx on one SQL transaction.
-type chainTx struct{ tx *sql.Tx }
+type chainTx struct {
+	tx *sql.Tx
+	// loaded holds the member rows as read in this transaction, per chain,
+	// so SaveChain writes only the members that changed: an event touches
+	// a few members of a chain that may have hundreds.
+	loaded map[int64]map[string]memberRow
+}
+
+func newChainTx(tx *sql.Tx) chainTx {
+	return chainTx{tx: tx, loaded: map[int64]map[string]memberRow{}}
+}
 
 var _ chain.Tx = chainTx{}
+
+// memberRow is a chain_members row as written, comparable for change
+// detection.
+type memberRow struct {
+	projectID           int64
+	state, upstreams    string
+	why                 string
+	requeued, builds    int
+	actionID            string
+	pipelineID          any
+	pipelineURL         string
+	triggered, finished any
+}
+
+func rowOf(m *chain.Member) (memberRow, error) {
+	ups, err := encodeJSON(m.Upstreams)
+	if err != nil {
+		return memberRow{}, err
+	}
+	r := memberRow{projectID: m.ProjectID, state: string(m.State), upstreams: ups, why: m.Why, builds: m.Builds,
+		actionID: m.ActionID, pipelineURL: m.PipelineURL, triggered: encodeTime(m.TriggeredAt), finished: encodeTime(m.FinishedAt)}
+	if m.Requeued {
+		r.requeued = 1
+	}
+	if m.PipelineID != 0 {
+		r.pipelineID = m.PipelineID
+	}
+	return r, nil
+}
 
 const chainColumns = `id, mode, state, roots, skipped, merged_into, started_at, updated_at, ended_at`
 
@@ -192,6 +231,14 @@ func (t chainTx) loadMembers(ctx context.Context, byID map[int64]*chain.Chain, i
 		}
 		if c := byID[id]; c != nil {
 			c.Members = append(c.Members, &m) // ORDER BY project keeps them sorted
+			r, err := rowOf(&m)
+			if err != nil {
+				return err
+			}
+			if t.loaded[id] == nil {
+				t.loaded[id] = map[string]memberRow{}
+			}
+			t.loaded[id][m.Project] = r
 		}
 	}
 	return rows.Err()
@@ -231,10 +278,8 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 	if err != nil {
 		return fmt.Errorf("write chain %d: %w", c.ID, err)
 	}
-	for _, q := range []string{`DELETE FROM chain_reasons WHERE chain_id = $1`, `DELETE FROM chain_members WHERE chain_id = $1`} {
-		if _, err := t.tx.ExecContext(ctx, q, c.ID); err != nil {
-			return fmt.Errorf("write chain %d: %w", c.ID, err)
-		}
+	if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_reasons WHERE chain_id = $1`, c.ID); err != nil {
+		return fmt.Errorf("write chain %d: %w", c.ID, err)
 	}
 	for i, r := range c.Reasons {
 		var pipeline any
@@ -247,28 +292,57 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 			return fmt.Errorf("write chain %d reason: %w", c.ID, err)
 		}
 	}
+	return t.saveMembers(ctx, c)
+}
+
+// saveMembers writes the members of c. A chain read in this transaction
+// gets only its changed, added and removed members written; others are
+// rewritten whole.
+func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain) error {
+	before, diff := t.loaded[c.ID]
+	if !diff {
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_members WHERE chain_id = $1`, c.ID); err != nil {
+			return fmt.Errorf("write chain %d: %w", c.ID, err)
+		}
+		before = map[string]memberRow{}
+	}
+	var upsert *sql.Stmt
+	after := make(map[string]memberRow, len(c.Members))
 	for _, m := range c.Members {
-		ups, err := encodeJSON(m.Upstreams)
+		r, err := rowOf(m)
 		if err != nil {
 			return err
 		}
-		var pipeline any
-		if m.PipelineID != 0 {
-			pipeline = m.PipelineID
+		after[m.Project] = r
+		if old, ok := before[m.Project]; ok && old == r {
+			continue
 		}
-		requeued := 0
-		if m.Requeued {
-			requeued = 1
+		if upsert == nil {
+			if upsert, err = t.tx.PrepareContext(ctx, `INSERT INTO chain_members (chain_id, project, project_id, state,
+				upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+				ON CONFLICT (chain_id, project) DO UPDATE SET project_id = excluded.project_id, state = excluded.state,
+					upstreams = excluded.upstreams, why = excluded.why, requeued = excluded.requeued,
+					builds = excluded.builds, action_id = excluded.action_id, pipeline_id = excluded.pipeline_id,
+					pipeline_url = excluded.pipeline_url, triggered_at = excluded.triggered_at,
+					finished_at = excluded.finished_at`); err != nil {
+				return fmt.Errorf("write chain %d members: %w", c.ID, err)
+			}
+			defer upsert.Close()
 		}
-		_, err = t.tx.ExecContext(ctx, `INSERT INTO chain_members (chain_id, project, project_id, state, upstreams,
-			why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-			c.ID, m.Project, m.ProjectID, string(m.State), ups, m.Why, requeued, m.Builds, m.ActionID,
-			pipeline, m.PipelineURL, encodeTime(m.TriggeredAt), encodeTime(m.FinishedAt))
-		if err != nil {
+		if _, err := upsert.ExecContext(ctx, c.ID, m.Project, r.projectID, r.state, r.upstreams, r.why, r.requeued,
+			r.builds, r.actionID, r.pipelineID, r.pipelineURL, r.triggered, r.finished); err != nil {
 			return fmt.Errorf("write chain %d member %s: %w", c.ID, m.Project, err)
 		}
 	}
+	for project := range before {
+		if _, ok := after[project]; !ok {
+			if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_members WHERE chain_id = $1 AND project = $2`, c.ID, project); err != nil {
+				return fmt.Errorf("write chain %d: %w", c.ID, err)
+			}
+		}
+	}
+	t.loaded[c.ID] = after
 	return nil
 }
 

@@ -1,0 +1,72 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+)
+
+// BenchmarkRebuild2000 rebuilds one base image of the 2,000-project
+// instance (every request to the fake GitLab takes 20 ms, every pipeline
+// 100 ms) and reports how long the whole chain takes and how many
+// pipelines it created: exactly one per affected project.
+func BenchmarkRebuild2000(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		srv := gitlabtest.New(gitlabtest.Options{Token: "bench",
+			Pipelines: gitlabtest.Behavior{Duration: 100 * time.Millisecond, Outcome: "success"}})
+		seedInstance(b, srv, 2000)
+		s := serve(b, srv, []string{"images", "apps"}, chain.Full)
+		srv.SetLatency(20 * time.Millisecond)
+		ctx := context.Background()
+		graph, err := s.d.Graph(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		const root = "images/base-0"
+		affected := len(graph.Affected(root))
+		b.StartTimer()
+
+		start := time.Now()
+		id, err := s.d.Engine().Rebuild(ctx, root, chain.Reason{Kind: chain.ReasonRebuild})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var view chain.ChainView
+		for {
+			view, err = s.d.Engine().Chain(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if view.State != chain.Running {
+				break
+			}
+			if time.Since(start) > 5*time.Minute {
+				b.Fatalf("chain still running after 5 minutes")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		took := time.Since(start)
+		b.StopTimer()
+		created := 0
+		for _, p := range srv.Projects() {
+			for _, pl := range srv.Pipelines(p) {
+				if pl.Source == "api" {
+					created++
+				}
+			}
+		}
+		if view.State != chain.Finished || created != affected+1 {
+			b.Fatalf("chain %s, %d pipelines for %d affected projects + the root", view.State, created, affected)
+		}
+		b.ReportMetric(took.Seconds(), "chain-s")
+		b.ReportMetric(float64(created), "pipelines")
+		b.ReportMetric(float64(affected), "affected")
+		srv.SetLatency(0)
+		s.stop(b)
+		b.StartTimer()
+	}
+}
