@@ -22,6 +22,8 @@ type Fake struct {
 	images     map[string]bool
 	// Calls lists the calls made, e.g. "create job-1", "pull img".
 	Calls []string
+	// Pulls holds the options of the last pull of each image.
+	Pulls map[string]PullOptions
 	// Fail makes the named method ("Pull", "Create", ...) return an error.
 	Fail map[string]error
 	// ExecFunc runs an exec; nil reads stdin and exits 0.
@@ -40,7 +42,8 @@ type fakeContainer struct {
 
 // NewFake returns a Fake holding the given images.
 func NewFake(images ...string) *Fake {
-	f := &Fake{containers: map[string]*fakeContainer{}, networks: map[string]Network{}, images: map[string]bool{}}
+	f := &Fake{containers: map[string]*fakeContainer{}, networks: map[string]Network{}, images: map[string]bool{},
+		Pulls: map[string]PullOptions{}}
 	for _, i := range images {
 		f.images[i] = true
 	}
@@ -72,10 +75,13 @@ func (f *Fake) ImageExists(_ context.Context, ref string) (bool, error) {
 }
 
 // Pull adds ref to the images unless it names "missing".
-func (f *Fake) Pull(_ context.Context, ref string, _ PullPolicy, auth Auth, progress io.Writer) error {
+func (f *Fake) Pull(_ context.Context, ref string, opts PullOptions, progress io.Writer) error {
 	if err := f.record("Pull", ref); err != nil {
 		return err
 	}
+	f.mu.Lock()
+	f.Pulls[ref] = opts
+	f.mu.Unlock()
 	if strings.Contains(ref, "missing") {
 		return fmt.Errorf("pull %s: %w: manifest unknown", ref, ErrNotFound)
 	}

@@ -75,15 +75,18 @@ func (p *Podman) ImageExists(ctx context.Context, ref string) (bool, error) {
 	return ok, nil
 }
 
-// Pull pulls ref with the given policy, writing podman's progress lines to
-// progress.
-func (p *Podman) Pull(ctx context.Context, ref string, policy PullPolicy, auth Auth, progress io.Writer) error {
-	opts := new(images.PullOptions).WithPolicy(string(policy)).WithProgressWriter(progress)
-	if auth.AuthFile != "" {
-		opts = opts.WithAuthfile(auth.AuthFile)
+// Pull pulls ref with the given options, writing podman's progress lines
+// to progress.
+func (p *Podman) Pull(ctx context.Context, ref string, o PullOptions, progress io.Writer) error {
+	opts := new(images.PullOptions).WithPolicy(string(o.Policy)).WithProgressWriter(progress)
+	if o.Auth.AuthFile != "" {
+		opts = opts.WithAuthfile(o.Auth.AuthFile)
 	}
-	if auth.Username != "" {
-		opts = opts.WithUsername(auth.Username).WithPassword(auth.Password)
+	if o.Auth.Username != "" {
+		opts = opts.WithUsername(o.Auth.Username).WithPassword(o.Auth.Password)
+	}
+	if o.SkipTLSVerify {
+		opts = opts.WithSkipTLSVerify(true)
 	}
 	if _, err := images.Pull(p.ctx(ctx), ref, opts); err != nil {
 		return fmt.Errorf("pull %s: %w", ref, notFound(err))

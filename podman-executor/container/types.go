@@ -82,6 +82,15 @@ type Auth struct {
 	Password string
 }
 
+// PullOptions say how to pull an image.
+type PullOptions struct {
+	Policy PullPolicy
+	Auth   Auth
+	// SkipTLSVerify pulls without verifying the registry's certificate and
+	// allows plain HTTP: for registries the operator marked insecure.
+	SkipTLSVerify bool
+}
+
 // PullPolicy is podman's pull policy name: "always", "missing", "never",
 // "newer".
 type PullPolicy string

@@ -53,6 +53,10 @@ type Config struct {
 	// AuthFile is a registry auth file (containers-auth.json or a docker
 	// config.json) used for pulls that have no job credentials.
 	AuthFile string `toml:"auth_file"`
+	// InsecureRegistries are registries ("host" or "host:port", as in an
+	// image reference) pulled from without TLS verification, which also
+	// allows plain HTTP: internal registries without a trusted certificate.
+	InsecureRegistries []string `toml:"insecure_registries"`
 	// StopGrace is how long a canceled stage's process gets between
 	// SIGTERM and SIGKILL. Keep it below the runner's graceful kill timeout.
 	StopGrace duration `toml:"stop_grace"`
@@ -184,10 +188,26 @@ func (c Config) validate() error {
 			return fmt.Errorf("driver config: allowed glob %q: %w", g, err)
 		}
 	}
+	for _, r := range c.InsecureRegistries {
+		if h := normalizeRegistry(r); h == "" || strings.ContainsAny(h, " \t*") {
+			return fmt.Errorf("driver config: insecure_registries entry %q: want host or host:port", r)
+		}
+	}
 	if !filepath.IsAbs(c.BuildsDir) || !filepath.IsAbs(c.CacheDir) || !filepath.IsAbs(c.CacheHostDir) {
 		return errors.New("driver config: builds_dir, cache_dir and cache_host_dir must be absolute paths")
 	}
 	return nil
+}
+
+// insecure reports whether host (as registryHost returns it) is listed in
+// insecure_registries.
+func (c Config) insecure(host string) bool {
+	for _, r := range c.InsecureRegistries {
+		if strings.EqualFold(normalizeRegistry(r), host) {
+			return true
+		}
+	}
+	return false
 }
 
 // memoryBytes parses Memory ("512m", "2g"); 0 means unlimited.

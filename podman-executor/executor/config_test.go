@@ -75,12 +75,16 @@ cpus = 1.5
 pids_limit = 100
 privileged = true
 auth_file = "/etc/auth.json"
+insecure_registries = ["registry.internal:5000"]
 stop_grace = "3s"
 gc_max_age = "1h"
 gc_cache_max_age = "48h"
 `, check: func(t *testing.T, c Config) {
 			if c.PodmanURL != "unix:///x.sock" || c.PullPolicy != "never" || c.CPUs != 1.5 || !c.Privileged || c.StopGrace.Duration != 3*time.Second || c.GCCacheMaxAge.Duration != 48*time.Hour {
 				t.Errorf("not read: %+v", c)
+			}
+			if !c.insecure("registry.internal:5000") || c.insecure("registry.internal") {
+				t.Errorf("insecure_registries %v", c.InsecureRegistries)
 			}
 			if n, _ := c.memoryBytes(); n != 512<<20 {
 				t.Errorf("memory = %d", n)
@@ -91,6 +95,7 @@ gc_cache_max_age = "48h"
 		{name: "bad memory", text: `memory = "lots"`, wantErr: "memory"},
 		{name: "bad volume", text: `volumes = ["/only-host"]`, wantErr: "volume"},
 		{name: "relative builds dir", text: `builds_dir = "builds"`, wantErr: "absolute"},
+		{name: "bad insecure registry", text: `insecure_registries = [""]`, wantErr: "insecure_registries"},
 		{name: "bad duration", text: `stop_grace = "soon"`, wantErr: "stop_grace"},
 	}
 	for _, tt := range tests {

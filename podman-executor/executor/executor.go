@@ -28,7 +28,7 @@ const (
 type Engine interface {
 	ImageExists(ctx context.Context, ref string) (bool, error)
 	// Pull pulls ref; progress lines go to progress.
-	Pull(ctx context.Context, ref string, policy container.PullPolicy, auth container.Auth, progress io.Writer) error
+	Pull(ctx context.Context, ref string, opts container.PullOptions, progress io.Writer) error
 	// Create creates a container and returns its ID; Start starts it.
 	Create(ctx context.Context, s container.Spec) (string, error)
 	Start(ctx context.Context, name string) error

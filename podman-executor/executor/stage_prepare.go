@@ -139,17 +139,25 @@ func (e *Executor) ensureImage(ctx context.Context, image string) error {
 			return fmt.Errorf("image %s is not present locally and pull_policy is never", image)
 		}
 	}
-	auth, source := credentials(image, e.Job, e.Config)
-	if source != "" {
-		e.progress("Pulling image %s with credentials from %s", image, source)
-	} else {
-		e.progress("Pulling image %s", image)
-	}
-	podmanPolicy := container.PullPolicy("missing")
+	opts := container.PullOptions{Policy: "missing", SkipTLSVerify: e.Config.insecure(registryHost(image))}
 	if policy == "always" {
-		podmanPolicy = "always"
+		opts.Policy = "always"
 	}
-	return e.Engine.Pull(ctx, image, podmanPolicy, auth, e.Stdout)
+	var source string
+	opts.Auth, source = credentials(image, e.Job, e.Config)
+	how := ""
+	if source != "" {
+		how = " with credentials from " + source
+	}
+	if opts.SkipTLSVerify {
+		how += " (insecure registry: no TLS verification)"
+	}
+	e.progress("Pulling image %s%s", image, how)
+	err := e.Engine.Pull(ctx, image, opts, e.Stdout)
+	if err != nil && !opts.SkipTLSVerify && strings.Contains(err.Error(), "HTTP response to HTTPS client") {
+		return fmt.Errorf("%w (a plain-HTTP registry must be listed in the driver config's insecure_registries)", err)
+	}
+	return err
 }
 
 // mounts are the job container's bind mounts: the job's cache directory,

@@ -126,6 +126,24 @@ func TestPrepare(t *testing.T) {
 				t.Errorf("calls %v", f.fake.Calls)
 			}
 		}},
+		{name: "insecure registry is pulled without TLS verification, others with",
+			vars: map[string]string{"CI_JOB_IMAGE": "Registry.Internal:5000/g/app:1",
+				"CI_JOB_SERVICES": `[{"name":"docker.io/library/redis:7"}]`},
+			cfg:     func(c *Config) { c.InsecureRegistries = []string{"registry.internal:5000", "other.internal"} },
+			wantOut: "Pulling image Registry.Internal:5000/g/app:1 (insecure registry: no TLS verification)",
+			check: func(t *testing.T, f *fixture) {
+				if o := f.fake.Pulls["Registry.Internal:5000/g/app:1"]; !o.SkipTLSVerify || o.Policy != "missing" {
+					t.Errorf("job image pulled with %+v", o)
+				}
+				if o := f.fake.Pulls["docker.io/library/redis:7"]; o.SkipTLSVerify {
+					t.Errorf("service from docker.io pulled with %+v", o)
+				}
+			}},
+		{name: "plain-HTTP registry error points at insecure_registries", vars: map[string]string{"CI_JOB_IMAGE": "registry.internal:5000/g/app:1"},
+			setup: func(fk *container.Fake) {
+				fk.Fail = map[string]error{"Pull": errors.New(`pinging container registry registry.internal:5000: Get "https://registry.internal:5000/v2/": http: server gave HTTP response to HTTPS client`)}
+			},
+			wantCode: 2, wantOut: "must be listed in the driver config's insecure_registries"},
 		{name: "stale container of an earlier attempt is removed", setup: func(fk *container.Fake) {
 			_, _ = fk.Create(context.Background(), container.Spec{Name: jobName, Image: testImage, Labels: map[string]string{LabelManaged: "true", LabelGroup: jobName}})
 		}, wantOut: "left by an earlier attempt"},

@@ -125,7 +125,8 @@ func helperBinary() string {
 type job struct {
 	ID, Project, Concurrent string
 	Image                   string
-	Services                string // CI_JOB_SERVICES JSON
+	Services                string            // CI_JOB_SERVICES JSON
+	Vars                    map[string]string // more job variables (CUSTOM_ENV_ + key)
 	Scripts                 map[string]string
 	tmp                     string
 	jobEnv                  map[string]string
@@ -166,6 +167,9 @@ func (r *runner) environ(j *job) []string {
 		"CUSTOM_ENV_CI_JOB_ID=" + j.ID,
 		"CUSTOM_ENV_CI_JOB_IMAGE=" + j.Image,
 		"CUSTOM_ENV_CI_JOB_SERVICES=" + j.Services,
+	}
+	for k, v := range j.Vars {
+		env = append(env, "CUSTOM_ENV_"+k+"="+v)
 	}
 	env = append(env, r.extraEnv...)
 	if h := os.Getenv("CONTAINERS_CONF"); h != "" {
