@@ -371,3 +371,29 @@ func (o *signalObserver) EventApplied(string, string)            {}
 func (o *signalObserver) PipelineCreated(project string, _ bool) { o.created <- project }
 func (o *signalObserver) ActionError(string, bool)               {}
 func (o *signalObserver) ChainEnded(chain.State, time.Duration)  {}
+
+// A failed member whose retry succeeds while the webhook is lost: the
+// reconciler sees the retried pipeline (same id) succeed and unblocks.
+func TestReconcilerCatchesMissedRetrySuccess(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a", "a>b")
+	id := e.rebuild("base")
+	e.send()
+	e.finish("base", "success")
+	e.send()
+	e.finish("a", "failed")
+	e.wantStates(id, "a=failed b=blocked base=success")
+	if n, err := e.engine.Reconcile(e.ctx); n != 0 || err != nil {
+		t.Fatalf("Reconcile with nothing new = %d, %v", n, err)
+	}
+	e.clock.Advance(time.Minute)
+	e.gl.setStatus(e.latest("a").ID, "success") // a retry; its webhook is lost
+	if n, err := e.engine.Reconcile(e.ctx); n != 1 || err != nil {
+		t.Fatalf("Reconcile = %d, %v; want 1", n, err)
+	}
+	e.wantStates(id, "a=success b=pending base=success")
+	e.send()
+	if e.count("a") != 1 || e.count("b") != 1 {
+		t.Errorf("pipelines: a %d, b %d", e.count("a"), e.count("b"))
+	}
+}

@@ -14,7 +14,9 @@ import (
 // Expiry, prunes processed events older than EventRetention, then fetches
 // the status of every pipeline depsd created and still believes queued or
 // running, and applies any change through the same path as a webhook
-// event. It returns how many statuses changed. GitLab errors for single
+// event; for failed or canceled members it also looks for the success that
+// would unblock them (reconcileBroken). It returns how many statuses
+// changed. GitLab errors for single
 // pipelines are logged and skipped; the first is returned after the others
 // were tried. The daemon calls it every --reconcile-interval.
 func (e *Engine) Reconcile(ctx context.Context) (int, error) {
@@ -86,7 +88,102 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 			e.log.Info("reconciled pipeline status", "project", l.project, "pipeline_id", l.pipelineID, "status", p.Status)
 		}
 	}
+	n, err := e.reconcileBroken(ctx)
+	changed += n
+	if first == nil {
+		first = err
+	}
 	return changed, first
+}
+
+// reconcileBroken looks for the success that would unblock a failed or
+// canceled member, in case its webhook never came: the member's own
+// pipeline retried to success (a retry keeps the pipeline id), or a newer
+// successful pipeline of the project on its default branch. It costs two
+// requests per broken member.
+func (e *Engine) reconcileBroken(ctx context.Context) (int, error) {
+	type broken struct {
+		project    string
+		projectID  int64
+		pipelineID int64
+		actionID   string
+		since      time.Time
+	}
+	var todo []broken
+	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		chains, err := tx.ActiveChains(ctx)
+		for _, c := range chains {
+			for _, m := range c.Members {
+				if (m.State == Failed || m.State == Canceled) && m.ProjectID != 0 {
+					todo = append(todo, broken{m.Project, m.ProjectID, m.PipelineID, m.ActionID, m.FinishedAt})
+				}
+			}
+		}
+		return err
+	})
+	if err != nil || len(todo) == 0 {
+		return 0, err
+	}
+	if e.cfg.GitLab == nil {
+		return 0, errors.New("reconcile: no GitLab client")
+	}
+	changed := 0
+	var first error
+	for _, b := range todo {
+		p, found, err := e.successSince(ctx, b.projectID, b.pipelineID, e.defaultBranch(ctx, b.project), b.since)
+		if err != nil {
+			if ctx.Err() != nil {
+				return changed, ctx.Err()
+			}
+			e.log.Warn("reconcile: look for a success failed", "project", b.project, "err", err)
+			if first == nil {
+				first = fmt.Errorf("reconcile: %w", err)
+			}
+			continue
+		}
+		if !found {
+			continue
+		}
+		ev := PipelineEvent{ProjectID: b.projectID, Project: b.project, PipelineID: p.ID, Status: p.Status,
+			Ref: p.Ref, SHA: p.SHA, Source: p.Source, URL: p.WebURL, At: e.now()}
+		if p.ID == b.pipelineID {
+			ev.Variables = map[string]string{VarActionID: b.actionID}
+		}
+		outcome, err := e.ApplyPipelineEvent(ctx, ev)
+		if err != nil {
+			return changed, fmt.Errorf("reconcile: %w", err)
+		}
+		if outcome != outcomeNoChange {
+			changed++
+			e.obs.EventApplied("reconcile", outcome)
+			e.log.Info("reconciled a success after a failure", "project", b.project, "pipeline_id", p.ID)
+		}
+	}
+	return changed, first
+}
+
+// successSince returns a successful pipeline of the project: the failed
+// pipeline itself after a retry, or a newer one on ref.
+func (e *Engine) successSince(ctx context.Context, projectID, failedID int64, ref string, since time.Time) (gitlab.Pipeline, bool, error) {
+	if failedID != 0 {
+		p, err := e.cfg.GitLab.GetPipeline(ctx, projectID, failedID)
+		if err != nil && !errors.Is(err, gitlab.ErrNotFound) {
+			return p, false, err
+		}
+		if err == nil && p.Status == "success" {
+			return p, true, nil
+		}
+	}
+	ps, err := e.cfg.GitLab.ListPipelines(ctx, projectID, gitlab.PipelineFilter{Ref: ref, Source: "any", UpdatedAfter: since, Limit: 5})
+	if err != nil {
+		return gitlab.Pipeline{}, false, err
+	}
+	for _, p := range ps { // newest first
+		if p.ID != failedID && p.Status == "success" {
+			return p, true, nil
+		}
+	}
+	return gitlab.Pipeline{}, false, nil
 }
 
 func (e *Engine) defaultBranch(ctx context.Context, project string) string {
