@@ -127,7 +127,11 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64) (done bool, 
 			return false, e.recordError(ctx, a, err, permanent)
 		}
 	}
-	if err := e.recordSent(ctx, a, p); err != nil {
+	// The pipeline exists now: record it even if shutdown began meanwhile,
+	// or the action would wait out its lease to be adopted.
+	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := e.recordSent(recCtx, a, p); err != nil {
 		return false, err
 	}
 	e.obs.PipelineCreated(a.Project, adopted)

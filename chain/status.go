@@ -44,9 +44,12 @@ func classify(status string) statusClass {
 // rules, in GitLab's terms:
 //   - a status never moves a member backwards: a late "running" after
 //     "success" is ignored;
-//   - a failed or canceled member whose pipeline is retried (the same
-//     pipeline goes pending/running again) follows it, and its success
-//     unblocks the descendants;
+//   - a failed or canceled member stays so until its project succeeds: a
+//     retry of the same pipeline reaching success, or any newer pipeline.
+//     Queued and running statuses do not revive it, because GitLab does
+//     not order webhooks and the create-pipeline answer can arrive after
+//     the pipeline's own "failed": a late "created" or "running" must not
+//     unblock the descendants;
 //   - "manual" keeps the member running (the chain waits for the job);
 //   - "skipped" counts as a failure: nothing was built, so the descendants
 //     would be built on the old image; they are blocked and the operator
@@ -66,11 +69,14 @@ func (m *Member) applyStatus(pipelineID int64, status, url string, now time.Time
 	}
 	switch cls {
 	case classQueued:
-		if m.State == Pending || m.State == Failed || m.State == Canceled {
+		if m.State == Pending {
 			m.State, m.Why = Triggered, fmt.Sprintf("pipeline %d %s", pipelineID, status)
 			m.FinishedAt = time.Time{}
 		}
 	case classRunning, classManual:
+		if m.State == Failed || m.State == Canceled {
+			break
+		}
 		if m.State != MemberRunning || cls == classManual || m.Why != "" {
 			m.State, m.Why = MemberRunning, ""
 			if cls == classManual {

@@ -66,7 +66,12 @@ func (s *Store) Path() string { return s.path }
 // SQLite) is what makes concurrent writers wait for each other instead of
 // failing: a transaction that read first and then tries to write cannot wait.
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	txCtx, cancel := detached(ctx)
+	defer cancel()
+	tx, err := s.db.BeginTx(txCtx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -80,10 +85,25 @@ func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
+// detached is the context a transaction is bound to: not canceled with
+// ctx, so that shutting down never leaves database/sql to roll a
+// transaction back behind the store's back (a connection closed that way
+// can keep SQLite's write lock and stall every other writer); bounded so a
+// stuck transaction still ends. Statements inside still get ctx: canceling
+// it fails the statement, and write/read roll back in order.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 2*busyTimeoutMillis*time.Millisecond)
+}
+
 // read runs fn in a read-only transaction: its queries see one snapshot even
 // while another process writes, and it never blocks writers.
 func (s *Store) read(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	txCtx, cancel := detached(ctx)
+	defer cancel()
+	tx, err := s.db.BeginTx(txCtx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
