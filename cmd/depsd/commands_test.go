@@ -215,3 +215,16 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+func TestServeRefusesWithoutSecret(t *testing.T) {
+	fakeInstance(t)
+	t.Setenv("DEPSD_WEBHOOK_SECRET", "")
+	code, _, errOut := depsd(t, "serve", "--group", "infra", "--listen", "127.0.0.1:0")
+	if code != exitFail || !strings.Contains(errOut, "no webhook secret") {
+		t.Errorf("serve without a secret: exit %d, %s", code, errOut)
+	}
+	t.Setenv("DEPSD_WEBHOOK_SECRET", "s")
+	if code, _, errOut := depsd(t, "serve", "--group", "infra", "--mode", "sometimes"); code != exitUsage || !strings.Contains(errOut, "--mode") {
+		t.Errorf("bad mode: exit %d, %s", code, errOut)
+	}
+}
