@@ -193,16 +193,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return err
 }
 
-// loadGraph reads the scanned graph, scanning first if the store holds no
-// scan yet.
+// loadGraph scans at start (incremental: cheap when little changed, and it
+// picks up a scope edited while depsd was down). When GitLab cannot be
+// reached, the last stored scan is used if there is one; with none, serve
+// cannot start.
 func (d *Daemon) loadGraph(ctx context.Context) error {
-	if _, ok, err := d.store.LastScan(ctx); err != nil {
+	_, scanned, err := d.store.LastScan(ctx)
+	if err != nil {
 		return err
-	} else if !ok {
-		d.log.Info("no scan in the state file yet: scanning")
-		if _, err := d.scan(ctx); err != nil {
+	}
+	if _, err := d.scan(ctx); err != nil {
+		if !scanned {
 			return fmt.Errorf("first scan: %w", err)
 		}
+		d.log.Warn("scan at start failed: serving the last stored scan", "err", err)
 	}
 	return d.state.reload(ctx, d.store)
 }

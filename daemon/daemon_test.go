@@ -116,3 +116,42 @@ func TestExternalImageChangeStartsChain(t *testing.T) {
 		t.Errorf("digest %s not updated to %s", digest(), second)
 	}
 }
+
+// TestStartWithGitLabDown: a daemon that cannot reach GitLab at start
+// serves the last stored scan; without one it refuses to start.
+func TestStartWithGitLabDown(t *testing.T) {
+	srv := gitlabtest.New(gitlabtest.Options{Token: "t"})
+	if _, err := srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM debian\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
+	cfg.Scope.Groups = []string{"g"}
+	cfg.Hooks.Secret = "s"
+	run := func(state string) (ready bool, err error) {
+		cfg.State = state
+		gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1, MaxRetries: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl,
+			Listening: func(string) { ready = true; cancel() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ready, d.Run(ctx)
+	}
+	scanned := filepath.Join(t.TempDir(), "scanned.db")
+	if ready, err := run(scanned); !ready || err != nil {
+		t.Fatalf("with GitLab up: ready %v, %v", ready, err)
+	}
+	srv.Close() // GitLab goes away
+	if ready, err := run(scanned); !ready || err != nil {
+		t.Errorf("with a stored scan: ready %v, %v; want serving", ready, err)
+	}
+	if ready, err := run(filepath.Join(t.TempDir(), "empty.db")); ready || err == nil || !strings.Contains(err.Error(), "first scan") {
+		t.Errorf("without a stored scan: ready %v, %v; want a first-scan error", ready, err)
+	}
+}
