@@ -78,14 +78,12 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 		if ev.Ref == "" {
 			ev.Ref = e.defaultBranch(ctx, l.project)
 		}
-		outcome, err := e.ApplyPipelineEvent(ctx, ev)
+		moved, err := e.applyReconciled(ctx, ev)
 		if err != nil {
-			return changed, fmt.Errorf("reconcile: %w", err)
+			return changed, err
 		}
-		if outcome != outcomeNoChange {
+		if moved {
 			changed++
-			e.obs.EventApplied("reconcile", outcome)
-			e.log.Info("reconciled pipeline status", "project", l.project, "pipeline_id", l.pipelineID, "status", p.Status)
 		}
 	}
 	n, err := e.reconcileBroken(ctx)
@@ -149,14 +147,12 @@ func (e *Engine) reconcileBroken(ctx context.Context) (int, error) {
 		if p.ID == b.pipelineID {
 			ev.Variables = map[string]string{VarActionID: b.actionID}
 		}
-		outcome, err := e.ApplyPipelineEvent(ctx, ev)
+		moved, err := e.applyReconciled(ctx, ev)
 		if err != nil {
-			return changed, fmt.Errorf("reconcile: %w", err)
+			return changed, err
 		}
-		if outcome != outcomeNoChange {
+		if moved {
 			changed++
-			e.obs.EventApplied("reconcile", outcome)
-			e.log.Info("reconciled a success after a failure", "project", b.project, "pipeline_id", p.ID)
 		}
 	}
 	return changed, first
@@ -184,6 +180,21 @@ func (e *Engine) successSince(ctx context.Context, projectID, failedID int64, re
 		}
 	}
 	return gitlab.Pipeline{}, false, nil
+}
+
+// applyReconciled applies a status the reconciler found as a webhook would,
+// and reports whether anything moved.
+func (e *Engine) applyReconciled(ctx context.Context, ev PipelineEvent) (bool, error) {
+	outcome, err := e.ApplyPipelineEvent(ctx, ev)
+	if err != nil {
+		return false, fmt.Errorf("reconcile: %w", err)
+	}
+	if outcome == outcomeNoChange {
+		return false, nil
+	}
+	e.obs.EventApplied("reconcile", outcome)
+	e.log.Info("reconciled pipeline status", "project", ev.Project, "pipeline_id", ev.PipelineID, "status", ev.Status)
+	return true, nil
 }
 
 func (e *Engine) defaultBranch(ctx context.Context, project string) string {

@@ -3,6 +3,7 @@ package gitlab
 import (
 	"context"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,7 +66,7 @@ func TestPipelines(t *testing.T) {
 			for _, p := range list {
 				ids = append(ids, p.ID)
 			}
-			if !equalIDs(ids, tt.want) {
+			if !slices.Equal(ids, tt.want) {
 				t.Fatalf("ids = %v, want %v", ids, tt.want)
 			}
 		})
@@ -103,18 +104,6 @@ func TestPipelines(t *testing.T) {
 			t.Fatalf("create requests = %d, want 2", n)
 		}
 	})
-}
-
-func equalIDs(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -110,7 +111,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			LastActivity: lp.LastActivityAt, ScannedAt: started,
 		}
 		if hadPrev && prev.HeadCommit != "" && prev.HeadCommit == lp.HeadCommit && prev.DefaultBranch == lp.DefaultBranch &&
-			sameNames(prev.SearchedFiles, opts.Containerfiles) {
+			slices.Equal(prev.SearchedFiles, opts.Containerfiles) {
 			projects[i].Files, projects[i].SearchedFiles = prev.Files, prev.SearchedFiles
 			res.Unchanged++
 			continue
@@ -197,18 +198,6 @@ func readFiles(ctx context.Context, gl GitLab, p gitlab.Project, containerfiles 
 		return nil, err
 	}
 	return files, nil
-}
-
-func sameNames(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // summarize counts what the scan found.
