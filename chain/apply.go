@@ -46,6 +46,11 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	if strings.TrimPrefix(ev.Ref, "refs/heads/") != p.DefaultBranch {
 		return "ignored: not the default branch", nil
 	}
+	if ev.Source == SourceChildPipeline {
+		// A child pipeline reports beside its parent; the parent's status
+		// is the project's.
+		return "ignored: child pipeline", nil
+	}
 
 	actionID := ev.Variables[VarActionID]
 	ours := actionID != ""
@@ -77,7 +82,13 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	}
 
 	unblocked := false
-	if !handled {
+	if !handled && t.e.cfg.Mode == Full {
+		// The same success can come twice (the reconciler and a late
+		// webhook, or a retried job of that pipeline): once it counted
+		// for a member, it starts nothing more.
+		if counted, err := t.tx.MemberSucceededWith(t.ctx, ev.PipelineID); err != nil || counted {
+			return "ignored: pipeline already handled", err
+		}
 		if unblocked, err = t.unblock(ev); err != nil {
 			return "", err
 		}
@@ -177,6 +188,11 @@ func (t *txn) unblock(ev PipelineEvent) (bool, error) {
 		}
 		m := c.member(ev.Project)
 		if m == nil || (m.State != Failed && m.State != Canceled) {
+			continue
+		}
+		if ev.PipelineID < m.PipelineID {
+			// GitLab's pipeline ids only grow: an older pipeline was built
+			// before this chain's change (a retry keeps its id).
 			continue
 		}
 		m.State, m.Why, m.Requeued, m.ActionID = Success, fmt.Sprintf("succeeded in pipeline %d", ev.PipelineID), false, ""

@@ -78,14 +78,14 @@ func TestFailureBlocksDescendantsUntilALaterSuccess(t *testing.T) {
 		resume            func(e *env)
 	}{
 		{"failed then new pipeline", "failed", "blocked: base failed (pipeline 1001)", func(e *env) {
-			e.external("base", 555, "success") // a developer's fix
+			e.external("base", 5555, "success") // a developer's fix
 		}},
 		{"canceled then retry", "canceled", "blocked: base was canceled (pipeline 1001)", func(e *env) {
 			e.finish("base", "running") // GitLab retry: same pipeline again
 			e.finish("base", "success")
 		}},
 		{"skipped then new pipeline", "skipped", "blocked: base failed (pipeline 1001)", func(e *env) {
-			e.external("base", 556, "success")
+			e.external("base", 5556, "success")
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

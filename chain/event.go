@@ -32,6 +32,10 @@ type PushEvent struct {
 	At        time.Time
 }
 
+// SourceChildPipeline is the source GitLab gives a child pipeline: its
+// status events are not the project's.
+const SourceChildPipeline = "parent_pipeline"
+
 // Pipeline variables depsd sets on the pipelines it creates.
 const (
 	VarChainID  = "DEPSD_CHAIN_ID"

@@ -69,6 +69,9 @@ type Tx interface {
 	// ChainStartedBy reports whether a chain has a ReasonPipeline with this
 	// pipeline id, so that an event seen twice starts nothing twice.
 	ChainStartedBy(ctx context.Context, pipelineID int64) (bool, error)
+	// MemberSucceededWith reports whether a chain member recorded its
+	// success with this pipeline, so that a success seen twice counts once.
+	MemberSucceededWith(ctx context.Context, pipelineID int64) (bool, error)
 
 	// AddAction writes a new action to the outbox.
 	AddAction(ctx context.Context, a Action) error

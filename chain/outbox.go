@@ -99,10 +99,15 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64) (done bool, 
 		e.sendHook(a)
 	}
 	log := e.log.With("project", a.Project, "project_id", a.ProjectID, "chain_id", chainID, "action_id", a.ID)
+	// The calls must end well before the lease does: once it runs out
+	// another worker may claim the action, and a create still in flight
+	// here (the client waits out 429s) would make a second pipeline.
+	callCtx, cancelCalls := context.WithTimeout(ctx, e.cfg.Lease/2)
+	defer cancelCalls()
 	var p gitlab.Pipeline
 	adopted := false
 	if a.Attempts > 1 {
-		found, ok, err := e.findSent(ctx, a)
+		found, ok, err := e.findSent(callCtx, a)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
@@ -116,7 +121,7 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64) (done bool, 
 		}
 	}
 	if !adopted {
-		p, err = e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.Variables(chainID))
+		p, err = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID))
 		if err != nil {
 			if ctx.Err() != nil {
 				// The lease runs out; the next claim looks for the pipeline.

@@ -175,7 +175,7 @@ func (e *Engine) successSince(ctx context.Context, projectID, failedID int64, re
 		return gitlab.Pipeline{}, false, err
 	}
 	for _, p := range ps { // newest first
-		if p.ID != failedID && p.Status == "success" {
+		if p.ID > failedID && p.Status == "success" && p.Source != SourceChildPipeline {
 			return p, true, nil
 		}
 	}

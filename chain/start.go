@@ -91,6 +91,16 @@ func (t *txn) startFull(root string, done *rootSuccess, reason Reason) (*Chain, 
 			}
 		case m == nil:
 			target.add(&Member{Project: p, State: Waiting})
+		case m.State == Pending:
+			// Queued but never claimed: withdraw the action, so the member
+			// waits for its new upstreams and is built once, after them.
+			withdrawn, err := t.withdraw(m)
+			if err != nil {
+				return nil, err
+			}
+			if !withdrawn {
+				m.Requeued = true
+			}
 		case m.State.Building():
 			m.Requeued = true
 		case m.State == Success || m.State == Failed || m.State == Canceled:
@@ -105,6 +115,22 @@ func (t *txn) startFull(root string, done *rootSuccess, reason Reason) (*Chain, 
 		return nil, err
 	}
 	return target, nil
+}
+
+// withdraw takes back the action of a pending member if no worker ever
+// claimed it (a claimed one may be creating its pipeline right now), and
+// puts the member back to waiting. It reports whether it did.
+func (t *txn) withdraw(m *Member) (bool, error) {
+	a, ok, err := t.tx.Action(t.ctx, m.ActionID)
+	if err != nil || !ok || a.Attempts > 0 || a.State != ActionPending {
+		return false, err
+	}
+	a.State = ActionObsolete
+	if err := t.tx.UpdateAction(t.ctx, a); err != nil {
+		return false, err
+	}
+	m.State, m.Why, m.ActionID = Waiting, "", ""
+	return true, nil
 }
 
 // absorb merges the active chain o into target.

@@ -34,6 +34,11 @@ type Config struct {
 	// State is the SQLite file depsd keeps its state in.
 	State string `yaml:"state"`
 	Hooks Hooks  `yaml:"hooks"`
+	// Mode is how successes propagate: "chain" (everything downstream, in
+	// order, once) or "first-level" (direct dependents on every success,
+	// as the original gitlab-deps). serve and rebuild must agree, so it is
+	// configuration rather than a flag of one command.
+	Mode string `yaml:"mode"`
 	// Schedules, the maintenance rescan and image watching (schedules,
 	// catch_up, rescan, watch, watch_external, watch_interval,
 	// registry_auth_file at the top level).
@@ -79,6 +84,7 @@ func Defaults() Config {
 		},
 		Containerfiles: []string{"Containerfile", "Dockerfile"},
 		State:          "depsd.db",
+		Mode:           "chain",
 	}
 }
 
@@ -175,6 +181,7 @@ func applyEnv(cfg *Config, env func(string) (string, bool)) {
 	set("DEPSD_HOOK_URL", &cfg.Hooks.URL)
 	set("DEPSD_WEBHOOK_SECRET", &cfg.Hooks.Secret)
 	set("DEPSD_WEBHOOK_SECRET_FILE", &cfg.Hooks.SecretFile)
+	set("DEPSD_MODE", &cfg.Mode)
 }
 
 // ResolveSecrets reads the token and webhook secret files when the values
@@ -273,6 +280,9 @@ func (c *Config) Validate() error {
 	}
 	if c.State == "" {
 		return errors.New("state is empty: name the SQLite file (--state, DEPSD_STATE)")
+	}
+	if c.Mode != "chain" && c.Mode != "first-level" {
+		return fmt.Errorf("mode %q: want chain or first-level", c.Mode)
 	}
 	if c.Hooks.URL != "" {
 		if u, err := url.Parse(c.Hooks.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

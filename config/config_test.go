@@ -131,6 +131,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"no files", "containerfiles: []\n", "containerfiles"},
 		{"absolute file", "containerfiles: [/etc/passwd]\n", "containerfiles[0]"},
 		{"hook url", "hooks:\n  url: not a url\n", "hooks.url"},
+		{"mode", "mode: sometimes\n", "mode \"sometimes\""},
 		{"token in url", "gitlab:\n  url: https://user:glpat-x@gitlab.example.com\n", "must not carry credentials"},
 	}
 	for _, tt := range tests {

@@ -81,6 +81,9 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		opts.Now = time.Now
 	}
 	cfg := opts.Config
+	if opts.Mode == "" && cfg.Mode == "first-level" {
+		opts.Mode = chain.FirstLevel
+	}
 	if cfg.Hooks.Secret == "" {
 		return nil, errors.New("no webhook secret: depsd serve refuses to accept unauthenticated webhooks (set DEPSD_WEBHOOK_SECRET, --webhook-secret-file or hooks.secret_file)")
 	}

@@ -357,6 +357,18 @@ func (t chainTx) ChainStartedBy(ctx context.Context, pipelineID int64) (bool, er
 	return n > 0, nil
 }
 
+// MemberSucceededWith reports whether a member of any chain recorded its
+// success with this pipeline.
+func (t chainTx) MemberSucceededWith(ctx context.Context, pipelineID int64) (bool, error) {
+	var n int
+	err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM chain_members WHERE pipeline_id = $1 AND state = $2`,
+		pipelineID, string(chain.Success)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look up members of pipeline %d: %w", pipelineID, err)
+	}
+	return n > 0, nil
+}
+
 // Project returns a stored project's id and default branch.
 func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool, error) {
 	p := chain.Project{Path: path}

@@ -164,5 +164,14 @@ func migrations() []migration {
 			},
 		},
 		scheduleMigration(),
+		{
+			version: 4,
+			name:    "chain members by pipeline",
+			stmts: []string{
+				// A success seen twice (webhook and reconciler) is found by
+				// its pipeline id (chain.Tx.MemberSucceededWith).
+				`CREATE INDEX chain_members_pipeline ON chain_members (pipeline_id)`,
+			},
+		},
 	}
 }

@@ -67,6 +67,8 @@ func decodePipeline(body []byte, received time.Time) (Event, error) {
 		return Event{}, &Ignored{Reason: "pipeline of tag " + a.Ref}
 	case a.Ref != p.Project.DefaultBranch:
 		return Event{}, &Ignored{Reason: fmt.Sprintf("pipeline of %s, not of the default branch %s", a.Ref, p.Project.DefaultBranch)}
+	case a.Source == chain.SourceChildPipeline:
+		return Event{}, &Ignored{Reason: "child pipeline: its parent's status counts"}
 	}
 	vars := make(map[string]string, len(a.Variables))
 	for _, v := range a.Variables {

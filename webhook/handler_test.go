@@ -202,6 +202,11 @@ func TestHandlerEdgeCases(t *testing.T) {
 	if w := post(h, "Pipeline Hook", secret, "k2", other); w.Code != 200 || !strings.Contains(w.Body.String(), "outside") || len(rec.events) != 0 {
 		t.Errorf("out of scope: %d %s", w.Code, w.Body)
 	}
+	// A child pipeline reports beside its parent: ignored.
+	child := bytes.Replace(fixture(t, "pipeline_success.json"), []byte(`"source": "push"`), []byte(`"source": "parent_pipeline"`), 1)
+	if w := post(h, "Pipeline Hook", secret, "k7", child); w.Code != 200 || !strings.Contains(w.Body.String(), "child pipeline") || len(rec.events) != 0 {
+		t.Errorf("child pipeline: %d %s", w.Code, w.Body)
+	}
 	// Too large.
 	big := append([]byte(`{"object_kind":"pipeline","x":"`), bytes.Repeat([]byte("a"), 70<<10)...)
 	if w := post(h, "Pipeline Hook", secret, "k3", big); w.Code != http.StatusRequestEntityTooLarge {

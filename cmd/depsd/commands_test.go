@@ -224,7 +224,36 @@ func TestServeRefusesWithoutSecret(t *testing.T) {
 		t.Errorf("serve without a secret: exit %d, %s", code, errOut)
 	}
 	t.Setenv("DEPSD_WEBHOOK_SECRET", "s")
-	if code, _, errOut := depsd(t, "serve", "--group", "infra", "--mode", "sometimes"); code != exitUsage || !strings.Contains(errOut, "--mode") {
+	if code, _, errOut := depsd(t, "serve", "--group", "infra", "--mode", "sometimes"); code != exitFail || !strings.Contains(errOut, `mode "sometimes"`) {
 		t.Errorf("bad mode: exit %d, %s", code, errOut)
+	}
+}
+
+// TestRebuildFollowsConfiguredMode: serve and rebuild read the mode from
+// the same configuration, so a rebuild never starts a full chain under a
+// first-level daemon.
+func TestRebuildFollowsConfiguredMode(t *testing.T) {
+	_, dir := fakeInstance(t)
+	cfg := filepath.Join(dir, "depsd.yaml")
+	if err := os.WriteFile(cfg, []byte("mode: first-level\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DEPSD_CONFIG", cfg)
+	if code, _, errOut := depsd(t, "scan", "--group", "infra", "--group", "apps"); code != exitOK {
+		t.Fatalf("scan: %s", errOut)
+	}
+	if code, _, errOut := depsd(t, "rebuild", "infra/base"); code != exitOK {
+		t.Fatalf("rebuild: %s", errOut)
+	}
+	code, out, _ := depsd(t, "chains", "--json", "1")
+	var view struct {
+		Mode    string
+		Members []struct{ Project string }
+	}
+	if code != exitOK || json.Unmarshal([]byte(out), &view) != nil {
+		t.Fatalf("chains: exit %d\n%s", code, out)
+	}
+	if view.Mode != "first-level" || len(view.Members) != 1 {
+		t.Errorf("rebuild under mode first-level: %+v", view)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/store"
@@ -31,6 +32,7 @@ type commonFlags struct {
 	files      stringList
 	logLevel   string
 	secretFile string // serve's --webhook-secret-file
+	mode       string // serve's and rebuild's --mode
 }
 
 // newCommand makes the flag set of a command with the common flags; gitlab
@@ -93,6 +95,9 @@ func (c *commonFlags) load() (config.Config, error) {
 	if len(c.files) > 0 {
 		cfg.Containerfiles = c.files
 	}
+	if c.mode != "" {
+		cfg.Mode = c.mode
+	}
 	if c.secretFile != "" {
 		cfg.Hooks.SecretFile, cfg.Hooks.Secret = c.secretFile, ""
 	}
@@ -142,6 +147,19 @@ func newScopedGitLab(cfg config.Config, log *slog.Logger) (*gitlab.Client, error
 		return nil, err
 	}
 	return newGitLab(cfg, log)
+}
+
+// addModeFlag adds --mode to a command that starts or advances chains.
+func (c *commonFlags) addModeFlag() {
+	c.fs.StringVar(&c.mode, "mode", "", "chain: rebuild everything downstream in order, once; first-level: trigger direct dependents on every success (the original gitlab-deps). Default: mode in depsd.yaml, $DEPSD_MODE, else chain. serve and rebuild must agree")
+}
+
+// engineMode maps the configured mode onto the chain engine's.
+func engineMode(cfg config.Config) chain.Mode {
+	if cfg.Mode == "first-level" {
+		return chain.FirstLevel
+	}
+	return chain.Full
 }
 
 // scope converts the configured scope for the gitlab package.

@@ -16,7 +16,7 @@ import (
 func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	c := newCommand("serve", "serve [--listen ADDR] [--mode chain|first-level] [flags]", stderr, true)
 	listen := c.fs.String("listen", "127.0.0.1:8080", "HTTP address: POST /hooks/gitlab, /healthz, /readyz, /metrics, /api/v1/...")
-	mode := c.fs.String("mode", "chain", "chain: rebuild everything downstream in order, once; first-level: trigger direct dependents on every success (the original gitlab-deps)")
+	c.addModeFlag()
 	c.fs.StringVar(&c.secretFile, "webhook-secret-file", "", "file holding the X-Gitlab-Token secret (default $DEPSD_WEBHOOK_SECRET_FILE, hooks.secret_file, or $DEPSD_WEBHOOK_SECRET)")
 	reconcile := c.fs.Duration("reconcile-interval", time.Minute, "how often the status of pipelines depsd created is polled, in case a webhook never arrives")
 	expiry := c.fs.Duration("chain-expiry", 7*24*time.Hour, "a chain still unfinished after this long expires")
@@ -27,14 +27,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "serve", err)
 	}
-	engineMode, ok := map[string]chain.Mode{"chain": chain.Full, "first-level": chain.FirstLevel}[*mode]
-	if !ok {
-		fmt.Fprintf(stderr, "depsd serve: --mode %q: want chain or first-level\n", *mode)
-		return exitUsage
-	}
 	log := c.logger(stderr)
 	d, err := daemon.New(ctx, daemon.Options{
-		Config: cfg, Listen: *listen, Mode: engineMode, ReconcileInterval: *reconcile, ChainExpiry: *expiry, Logger: log,
+		Config: cfg, Listen: *listen, Mode: engineMode(cfg), ReconcileInterval: *reconcile, ChainExpiry: *expiry, Logger: log,
 	})
 	if err != nil {
 		return fail(stderr, "serve", err)
@@ -52,6 +47,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("rebuild", "rebuild [--dry-run] PROJECT", stderr, true)
 	dryRun := c.fs.Bool("dry-run", false, "print the waves that would be built, change nothing")
+	c.addModeFlag()
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -73,7 +69,7 @@ func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	cfg, _ := c.load()
 	log := c.logger(stderr)
-	ecfg := chain.Config{Store: st, Graph: st.Graph, Logger: log}
+	ecfg := chain.Config{Store: st, Graph: st.Graph, Logger: log, Mode: engineMode(cfg)}
 	gl, glErr := newGitLab(cfg, log)
 	if glErr == nil {
 		ecfg.GitLab = gl
