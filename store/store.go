@@ -1,8 +1,11 @@
 // Package store persists what depsd knows between runs: the projects a scan
-// found, their dependency files, dependencies and warnings, and scan metadata
-// (the chain tables come with the chain engine). The default backend is one SQLite file (pure
-// Go, no cgo) in WAL mode, so `depsd scan` and a running `depsd serve` can use
-// the same file at the same time.
+// found, their dependency files, dependencies and warnings, scan metadata,
+// the chains with their members, the outbox of pipelines to create, the
+// inbox of webhook events, and schedule and image-digest state. The default
+// backend is one SQLite file (pure Go, no cgo) in WAL mode, so `depsd scan`,
+// `depsd rebuild` and a running `depsd serve` can use the same file at the
+// same time. It implements the interfaces the chain and scheduler packages
+// declare, with their types.
 //
 // The SQL is kept portable: standard DDL, $N placeholders and INSERT ... ON
 // CONFLICT, which SQLite and PostgreSQL both accept. What is SQLite-specific
