@@ -36,6 +36,9 @@ type JobResponse struct {
 	Image       ResponseImage        `json:"image"`
 	Services    []ResponseImage      `json:"services"`
 	Credentials []ResponseCredential `json:"credentials"`
+	// Variables are the job's variables with their visibility: the
+	// public ones (not masked, not the job token) are what services get.
+	Variables []ResponseVar `json:"variables"`
 }
 
 // ResponseImage is an image or service of the job payload.
@@ -50,8 +53,10 @@ type ResponseImage struct {
 
 // ResponseVar is one variable of the job payload.
 type ResponseVar struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
+	Key    string `json:"key"`
+	Value  string `json:"value"`
+	Public bool   `json:"public"`
+	Masked bool   `json:"masked"`
 }
 
 // ResponseCredential is a registry credential the runner hands the job
@@ -71,6 +76,41 @@ type Service struct {
 	Command    []string `json:"command"`
 	// Variables come from the job payload, matched by name and alias.
 	Variables map[string]string `json:"-"`
+	// Aliases are the network names of the service, derived from Name as
+	// the job wrote it (see ServiceAliases).
+	Aliases []string `json:"-"`
+}
+
+// ServiceEnv is the environment a service container gets besides its own
+// variables: services are third-party images, so, as GitLab's docker
+// executor does, only the job's public variables. Without the job payload
+// (which says which are public), every variable except the known secrets.
+func (j Job) ServiceEnv() map[string]string {
+	env := map[string]string{}
+	if len(j.Response.Variables) > 0 {
+		for _, v := range j.Response.Variables {
+			if v.Public && !v.Masked {
+				env[v.Key] = v.Value
+			}
+		}
+		return env
+	}
+	for k, v := range j.Vars {
+		if !secretVariable(k) {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// secretVariable names the variables that carry credentials.
+func secretVariable(key string) bool {
+	switch key {
+	case "CI_JOB_TOKEN", "CI_REPOSITORY_URL", "CI_REGISTRY_PASSWORD", "CI_DEPENDENCY_PROXY_PASSWORD",
+		"CI_BUILD_TOKEN", "DOCKER_AUTH_CONFIG", "CI_JOB_JWT", "CI_JOB_JWT_V1", "CI_JOB_JWT_V2":
+		return true
+	}
+	return strings.HasSuffix(key, "_PASSWORD") || strings.HasSuffix(key, "_TOKEN") || strings.HasSuffix(key, "_SECRET")
 }
 
 // ParseJob reads the job from the driver's environment (KEY=value list).

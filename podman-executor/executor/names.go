@@ -1,11 +1,14 @@
 package executor
 
 import (
+	_ "crypto/sha256" // registers the digest algorithm image references are checked with
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/distribution/reference"
 
 	"gitlab.com/depsd/depsd/podman-executor/container"
 )
@@ -82,6 +85,16 @@ func ServiceAliases(s Service) []string {
 	add(strings.ReplaceAll(repo, "/", "__"))
 	add(strings.ReplaceAll(repo, "/", "-"))
 	return out
+}
+
+// qualifiedImage spells out what GitLab means by an image name: Docker Hub
+// for a name without a registry, "latest" for one without a tag or digest.
+func qualifiedImage(name string) (string, error) {
+	ref, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		return "", fmt.Errorf("image %q: %w", name, err)
+	}
+	return reference.TagNameOnly(ref).String(), nil
 }
 
 // imageRepository strips the tag and digest from an image reference,

@@ -53,6 +53,20 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 			return &JobError{Msg: fmt.Sprintf("service %q is not allowed by this runner (allowed_services: %s)", s.Name, strings.Join(e.Config.AllowedServices, ", "))}
 		}
 	}
+	// GitLab reads "ruby:3.2" as docker.io/library/ruby:3.2; podman would
+	// look short names up in registries.conf, which on most hosts names no
+	// search registry. Aliases stay derived from the name as written.
+	if image, err = qualifiedImage(image); err != nil {
+		return &JobError{Msg: err.Error()}
+	}
+	for i := range services {
+		if services[i].Aliases == nil {
+			services[i].Aliases = ServiceAliases(services[i])
+		}
+		if services[i].Name, err = qualifiedImage(services[i].Name); err != nil {
+			return &JobError{Msg: "service: " + err.Error()}
+		}
+	}
 	mounts, err := e.mounts(id)
 	if err != nil {
 		return err
@@ -233,8 +247,8 @@ func (e *Executor) startServices(ctx context.Context, id Identity, services []Se
 	aliases := make([][]string, len(services))
 	for i, s := range services {
 		names[i] = id.ServiceName(i)
-		aliases[i] = ServiceAliases(s)
-		env := maps.Clone(e.Job.Vars)
+		aliases[i] = s.Aliases
+		env := e.Job.ServiceEnv()
 		maps.Copy(env, s.Variables)
 		spec := container.Spec{
 			Name:       names[i],
