@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -64,6 +65,10 @@ type Daemon struct {
 	metrics *metrics
 	state   *graphState
 	server  *http.Server
+	// scanning serialises the daemon's scans (start, maintenance, pushes):
+	// the store would refuse an older one finishing after a newer one, and
+	// the work would be wasted.
+	scanning sync.Mutex
 }
 
 // New opens the store and builds the pieces; nothing runs yet.
@@ -150,6 +155,9 @@ func (d *Daemon) Engine() *chain.Engine { return d.engine }
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.store.Close()
 	if err := d.loadGraph(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: a normal shutdown
+		}
 		return err
 	}
 	sched, err := d.newScheduler()
@@ -217,6 +225,8 @@ func (d *Daemon) loadGraph(ctx context.Context) error {
 // Scan runs an incremental scan and swaps in the new graph; the daemon's
 // maintenance schedule and push events use it.
 func (d *Daemon) scan(ctx context.Context) (scan.Result, error) {
+	d.scanning.Lock()
+	defer d.scanning.Unlock()
 	cfg := d.opts.Config
 	res, err := scan.Run(ctx, d.gitlab, d.store, scan.Options{
 		Scope:          gitlab.Scope{Groups: cfg.Scope.Groups, Projects: cfg.Scope.Projects, Exclude: cfg.Scope.Exclude},

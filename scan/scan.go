@@ -38,7 +38,10 @@ type GitLab interface {
 // Store is where scans keep their results; *store.Store has it.
 type Store interface {
 	Projects(ctx context.Context) ([]store.Project, error)
+	// ApplyScan stores the result; store.ErrScanConflict when a newer scan
+	// was stored meanwhile (meta.Replaces).
 	ApplyScan(ctx context.Context, projects []store.Project, meta store.ScanMeta) error
+	LastScan(ctx context.Context) (store.ScanMeta, bool, error)
 }
 
 // Options say what to scan and how.
@@ -78,6 +81,10 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	started := opts.Now()
 	requests0 := gl.Requests()
 
+	last, _, err := st.LastScan(ctx)
+	if err != nil {
+		return Result{}, err
+	}
 	previous, err := st.Projects(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("read stored projects: %w", err)
@@ -134,7 +141,9 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 				// Keep what we had and make the next scan try again.
 				opts.Logger.Warn("cannot read dependency files", "project", lp.Path, "project_id", lp.ID, "err", err)
 				p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
-				p.HeadCommit = prev.HeadCommit
+				// No head: the next scan asks for it and reads again,
+				// whatever last_activity_at says.
+				p.HeadCommit = ""
 				p.Warnings = append(p.Warnings, deps.Warning{Message: fmt.Sprintf("dependency files not read (kept from the last scan): %v", err)})
 			}
 			return nil
@@ -149,6 +158,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	res.CyclePaths = graph.Cycles()
 	res.ScanMeta.Cycles = len(res.CyclePaths)
 	res.StartedAt, res.FinishedAt = started, opts.Now()
+	res.Replaces, res.OnlyIfLatest = last.StartedAt, true
 	res.Requests = gl.Requests() - requests0
 	res.Duration = res.FinishedAt.Sub(started)
 	if err := st.ApplyScan(ctx, projects, res.ScanMeta); err != nil {

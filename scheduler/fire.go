@@ -121,8 +121,21 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, scheduled time.Time, log
 	var err error
 	switch e.kind {
 	case KindRebuild:
-		chainID, err = s.opts.Rebuilder.Rebuild(ctx, e.target,
-			chain.Reason{Kind: chain.ReasonSchedule, Project: e.target, Detail: e.spec.detail(), At: scheduled})
+		// The fire is claimed: a transient failure (a busy store) must not
+		// lose this week's rebuild, so it is tried again with backoff
+		// until it starts or depsd stops.
+		reason := chain.Reason{Kind: chain.ReasonSchedule, Project: e.target, Detail: e.spec.detail(), At: scheduled}
+		for attempt := 1; ; attempt++ {
+			chainID, err = s.opts.Rebuilder.Rebuild(ctx, e.target, reason)
+			if err == nil || attempt == rebuildAttempts || ctx.Err() != nil {
+				break
+			}
+			wait := backoff(attempt, rebuildRetryMax)
+			log.Warn("scheduled rebuild failed, trying again", "attempt", attempt, "retry_in", wait, "err", err)
+			if !s.sleep(ctx, wait) {
+				break
+			}
+		}
 	case KindJob:
 		err = runJob(ctx, e.job)
 	}
@@ -146,6 +159,25 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, scheduled time.Time, log
 		log.Info("scheduled job done", "scheduled", scheduled, "duration", o.Duration)
 	}
 	s.observe(Fired{Kind: e.kind, Target: e.target, Scheduled: scheduled, Started: start, Duration: o.Duration, ChainID: chainID, Err: err})
+}
+
+// rebuildAttempts and rebuildRetryMax bound the retries of a rebuild that
+// failed to start (a fire, or a digest change's users).
+const (
+	rebuildAttempts = 6
+	rebuildRetryMax = 30 * time.Minute
+)
+
+// sleep waits d on the scheduler's clock; false when ctx ended first.
+func (s *Scheduler) sleep(ctx context.Context, d time.Duration) bool {
+	c, stop := s.clock.NewTimer(d)
+	defer stop()
+	select {
+	case <-c:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // runJob runs a job, turning a panic into its error: a broken rescan must

@@ -49,6 +49,15 @@ func (s *Store) ApplyScan(ctx context.Context, projects []Project, meta ScanMeta
 		return fmt.Errorf("apply scan: %w", err)
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		var latest sql.NullString
+		if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM scans`).Scan(&latest); err != nil {
+			return fmt.Errorf("read last scan: %w", err)
+		}
+		if last, err := decodeTime(latest); err != nil {
+			return fmt.Errorf("read last scan: %w", err)
+		} else if meta.OnlyIfLatest && !last.Equal(meta.Replaces) {
+			return ErrScanConflict
+		}
 		stored, err := queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects`)
 		if err != nil {
 			return fmt.Errorf("read stored projects: %w", err)

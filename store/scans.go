@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -16,7 +17,17 @@ type ScanMeta struct {
 	Warnings              int   // warnings in dependency files
 	Cycles                int   // dependency cycles found
 	Requests              int64 // GitLab API requests made
+	// Replaces is the StartedAt of the last stored scan when this one
+	// began (zero when there was none). With OnlyIfLatest, ApplyScan
+	// refuses the result with ErrScanConflict if another scan was stored
+	// since: an older, slower scan must not roll back a newer one.
+	Replaces     time.Time
+	OnlyIfLatest bool
 }
+
+// ErrScanConflict: another scan was stored while this one ran; its result
+// is newer and stands.
+var ErrScanConflict = errors.New("a newer scan was stored while this one ran")
 
 // keptScans bounds the scan history: a daemon rescans periodically, and
 // only recent scans are worth showing.

@@ -1,0 +1,85 @@
+package scan
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/store"
+)
+
+// pausingGitLab lets the test hold a scan between reading the heads and
+// storing its result, as a slow maintenance scan is held by rate limits.
+type pausingGitLab struct {
+	GitLab
+	paused, resume chan struct{}
+}
+
+func (p *pausingGitLab) FillHeadCommits(ctx context.Context, ps []gitlab.Project, known map[int64]gitlab.HeadState) (int, error) {
+	n, err := p.GitLab.FillHeadCommits(ctx, ps, known)
+	close(p.paused)
+	<-p.resume
+	return n, err
+}
+
+// Scans run from the maintenance schedule, from push events and from the
+// CLI. A scan that read the heads before a push and stores after the push's
+// own rescan would put the old files (and graph) back: it is refused.
+func TestOlderScanDoesNotOverwriteNewer(t *testing.T) {
+	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	srv := gitlabtest.New(gitlabtest.Options{Token: "t", Now: clock})
+	t.Cleanup(srv.Close)
+	for _, p := range []gitlabtest.Project{
+		{Path: "g/base", Files: map[string]string{"Containerfile": "FROM debian\n"}},
+		{Path: "g/app", Files: map[string]string{"Containerfile": "FROM alpine\n"}},
+	} {
+		if _, err := srv.AddProject(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	o := Options{Scope: gitlab.Scope{Groups: []string{"g"}}, Now: clock}
+	ctx := context.Background()
+	if _, err := Run(ctx, gl, st, o); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Hour)
+
+	slow := &pausingGitLab{GitLab: gl, paused: make(chan struct{}), resume: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { _, err := Run(ctx, slow, st, o); done <- err }() // the maintenance scan
+	<-slow.paused
+
+	// A push makes app build FROM base; its rescan stores the edge.
+	if _, err := srv.SetFile("g/app", "Containerfile", "FROM registry.example.com/g/base\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(ctx, gl, st, o)
+	if err != nil || res.Edges != 1 {
+		t.Fatalf("push rescan: %+v, %v", res, err)
+	}
+	close(slow.resume)
+	if err := <-done; !errors.Is(err, store.ErrScanConflict) {
+		t.Fatalf("the older scan: err = %v, want store.ErrScanConflict", err)
+	}
+	ps, err := st.Projects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := store.GraphOf(ps); len(g.Downstream("g/base")) != 1 {
+		t.Errorf("after the older scan stored its result: downstream of g/base = %v, want [g/app] (the push's edge was rolled back)", g.Downstream("g/base"))
+	}
+}
