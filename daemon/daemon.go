@@ -197,7 +197,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer cancel()
 		err := d.server.Shutdown(drainCtx)
 		stopWork()
-		return err
+		if err != nil {
+			return fmt.Errorf("drain: requests still running after %s: %w", d.opts.DrainTimeout, err)
+		}
+		return nil
 	})
 	err = g.Wait()
 	d.log.Info("stopped")
