@@ -170,7 +170,11 @@ func New(cfg Config) (*Client, error) {
 		t.MaxIdleConnsPerHost = cfg.Concurrency
 		next = t
 	}
-	lt := &limitTransport{next: next, sem: semaphore.NewWeighted(int64(cfg.Concurrency))}
+	// The timeout of one request starts when it leaves the client's own
+	// queue (concurrency and rate limit): a long queue in front of a
+	// healthy GitLab must not time requests out.
+	lt := &limitTransport{next: next, sem: semaphore.NewWeighted(int64(cfg.Concurrency)), timeout: hc.Timeout}
+	hc.Timeout = 0
 	if cfg.RequestsPerMinute > 0 {
 		lt.limiter = rate.NewLimiter(rate.Limit(float64(cfg.RequestsPerMinute)/60), cfg.Concurrency)
 	}

@@ -157,9 +157,37 @@ func (c *Client) groupProjects(ctx context.Context, group string) ([]*gl.Project
 		})
 		return ps, resp, err
 	}
+	// Offset pages shift when a project of an earlier page is deleted or
+	// archived while they are read, and a project would slip through.
+	// Every page carries X-Total: when the pages disagree, list again.
+	for attempt := 1; ; attempt++ {
+		all, consistent, err := c.allPages(ctx, page)
+		if err != nil || consistent || attempt == 3 {
+			if !consistent && err == nil {
+				c.log.Warn("group changed during every listing; the next scan completes it", "group", group)
+			}
+			return all, err
+		}
+	}
+}
+
+// allPages reads every page of a listing: the pages after the first in
+// parallel when the total is known, else one after another. consistent is
+// false when the pages disagree on the total number of projects.
+func (c *Client) allPages(ctx context.Context, page func(context.Context, int64) ([]*gl.Project, *gl.Response, error)) (all []*gl.Project, consistent bool, err error) {
 	all, resp, err := page(ctx, 1)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	total := resp.TotalItems
+	var mu sync.Mutex
+	consistent = true
+	check := func(r *gl.Response) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.TotalItems != total {
+			consistent = false
+		}
 	}
 	if resp.TotalPages > 1 {
 		pages := make([][]*gl.Project, resp.TotalPages+1)
@@ -167,26 +195,30 @@ func (c *Client) groupProjects(ctx context.Context, group string) ([]*gl.Project
 		g.SetLimit(c.cfg.Concurrency)
 		for n := int64(2); n <= resp.TotalPages; n++ {
 			g.Go(func() error {
-				ps, _, err := page(gctx, n)
+				ps, r, err := page(gctx, n)
+				if err == nil {
+					check(r)
+				}
 				pages[n] = ps
 				return err
 			})
 		}
 		if err := g.Wait(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, ps := range pages {
 			all = append(all, ps...)
 		}
-		return all, nil
+		return all, consistent, nil
 	}
 	for next := resp.NextPage; next != 0; {
-		ps, resp, err := page(ctx, next)
+		ps, r, err := page(ctx, next)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		check(r)
 		all = append(all, ps...)
-		next = resp.NextPage
+		next = r.NextPage
 	}
-	return all, nil
+	return all, consistent, nil
 }

@@ -33,6 +33,7 @@ func newExcluder(patterns []string) (excluder, error) {
 		if p == "" {
 			continue
 		}
+		p = strings.ToLower(p)
 		if prefix, ok := strings.CutSuffix(p, "/**"); ok {
 			if _, err := path.Match(prefix, ""); err != nil {
 				return excluder{}, fmt.Errorf("exclude pattern %q: %w", p, err)
@@ -51,8 +52,10 @@ func newExcluder(patterns []string) (excluder, error) {
 	return ex, nil
 }
 
-// excluded reports whether a project path is excluded, and by which pattern.
+// excluded reports whether a project path is excluded, and by which
+// pattern. GitLab paths are case-insensitive, so matching is too.
 func (ex excluder) excluded(p string) (string, bool) {
+	p = strings.ToLower(p)
 	for _, pat := range ex.exact {
 		if ok, _ := path.Match(pat, p); ok {
 			return pat, true

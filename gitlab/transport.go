@@ -1,11 +1,13 @@
 package gitlab
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
@@ -19,6 +21,7 @@ type limitTransport struct {
 	next     http.RoundTripper
 	sem      *semaphore.Weighted
 	limiter  *rate.Limiter // nil: no client-side limit
+	timeout  time.Duration // per request, from leaving the queue to the body's close; 0: none
 	requests atomic.Int64
 }
 
@@ -34,14 +37,21 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	t.requests.Add(1)
+	cancel := context.CancelFunc(func() {})
+	if t.timeout > 0 {
+		var sendCtx context.Context
+		sendCtx, cancel = context.WithTimeout(ctx, t.timeout)
+		req = req.WithContext(sendCtx)
+	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
+		cancel()
 		t.sem.Release(1)
 		return nil, err
 	}
 	// The slot is held until the body is consumed, so that a slow download
 	// counts as in flight.
-	resp.Body = &releaseBody{ReadCloser: resp.Body, release: func() { t.sem.Release(1) }}
+	resp.Body = &releaseBody{ReadCloser: resp.Body, release: func() { cancel(); t.sem.Release(1) }}
 	return resp, nil
 }
 
