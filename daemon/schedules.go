@@ -66,7 +66,8 @@ func (d *Daemon) maintenance(ctx context.Context) error {
 	}
 	rep, err := d.gitlab.SyncHooks(ctx, projects, gitlab.HookSpec{URL: hooks.URL, SecretToken: hooks.Secret}, false)
 	if n := rep.Changed(); n > 0 {
-		d.log.Warn("hooks repaired", "changed", n, "reenabled", rep.Count(gitlab.HookReenabled), "created", rep.Count(gitlab.HookCreated))
+		d.log.Warn("hooks repaired", "changed", n, "reenabled", rep.Count(gitlab.HookReenabled), "created", rep.Count(gitlab.HookCreated),
+			"still_disabled", rep.Count(gitlab.HookStillDisabled))
 	}
 	return err
 }

@@ -146,7 +146,8 @@ func (c *Client) AddHook(ctx context.Context, projectID int64, spec HookSpec) (H
 
 // EditHook makes an existing hook match spec exactly: URL, token, push and
 // pipeline events on, every other event off, no push branch filter, SSL
-// verification on. Saving a hook also re-enables it if GitLab disabled it.
+// verification on. Saving a hook does not re-enable it if GitLab disabled it
+// after failures: see TestHook.
 func (c *Client) EditHook(ctx context.Context, projectID, hookID int64, spec HookSpec) (Hook, error) {
 	off := gl.Ptr(false)
 	opt := &gl.EditProjectHookOptions{
@@ -184,6 +185,23 @@ func (c *Client) EditHook(ctx context.Context, projectID, hookID int64, spec Hoo
 		return Hook{}, fmt.Errorf("edit hook %d of project %d: %w", hookID, projectID, err)
 	}
 	return hookFromGL(h), nil
+}
+
+// TestHook asks GitLab to send a test push event to a hook now (POST
+// /projects/:id/hooks/:hook_id/test/push_events, Maintainer role). GitLab
+// sends it even to a disabled hook, synchronously: it answers 201 when the
+// receiver answered 2xx, and a successful delivery re-enables the hook; it
+// answers 422 (an *APIError) when the delivery failed. It is not retried on
+// 5xx, as it delivers an event. GitLab limits it to 5 requests a minute per
+// user and project.
+func (c *Client) TestHook(ctx context.Context, projectID, hookID int64) error {
+	err := c.call(ctx, false, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+		return c.gl.Projects.TriggerTestProjectHook(projectID, hookID, gl.ProjectHookEventPush, o...)
+	})
+	if err != nil {
+		return fmt.Errorf("test hook %d of project %d: %w", hookID, projectID, err)
+	}
+	return nil
 }
 
 // DeleteHook removes a hook.

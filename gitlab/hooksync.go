@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -18,11 +19,19 @@ type HookAction string
 
 // Hook actions.
 const (
-	HookCreated          HookAction = "created"
-	HookUpdated          HookAction = "updated"
-	HookReenabled        HookAction = "reenabled"
-	HookDeletedDuplicate HookAction = "deleted-duplicate"
-	HookUnchanged        HookAction = "unchanged"
+	HookCreated   HookAction = "created"
+	HookUpdated   HookAction = "updated"
+	HookReenabled HookAction = "reenabled"
+	// HookStillDisabled: the hook was permanently disabled by GitLab and
+	// the test delivery sent to re-enable it failed. Counted as a change so
+	// that the operator sees it.
+	HookStillDisabled HookAction = "still-disabled"
+	// HookTemporarilyDisabled: GitLab paused the hook after failures and
+	// retries it by itself when disabled_until passes. Reported, but not a
+	// change: nothing is sent.
+	HookTemporarilyDisabled HookAction = "temporarily-disabled"
+	HookDeletedDuplicate    HookAction = "deleted-duplicate"
+	HookUnchanged           HookAction = "unchanged"
 )
 
 // HookChange is one line of a HookReport.
@@ -43,12 +52,12 @@ type HookReport struct {
 	Changes []HookChange
 }
 
-// Changed counts the entries that are not HookUnchanged: zero on an
-// idempotent second run.
+// Changed counts the entries that are not HookUnchanged or
+// HookTemporarilyDisabled: zero on an idempotent second run.
 func (r HookReport) Changed() int {
 	n := 0
 	for _, c := range r.Changes {
-		if c.Action != HookUnchanged {
+		if c.Action != HookUnchanged && c.Action != HookTemporarilyDisabled {
 			n++
 		}
 	}
@@ -70,8 +79,13 @@ func (r HookReport) Count(a HookAction) int {
 // as EditHook describes. Per project: no such hook → created; several → the
 // oldest is kept and the others deleted; the kept one is edited when it
 // drifted (events, SSL verification, branch filter, token missing, or
-// spec.RotateToken) or when GitLab disabled it after failed deliveries
-// (saving re-enables it: reported as reenabled). Hooks with other URLs are
+// spec.RotateToken). Editing a hook does not re-enable it on GitLab; only a
+// successful delivery does. So a hook GitLab disabled for good
+// (alert_status "disabled") is sent a test push event (TestHook) after any
+// edit and read back: reported as reenabled if GitLab now runs it, else as
+// still-disabled with the reason. A temporarily disabled hook is left to
+// GitLab's own retry at disabled_until and reported as
+// temporarily-disabled (not a change). Hooks with other URLs are
 // never touched. Since GitLab never returns a token, a changed secret is
 // only detected when the token is missing altogether; the token is always
 // re-sent on edits, and RotateToken forces edits. With dryRun nothing is
@@ -120,7 +134,8 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 	}
 	plan := planHooks(hooks, spec, c.cfg.Now())
 	var done []HookChange
-	for _, step := range plan {
+	for _, st := range plan {
+		step := st.HookChange
 		step.Project, step.ProjectID = p.Path, p.ID
 		if !dryRun {
 			switch step.Action {
@@ -131,8 +146,15 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 				}
 				step.HookID = h.ID
 			case HookUpdated, HookReenabled:
-				if _, err := c.EditHook(ctx, p.ID, step.HookID, spec); err != nil {
-					return done, err
+				if st.edit {
+					if _, err := c.EditHook(ctx, p.ID, step.HookID, spec); err != nil {
+						return done, err
+					}
+				}
+				if st.test {
+					if err := c.reenableHook(ctx, p.ID, spec.URL, &step); err != nil {
+						return done, err
+					}
 				}
 			case HookDeletedDuplicate:
 				if err := c.DeleteHook(ctx, p.ID, step.HookID); err != nil && !errors.Is(err, ErrNotFound) {
@@ -140,7 +162,7 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 				}
 			}
 		}
-		if step.Action != HookUnchanged {
+		if step.Action != HookUnchanged && step.Action != HookTemporarilyDisabled {
 			c.log.Info("hook synced", "project", p.Path, "project_id", p.ID, "hook_id", step.HookID,
 				"action", string(step.Action), "reasons", strings.Join(step.Reasons, "; "), "dry_run", dryRun)
 		}
@@ -149,10 +171,53 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 	return done, nil
 }
 
+// reenableHook sends a test delivery to a permanently disabled hook and
+// reads it back: step becomes HookReenabled if GitLab now runs the hook,
+// HookStillDisabled (with the reason) if not. A failed delivery is not an
+// error; failing API calls are.
+func (c *Client) reenableHook(ctx context.Context, projectID int64, url string, step *HookChange) error {
+	failure := ""
+	if err := c.TestHook(ctx, projectID, step.HookID); err != nil {
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity {
+			return err
+		}
+		// 422: GitLab made the delivery and the receiver did not answer 2xx.
+		failure = ae.Message
+	}
+	hooks, err := c.ListHooks(ctx, projectID)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(hooks, func(h Hook) bool { return h.ID == step.HookID })
+	if i < 0 {
+		return fmt.Errorf("hook %d of project %d: %w after the test delivery", step.HookID, projectID, ErrNotFound)
+	}
+	if !hooks[i].Disabled(c.cfg.Now()) {
+		step.Action = HookReenabled
+		step.Reasons = append(step.Reasons, "test delivery succeeded")
+		return nil
+	}
+	reason := "GitLab keeps it disabled: the test delivery to " + url + " failed"
+	if failure != "" {
+		reason += " (" + failure + ")"
+	}
+	step.Action = HookStillDisabled
+	step.Reasons = append(step.Reasons, reason)
+	return nil
+}
+
+// hookStep is one planned change and how to carry it out.
+type hookStep struct {
+	HookChange
+	edit bool // PUT the hook (drift)
+	test bool // send a test delivery to re-enable it (permanently disabled)
+}
+
 // planHooks decides, from a project's hooks, what to do so that exactly one
 // correct hook with spec.URL remains. Creates and edits come before
 // deletions so the project is never left without a hook.
-func planHooks(hooks []Hook, spec HookSpec, now time.Time) []HookChange {
+func planHooks(hooks []Hook, spec HookSpec, now time.Time) []hookStep {
 	var mine []Hook
 	for _, h := range hooks {
 		if h.URL == spec.URL {
@@ -160,22 +225,31 @@ func planHooks(hooks []Hook, spec HookSpec, now time.Time) []HookChange {
 		}
 	}
 	if len(mine) == 0 {
-		return []HookChange{{Action: HookCreated, Reasons: []string{"no hook with URL " + spec.URL}}}
+		return []hookStep{{HookChange: HookChange{Action: HookCreated, Reasons: []string{"no hook with URL " + spec.URL}}}}
 	}
 	slices.SortFunc(mine, func(a, b Hook) int { return cmp.Compare(a.ID, b.ID) })
 	keep := mine[0]
-	reasons := hookDrift(keep, spec)
-	action := HookUnchanged
+	drift := hookDrift(keep, spec)
+	st := hookStep{HookChange: HookChange{HookID: keep.ID, Action: HookUnchanged}, edit: len(drift) > 0}
 	switch {
+	case keep.AlertStatus == "disabled":
+		// Only a successful delivery re-enables it: a test request.
+		st.Action, st.test = HookReenabled, true
+		st.Reasons = append([]string{"disabled by GitLab (disabled)"}, drift...)
 	case keep.Disabled(now):
-		action = HookReenabled
-		reasons = append([]string{"disabled by GitLab (" + cmp.Or(keep.AlertStatus, "disabled_until "+keep.DisabledUntil.Format(time.RFC3339)) + ")"}, reasons...)
-	case len(reasons) > 0:
-		action = HookUpdated
+		// GitLab retries by itself at disabled_until; sending anything now
+		// would only count as one more failure if the receiver is down.
+		st.Action = HookTemporarilyDisabled
+		if len(drift) > 0 {
+			st.Action = HookUpdated
+		}
+		st.Reasons = append(drift, "disabled until "+keep.DisabledUntil.Format(time.RFC3339)+", GitLab retries then")
+	case len(drift) > 0:
+		st.Action, st.Reasons = HookUpdated, drift
 	}
-	plan := []HookChange{{HookID: keep.ID, Action: action, Reasons: reasons}}
+	plan := []hookStep{st}
 	for _, dup := range mine[1:] {
-		plan = append(plan, HookChange{HookID: dup.ID, Action: HookDeletedDuplicate, Reasons: []string{fmt.Sprintf("duplicate of hook %d", keep.ID)}})
+		plan = append(plan, hookStep{HookChange: HookChange{HookID: dup.ID, Action: HookDeletedDuplicate, Reasons: []string{fmt.Sprintf("duplicate of hook %d", keep.ID)}}})
 	}
 	return plan
 }

@@ -2,8 +2,11 @@ package gitlab
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,9 +17,26 @@ const hookURL = "https://depsd.example.com/hooks/gitlab"
 
 var wantEvents = []string{"pipeline_events", "push_events"}
 
+// hookReceiver is depsd's webhook endpoint as the fake delivers test
+// requests to it; it answers status() (200 when nil).
+func hookReceiver(t *testing.T, status func() int) string {
+	t.Helper()
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code := http.StatusOK
+		if status != nil {
+			code = status()
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(recv.Close)
+	return recv.URL + "/hooks/gitlab"
+}
+
 func TestSyncHooks(t *testing.T) {
 	clk := newClock()
 	srv := newFake(t, gitlabtest.Options{Now: clk.Now})
+	// Test deliveries to re-enable g/permanent must reach a receiver.
+	hookURL := hookReceiver(t, nil)
 	good := gitlabtest.Hook{URL: hookURL, Token: "s3cret", Events: wantEvents, EnableSSLVerification: true}
 	other := gitlabtest.Hook{URL: "https://chat.example.com/notify", Token: "theirs", Events: []string{"push_events", "tag_push_events"}}
 	setup := map[string][]gitlabtest.Hook{
@@ -49,7 +69,7 @@ func TestSyncHooks(t *testing.T) {
 		"g/ok":        {HookUnchanged},
 		"g/drift":     {HookUpdated},
 		"g/dupes":     {HookUnchanged, HookDeletedDuplicate, HookDeletedDuplicate},
-		"g/disabled":  {HookReenabled},
+		"g/disabled":  {HookTemporarilyDisabled},
 		"g/permanent": {HookReenabled},
 		"g/notoken":   {HookUpdated},
 	}
@@ -71,13 +91,16 @@ func TestSyncHooks(t *testing.T) {
 	})
 
 	t.Run("sync", func(t *testing.T) {
-		otherBefore := otherHooks(srv, projects)
+		otherBefore := otherHooks(srv, projects, hookURL)
+		srv.ResetRequests()
 		rep, err := c.SyncHooks(ctx, projects, spec, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkActions(t, rep, want)
-		if rep.Changed() != 7 || rep.Count(HookDeletedDuplicate) != 2 {
+		// new, drift, 2 duplicates, permanent, notoken; g/disabled is left
+		// to GitLab's own retry.
+		if rep.Changed() != 6 || rep.Count(HookDeletedDuplicate) != 2 {
 			t.Fatalf("changed = %d, report = %+v", rep.Changed(), rep)
 		}
 		for _, p := range projects {
@@ -91,12 +114,22 @@ func TestSyncHooks(t *testing.T) {
 				t.Fatalf("%s has %d depsd hooks", p.Path, len(mine))
 			}
 			h := mine[0]
+			wantStatus := "executable"
+			if p.Path == "g/disabled" {
+				wantStatus = "temporarily_disabled" // nothing sent: GitLab retries at disabled_until
+			}
 			if !slices.Equal(h.Events, wantEvents) || !h.EnableSSLVerification || h.Token != "s3cret" ||
-				h.AlertStatus != "executable" || !h.DisabledUntil.IsZero() || h.PushEventsBranchFilter != "" {
+				h.AlertStatus != wantStatus || (wantStatus == "executable") != h.DisabledUntil.IsZero() || h.PushEventsBranchFilter != "" {
 				t.Fatalf("%s: hook = %+v", p.Path, h)
 			}
 		}
-		if after := otherHooks(srv, projects); !equalSnap(otherBefore, after) {
+		if n := srv.RequestCounts()["POST /projects/:id/hooks/:hook_id/test/:trigger"]; n != 1 {
+			t.Fatalf("%d test requests, want 1 (g/permanent only): %v", n, srv.RequestCounts())
+		}
+		if d := srv.Deliveries(); len(d) != 1 || d[0].Event != gitlabtest.PushHook || d[0].State != gitlabtest.DeliveryDelivered {
+			t.Fatalf("deliveries = %+v, want one delivered test push", d)
+		}
+		if after := otherHooks(srv, projects, hookURL); !equalSnap(otherBefore, after) {
 			t.Fatalf("other hooks touched:\n%v\n%v", otherBefore, after)
 		}
 	})
@@ -165,7 +198,7 @@ func snapshot(srv *gitlabtest.Server, ps []Project) map[string]string {
 	return out
 }
 
-func otherHooks(srv *gitlabtest.Server, ps []Project) map[string]string {
+func otherHooks(srv *gitlabtest.Server, ps []Project, hookURL string) map[string]string {
 	out := map[string]string{}
 	for _, p := range ps {
 		for _, h := range srv.Hooks(p.Path) {
@@ -211,7 +244,15 @@ func TestPlanHooks(t *testing.T) {
 		{"token present", []Hook{with(func(h *Hook) { h.TokenPresent = &yes })}, []HookAction{HookUnchanged}},
 		{"token missing", []Hook{with(func(h *Hook) { h.TokenPresent = &no })}, []HookAction{HookUpdated}},
 		{"branch filter", []Hook{with(func(h *Hook) { h.PushEventsBranchFilter = "main" })}, []HookAction{HookUpdated}},
-		{"old-style disabled_until only", []Hook{with(func(h *Hook) { h.AlertStatus = ""; h.DisabledUntil = now.Add(time.Minute) })}, []HookAction{HookReenabled}},
+		{"permanently disabled", []Hook{with(func(h *Hook) { h.AlertStatus = "disabled" })}, []HookAction{HookReenabled}},
+		{"permanently disabled with drift", []Hook{with(func(h *Hook) { h.AlertStatus = "disabled"; h.PipelineEvents = false })}, []HookAction{HookReenabled}},
+		{"temporarily disabled", []Hook{with(func(h *Hook) { h.AlertStatus = "temporarily_disabled"; h.DisabledUntil = now.Add(time.Hour) })}, []HookAction{HookTemporarilyDisabled}},
+		{"temporarily disabled with drift", []Hook{with(func(h *Hook) {
+			h.AlertStatus = "temporarily_disabled"
+			h.DisabledUntil = now.Add(time.Hour)
+			h.PipelineEvents = false
+		})}, []HookAction{HookUpdated}},
+		{"old-style disabled_until only", []Hook{with(func(h *Hook) { h.AlertStatus = ""; h.DisabledUntil = now.Add(time.Minute) })}, []HookAction{HookTemporarilyDisabled}},
 		{"disabled_until passed", []Hook{with(func(h *Hook) { h.AlertStatus = ""; h.DisabledUntil = now.Add(-time.Minute) })}, []HookAction{HookUnchanged}},
 		{"duplicates keep the oldest", []Hook{with(func(h *Hook) { h.ID = 9 }), ok}, []HookAction{HookUnchanged, HookDeletedDuplicate}},
 		{"URL differs by a slash is not ours", []Hook{with(func(h *Hook) { h.URL += "/" })}, []HookAction{HookCreated}},
@@ -221,10 +262,79 @@ func TestPlanHooks(t *testing.T) {
 			var got []HookAction
 			for _, st := range planHooks(tt.hooks, spec, now) {
 				got = append(got, st.Action)
+				if st.test != (st.Action == HookReenabled) {
+					t.Errorf("%s: test delivery = %v", st.Action, st.test)
+				}
+				if st.edit != (st.Action == HookUpdated || (st.Action == HookReenabled && len(st.Reasons) > 1)) {
+					t.Errorf("%s %v: edit = %v", st.Action, st.Reasons, st.edit)
+				}
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Fatalf("actions = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A permanently disabled hook whose test delivery fails stays disabled on
+// GitLab: reported as still-disabled (a change) on every run until the
+// receiver answers, then reenabled, then unchanged.
+func TestSyncHooksTestDeliveryFails(t *testing.T) {
+	clk := newClock()
+	srv := newFake(t, gitlabtest.Options{Now: clk.Now})
+	var down atomic.Bool
+	down.Store(true)
+	hookURL := hookReceiver(t, func() int {
+		if down.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	must(srv.AddProject(gitlabtest.Project{Path: "g/a", Files: map[string]string{"a": "b"}}))
+	id := must(srv.AddHook("g/a", gitlabtest.Hook{URL: hookURL, Token: "s3cret", Events: wantEvents, EnableSSLVerification: true}))
+	must(0, srv.DisableHook("g/a", id, time.Time{}))
+
+	c, _ := newClient(t, srv, func(c *Config) { c.Now = clk.Now })
+	ctx := context.Background()
+	projects := must(c.ListProjects(ctx, Scope{Projects: []string{"g/a"}}))
+	spec := HookSpec{URL: hookURL, SecretToken: "s3cret"}
+
+	for run := 1; run <= 2; run++ {
+		rep, err := c.SyncHooks(ctx, projects, spec, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Changes) != 1 || rep.Changes[0].Action != HookStillDisabled || rep.Changed() != 1 {
+			t.Fatalf("run %d: %+v", run, rep.Changes)
+		}
+		if r := strings.Join(rep.Changes[0].Reasons, "; "); !strings.Contains(r, "GitLab keeps it disabled: the test delivery to "+hookURL+" failed") {
+			t.Fatalf("run %d: reasons %q", run, r)
+		}
+		if st := srv.Hooks("g/a")[0].AlertStatus; st != "disabled" {
+			t.Fatalf("run %d: alert_status %q after a failed test delivery", run, st)
+		}
+		if d := srv.Deliveries(); len(d) != run || d[run-1].StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("run %d: deliveries %+v", run, d)
+		}
+	}
+
+	// Dry run sends nothing.
+	srv.ResetRequests()
+	rep, err := c.SyncHooks(ctx, projects, spec, true)
+	if err != nil || rep.Changes[0].Action != HookReenabled || srv.TotalRequests() != 1 || len(srv.Deliveries()) != 2 {
+		t.Fatalf("dry run: %+v, %v, %v", rep.Changes, err, srv.RequestCounts())
+	}
+
+	down.Store(false)
+	rep, err = c.SyncHooks(ctx, projects, spec, false)
+	if err != nil || rep.Changes[0].Action != HookReenabled {
+		t.Fatalf("after recovery: %+v, %v", rep.Changes, err)
+	}
+	if st := srv.Hooks("g/a")[0].AlertStatus; st != "executable" {
+		t.Fatalf("alert_status %q after a successful test delivery", st)
+	}
+	rep, err = c.SyncHooks(ctx, projects, spec, false)
+	if err != nil || rep.Changed() != 0 {
+		t.Fatalf("run after re-enabling: %+v, %v", rep.Changes, err)
 	}
 }

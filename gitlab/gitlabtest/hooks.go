@@ -257,8 +257,9 @@ func (s *Server) addHook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, hookBody(p.id, h, s.now()))
 }
 
-// editHook updates the given attributes. As in GitLab, saving a hook
-// re-enables it when it was disabled after failures.
+// editHook updates the given attributes. As in GitLab, saving a hook does
+// not touch its disabled state (alert_status, disabled_until, failure
+// counts): only a successful delivery, e.g. a test request, re-enables it.
 func (s *Server) editHook(w http.ResponseWriter, r *http.Request) {
 	prm, err := readParams(r)
 	if err != nil {
@@ -280,9 +281,6 @@ func (s *Server) editHook(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": map[string][]string{"url": {"is blocked: " + msg}}})
 		return
 	}
-	h.alertStatus = "executable"
-	h.disabledUntil = time.Time{}
-	h.recentFailures, h.backoffCount = 0, 0
 	*p.hooks[i] = h
 	writeJSON(w, http.StatusOK, hookBody(p.id, &h, s.now()))
 }

@@ -234,6 +234,7 @@ func (s *Server) routes() http.Handler {
 		{"POST /projects/:id/hooks", s.addHook},
 		{"PUT /projects/:id/hooks/:hook_id", s.editHook},
 		{"DELETE /projects/:id/hooks/:hook_id", s.deleteHook},
+		{"POST /projects/:id/hooks/:hook_id/test/:trigger", s.testHook},
 	} {
 		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
 	}

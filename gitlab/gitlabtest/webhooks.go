@@ -294,10 +294,10 @@ func (s *Server) hookResult(projectID, hookID int64, ok bool) {
 		return
 	}
 	if ok {
+		// Any successful delivery (a test request or a resend can reach a
+		// disabled hook) re-enables the hook, as GitLab's WebHook#enable!.
 		h.recentFailures, h.backoffCount = 0, 0
-		if h.alertStatus == "temporarily_disabled" {
-			h.alertStatus, h.disabledUntil = "executable", time.Time{}
-		}
+		h.alertStatus, h.disabledUntil = "executable", time.Time{}
 		return
 	}
 	if s.failThreshold < 0 || h.alertStatus == "disabled" {
