@@ -95,9 +95,8 @@ func sortProjects(list []*project, orderBy, sort string) {
 func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.inst.findProject(r.PathValue("id"))
+	p, ok := s.requestProject(w, r)
 	if !ok {
-		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
 		return
 	}
 	writeJSON(w, http.StatusOK, s.fullProject(p))
@@ -108,9 +107,8 @@ func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getRawFile(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.inst.findProject(r.PathValue("id"))
+	p, ok := s.requestProject(w, r)
 	if !ok {
-		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
 		return
 	}
 	ref := r.URL.Query().Get("ref")
@@ -171,9 +169,8 @@ type branchJSON struct {
 func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.inst.findProject(r.PathValue("id"))
+	p, ok := s.requestProject(w, r)
 	if !ok {
-		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
 		return
 	}
 	name := r.PathValue("branch")

@@ -149,7 +149,9 @@ func hookBody(projectID int64, h *hook, now time.Time) map[string]any {
 	return out
 }
 
-func (s *Server) hookProject(w http.ResponseWriter, r *http.Request) (*project, bool) {
+// requestProject finds the project named by the request's :id, or answers
+// 404 as GitLab does. The caller holds s.mu.
+func (s *Server) requestProject(w http.ResponseWriter, r *http.Request) (*project, bool) {
 	p, ok := s.inst.findProject(r.PathValue("id"))
 	if !ok {
 		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
@@ -158,7 +160,7 @@ func (s *Server) hookProject(w http.ResponseWriter, r *http.Request) (*project, 
 }
 
 func (s *Server) findHook(w http.ResponseWriter, r *http.Request) (*project, int, bool) {
-	p, ok := s.hookProject(w, r)
+	p, ok := s.requestProject(w, r)
 	if !ok {
 		return nil, 0, false
 	}
@@ -177,7 +179,7 @@ func (s *Server) findHook(w http.ResponseWriter, r *http.Request) (*project, int
 func (s *Server) listHooks(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.hookProject(w, r)
+	p, ok := s.requestProject(w, r)
 	if !ok {
 		return
 	}
@@ -236,7 +238,7 @@ func (s *Server) addHook(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.hookProject(w, r)
+	p, ok := s.requestProject(w, r)
 	if !ok {
 		return
 	}

@@ -262,9 +262,8 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.inst.findProject(r.PathValue("id"))
+	p, ok := s.requestProject(w, r)
 	if !ok {
-		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
 		return
 	}
 	ref, ok := prm.str("ref")
@@ -318,9 +317,8 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.inst.findProject(r.PathValue("id"))
+	p, ok := s.requestProject(w, r)
 	if !ok {
-		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
 		return
 	}
 	q := r.URL.Query()
@@ -379,9 +377,8 @@ func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) findPipeline(w http.ResponseWriter, r *http.Request) (*pipeline, bool) {
-	p, ok := s.inst.findProject(r.PathValue("id"))
+	p, ok := s.requestProject(w, r)
 	if !ok {
-		writeMessage(w, http.StatusNotFound, "404 Project Not Found")
 		return nil, false
 	}
 	id, err := strconv.ParseInt(r.PathValue("pipeline_id"), 10, 64)
