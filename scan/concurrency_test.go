@@ -3,12 +3,10 @@ package scan
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"gitlab.com/depsd/depsd/gitlab"
-	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/store"
 )
 
@@ -30,33 +28,13 @@ func (p *pausingGitLab) FillHeadCommits(ctx context.Context, ps []gitlab.Project
 // CLI. A scan that read the heads before a push and stores after the push's
 // own rescan would put the old files (and graph) back: it is refused.
 func TestOlderScanDoesNotOverwriteNewer(t *testing.T) {
-	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	srv := gitlabtest.New(gitlabtest.Options{Token: "t", Now: clock})
-	t.Cleanup(srv.Close)
-	for _, p := range []gitlabtest.Project{
-		{Path: "g/base", Files: map[string]string{"Containerfile": "FROM debian\n"}},
-		{Path: "g/app", Files: map[string]string{"Containerfile": "FROM alpine\n"}},
-	} {
-		if _, err := srv.AddProject(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	o := Options{Scope: gitlab.Scope{Groups: []string{"g"}}, Now: clock}
+	c := newClocked(t, baseAndApp()...)
+	srv, gl, st, o := c.srv, c.gl, c.st, c.opts
 	ctx := context.Background()
 	if _, err := Run(ctx, gl, st, o); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(2 * time.Hour)
+	c.now = c.now.Add(2 * time.Hour)
 
 	slow := &pausingGitLab{GitLab: gl, paused: make(chan struct{}), resume: make(chan struct{})}
 	done := make(chan error, 1)

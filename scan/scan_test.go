@@ -118,6 +118,51 @@ func TestScanBuildsTheGraph(t *testing.T) {
 	}
 }
 
+// clocked is a fake GitLab, client and store sharing a clock the test moves
+// (GitLab's hourly last_activity_at window matters to incremental scans).
+type clocked struct {
+	now  time.Time
+	srv  *gitlabtest.Server
+	gl   *gitlab.Client
+	st   *store.Store
+	opts Options
+}
+
+// newClocked seeds projects in group g at a fixed time.
+func newClocked(t *testing.T, projects ...gitlabtest.Project) *clocked {
+	t.Helper()
+	c := &clocked{now: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
+	clock := func() time.Time { return c.now }
+	c.srv = gitlabtest.New(gitlabtest.Options{Token: "t", Now: clock})
+	t.Cleanup(c.srv.Close)
+	for _, p := range projects {
+		if _, err := c.srv.AddProject(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var err error
+	c.gl, err = gitlab.New(gitlab.Config{BaseURL: c.srv.URL, Token: "t", RequestsPerMinute: -1, Now: clock,
+		Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.st, err = store.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.st.Close() })
+	c.opts = Options{Scope: gitlab.Scope{Groups: []string{"g"}}, Now: clock}
+	return c
+}
+
+// baseAndApp are two projects of group g; app does not use base yet.
+func baseAndApp() []gitlabtest.Project {
+	return []gitlabtest.Project{
+		{Path: "g/base", Files: map[string]string{"Containerfile": "FROM debian\n"}},
+		{Path: "g/app", Files: map[string]string{"Containerfile": "FROM alpine\n"}},
+	}
+}
+
 func hasWarning(p store.Project, substr string) bool {
 	for _, w := range p.Warnings {
 		if strings.Contains(w.Message, substr) {
@@ -128,29 +173,10 @@ func hasWarning(p store.Project, substr string) bool {
 }
 
 func TestRescanIsIncremental(t *testing.T) {
-	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	srv := gitlabtest.New(gitlabtest.Options{Token: "t", Now: clock})
-	t.Cleanup(srv.Close)
-	for i, path := range []string{"g/base", "g/app"} {
-		files := map[string]string{"Containerfile": "FROM debian\n"}
-		if i == 1 {
-			files["Containerfile"] = "FROM registry.example.com/g/base\n"
-		}
-		if _, err := srv.AddProject(gitlabtest.Project{Path: path, Files: files}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1, Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	o := Options{Scope: gitlab.Scope{Groups: []string{"g"}}, Now: clock}
+	c := newClocked(t,
+		gitlabtest.Project{Path: "g/base", Files: map[string]string{"Containerfile": "FROM debian\n"}},
+		gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM registry.example.com/g/base\n"}})
+	srv, gl, st, o := c.srv, c.gl, c.st, c.opts
 	ctx := context.Background()
 
 	first, err := Run(ctx, gl, st, o)
@@ -160,7 +186,7 @@ func TestRescanIsIncremental(t *testing.T) {
 	if first.FilesFetched != 2 || first.HeadsFetched != 2 {
 		t.Errorf("first scan: %+v", first)
 	}
-	now = now.Add(time.Minute)
+	c.now = c.now.Add(time.Minute)
 	again, err := Run(ctx, gl, st, o)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +202,7 @@ func TestRescanIsIncremental(t *testing.T) {
 	if _, err := srv.SetFile("g/app", "Containerfile", "FROM alpine\n"); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(time.Minute)
+	c.now = c.now.Add(time.Minute)
 	pushed, err := Run(ctx, gl, st, o)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +218,7 @@ func TestRescanIsIncremental(t *testing.T) {
 	if err := srv.DeleteProject("g/base"); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(time.Minute)
+	c.now = c.now.Add(time.Minute)
 	if _, err := Run(ctx, gl, st, o); err != nil {
 		t.Fatal(err)
 	}
