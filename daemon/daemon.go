@@ -46,7 +46,8 @@ type Options struct {
 	// Listening, if set, receives the bound address once the server
 	// accepts connections.
 	Listening func(addr string)
-	// GitLab overrides the client built from Config (tests, demo).
+	// GitLab is the API client (the command builds it from Config; tests
+	// and the demo point it at the fake). Required.
 	GitLab *gitlab.Client
 	// SchedulerClock drives the schedules and the image watcher; nil is
 	// the system clock (tests advance a fake one).
@@ -95,21 +96,10 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if err := cfg.RequireScope(); err != nil {
 		return nil, err
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(), gitlab: opts.GitLab}
-	if d.gitlab == nil {
-		if err := cfg.RequireGitLab(); err != nil {
-			return nil, err
-		}
-		gl, err := gitlab.New(gitlab.Config{
-			BaseURL: cfg.GitLab.URL, Token: cfg.GitLab.Token, Concurrency: cfg.GitLab.Concurrency,
-			RequestsPerMinute: cfg.GitLab.RequestsPerMinute, MaxRetries: retries(cfg.GitLab.MaxRetries),
-			HTTPClient: &http.Client{Timeout: cfg.GitLab.Timeout}, Logger: opts.Logger,
-		})
-		if err != nil {
-			return nil, err
-		}
-		d.gitlab = gl
+	if opts.GitLab == nil {
+		return nil, errors.New("daemon: no GitLab client")
 	}
+	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(), gitlab: opts.GitLab}
 	st, err := store.Open(ctx, cfg.State)
 	if err != nil {
 		return nil, err
@@ -279,15 +269,6 @@ func (d *Daemon) exportQueueDepth(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
-}
-
-// retries maps the configuration's "0 = no retries" onto the gitlab
-// package's "0 = default".
-func retries(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
 }
 
 // Graph returns the graph the daemon currently works with.

@@ -28,8 +28,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		return fail(stderr, "serve", err)
 	}
 	log := c.logger(stderr)
+	gl, err := newScopedGitLab(cfg, log)
+	if err != nil {
+		return fail(stderr, "serve", err)
+	}
 	d, err := daemon.New(ctx, daemon.Options{
-		Config: cfg, Listen: *listen, Mode: engineMode(cfg), ReconcileInterval: *reconcile, ChainExpiry: *expiry, Logger: log,
+		Config: cfg, GitLab: gl, Listen: *listen, Mode: engineMode(cfg), ReconcileInterval: *reconcile, ChainExpiry: *expiry, Logger: log,
 	})
 	if err != nil {
 		return fail(stderr, "serve", err)
