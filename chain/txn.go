@@ -36,7 +36,12 @@ type projectLookup struct {
 // were written.
 func (e *Engine) update(ctx context.Context, g *deps.Graph, fn func(*txn) error) error {
 	var t *txn
-	err := e.cfg.Store.UpdateChains(ctx, func(tx Tx) error {
+	// ctx decides whether the transaction starts; once it has, its
+	// statements run to the end (canceling one midway can leave SQLite's
+	// write lock behind on the connection).
+	outer := ctx
+	ctx = context.WithoutCancel(ctx)
+	err := e.cfg.Store.UpdateChains(outer, func(tx Tx) error {
 		chains, err := tx.ActiveChains(ctx)
 		if err != nil {
 			return fmt.Errorf("load active chains: %w", err)

@@ -28,16 +28,19 @@ func (s *Store) RecordEvent(ctx context.Context, key string, ev chain.Event) (du
 	if err != nil {
 		return false, fmt.Errorf("record event %s: %w", key, err)
 	}
+	// A webhook's request context ends when GitLab hangs up; once the
+	// transaction has begun, its statements run to the end.
+	stmtCtx := context.WithoutCancel(ctx)
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM events WHERE key = $1`, key).Scan(&n); err != nil {
+		if err := tx.QueryRowContext(stmtCtx, `SELECT COUNT(*) FROM events WHERE key = $1`, key).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
 			duplicate = true
 			return nil
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
+		_, err := tx.ExecContext(stmtCtx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
 			VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM events), $1, $2, $3, $4, '')`,
 			key, ev.Kind(), string(payload), encodeTime(time.Now()))
 		return err

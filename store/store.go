@@ -17,8 +17,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -69,23 +71,53 @@ func (s *Store) Path() string { return s.path }
 // SQLite) is what makes concurrent writers wait for each other instead of
 // failing: a transaction that read first and then tries to write cannot wait.
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	return s.inTx(ctx, nil, fn)
+}
+
+// inTx runs fn in a transaction on a connection of its own, commits it if
+// fn succeeds and opts is not read-only, and otherwise rolls it back; in
+// every case the connection goes back to the pool with no transaction open.
+func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	txCtx, cancel := detached(ctx)
 	defer cancel()
-	tx, err := s.db.BeginTx(txCtx, nil)
+	conn, err := s.db.Conn(txCtx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
+	defer conn.Close()
+	tx, err := conn.BeginTx(txCtx, opts)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil || (opts != nil && opts.ReadOnly) {
+		if rerr := tx.Rollback(); rerr != nil {
+			endTransaction(conn)
+		}
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		endTransaction(conn)
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// endTransaction makes sure a connection whose COMMIT or ROLLBACK failed
+// holds no transaction. A statement canceled through its context
+// interrupts the SQLite connection, and the interrupt can land on the
+// ROLLBACK that follows: the transaction, and the write lock with it, would
+// stay open on a pooled connection and stall every other writer. Roll back
+// again, or drop the connection (closing it ends the transaction).
+func endTransaction(conn *sql.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err == nil || strings.Contains(err.Error(), "no transaction is active") {
+		return
+	}
+	conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
 // detached is the context a transaction is bound to: not canceled with
@@ -101,17 +133,7 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // read runs fn in a read-only transaction: its queries see one snapshot even
 // while another process writes, and it never blocks writers.
 func (s *Store) read(ctx context.Context, fn func(*sql.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	txCtx, cancel := detached(ctx)
-	defer cancel()
-	tx, err := s.db.BeginTx(txCtx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback()
-	return fn(tx)
+	return s.inTx(ctx, &sql.TxOptions{ReadOnly: true}, fn)
 }
 
 // timeLayout is fixed-width UTC with nanoseconds, so stored times sort as
