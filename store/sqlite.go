@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -65,10 +66,20 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, error) {
 	// Writers serialise on the file lock anyway; a few connections let
 	// reads proceed beside a write without opening one per goroutine.
 	db.SetMaxOpenConns(4)
+	// Switching a fresh file to WAL (the DSN pragma, on the first
+	// connection) answers SQLITE_BUSY at once, without the busy timeout,
+	// when another process does the same: try again briefly.
 	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		db.Close()
-		return nil, describeOpenError(err)
+	for attempt := 1; ; attempt++ {
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+		if err == nil {
+			break
+		}
+		if attempt == 50 || !strings.Contains(err.Error(), "SQLITE_BUSY") {
+			db.Close()
+			return nil, describeOpenError(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if !strings.EqualFold(mode, "wal") {
 		db.Close()
