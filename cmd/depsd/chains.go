@@ -45,7 +45,7 @@ running depsd serve.`,
 			if err != nil {
 				return err
 			}
-			st, err := openStore(ctx, cfg)
+			st, err := openExisting(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -83,8 +83,17 @@ running depsd serve.`,
 	fs := cmd.Flags()
 	s.addCommon(fs, "info")
 	fs.BoolVar(&asJSON, "json", false, "print JSON, as the HTTP API does")
-	fs.StringVar(&only, "only", "", "only chains in this state: running, blocked, finished, expired, merged")
+	enumVar(fs, &only, "only", "", chainStateNames(), "only chains in this state: "+strings.Join(chainStateNames(), ", "))
 	return cmd
+}
+
+// chainStateNames are the values of --only.
+func chainStateNames() []string {
+	var names []string
+	for _, s := range chain.States() {
+		names = append(names, string(s))
+	}
+	return names
 }
 
 // printChain writes one chain, a member per line in dependency order.
