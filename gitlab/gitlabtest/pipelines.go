@@ -280,6 +280,10 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": map[string][]string{"base": {"Reference not found"}}})
 		return
 	}
+	if s.throttledCreate(p, sha) {
+		writeTooManyPipelines(w)
+		return
+	}
 	var vars []variable
 	if raw, ok := prm["variables"]; ok {
 		list, ok := raw.([]any)

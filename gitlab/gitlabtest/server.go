@@ -61,6 +61,9 @@ type Options struct {
 	// own (SetPipelineBehavior) run. The zero value is manual: pipelines
 	// stay "created" until SetPipelineStatus moves them.
 	Pipelines Behavior
+	// PipelineCreationLimit throttles POST /projects/:id/pipeline as
+	// GitLab's pipeline creation rate limit does; zero: no limit.
+	PipelineCreationLimit PipelineCreationLimit
 	// Version is the GitLab version sent in webhook User-Agent headers
 	// ("GitLab/<version>"). Defaults to DefaultVersion.
 	Version string
@@ -117,6 +120,8 @@ type Server struct {
 	behaviors       map[int64]*behaviorState // by project id
 	runs            int                      // simulated pipelines not yet finished
 	hooksOut        hookState
+	createLimit     PipelineCreationLimit
+	createCounts    *createThrottle
 }
 
 // New starts a fake GitLab on a loopback port.
@@ -158,6 +163,7 @@ func New(opts Options) *Server {
 	}
 	s.changed = make(chan struct{})
 	s.defaultBehavior = opts.Pipelines
+	s.createLimit = opts.PipelineCreationLimit
 	s.behaviors = map[int64]*behaviorState{}
 	s.hooksOut.init()
 	s.http = httptest.NewServer(s.routes())
