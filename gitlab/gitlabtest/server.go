@@ -231,6 +231,8 @@ func (s *Server) routes() http.Handler {
 		{"GET /projects/:id", s.getProject},
 		{"GET /projects/:id/repository/files/:file_path/raw", s.getRawFile},
 		{"GET /projects/:id/repository/branches/:branch", s.getBranch},
+		{"GET /projects/:id/repository/tree", s.listTree},
+		{"GET /projects/:id/repository/blobs/:sha/raw", s.getRawBlob},
 		{"POST /projects/:id/pipeline", s.createPipeline},
 		{"GET /projects/:id/pipelines", s.listPipelines},
 		{"GET /projects/:id/pipelines/:pipeline_id", s.getPipeline},
