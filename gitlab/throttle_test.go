@@ -3,6 +3,7 @@ package gitlab
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -57,5 +58,48 @@ func TestPipelineCreationThrottleIsRetryableLater(t *testing.T) {
 	_, err = c.CreatePipeline(ctx, id, "nope", nil)
 	if !IsPermanent(err) || !strings.Contains(err.Error(), "Reference not found") {
 		t.Errorf("bad ref: %v", err)
+	}
+}
+
+// A 429 slows the whole client: calls started after it wait until the
+// reset GitLab named (one wait, by the one retry layer), and GitLab's
+// announced RateLimit-Limit becomes the client's limit when lower.
+func TestTooManyRequestsSlowsTheClientDown(t *testing.T) {
+	clk := newClock()
+	srv := newFake(t, gitlabtest.Options{Now: clk.Now})
+	id := must(srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"a": "b"}}))
+	c, rec := newClient(t, srv, func(cfg *Config) { cfg.Now = clk.Now; cfg.RequestsPerMinute = 0 })
+	perMinute := func() int { return int(math.Round(float64(c.transport.limiter.Limit()) * 60)) }
+	if got := perMinute(); got != 2000 {
+		t.Fatalf("default limit %v/min, want gitlab.com's 2,000", got)
+	}
+	ctx := context.Background()
+	srv.Fail(gitlabtest.Fault{Endpoint: branchEndpoint, Status: http.StatusTooManyRequests, RetryAfter: 7 * time.Second})
+	if _, err := c.HeadCommit(ctx, id, "main"); err != nil {
+		t.Fatal(err)
+	}
+	if w := rec.all(); len(w) != 1 || w[0] != 7*time.Second {
+		t.Fatalf("the throttled call waited %v, want once 7s", w)
+	}
+	// Another call, at the same instant: it waits out the reset too.
+	if _, err := c.HeadCommit(ctx, id, "main"); err != nil {
+		t.Fatal(err)
+	}
+	if w := rec.all(); len(w) != 2 || w[1] != 7*time.Second {
+		t.Fatalf("waits %v: a new call did not wait for GitLab's reset", w)
+	}
+	// The fake announces RateLimit-Limit: 600.
+	if got := perMinute(); got != 600 {
+		t.Errorf("limit after a 429 announcing 600/min: %v/min", got)
+	}
+	clk.Advance(8 * time.Second)
+	if _, err := c.HeadCommit(ctx, id, "main"); err != nil {
+		t.Fatal(err)
+	}
+	if w := rec.all(); len(w) != 2 {
+		t.Errorf("waits %v: a call after the reset waited", w)
+	}
+	if n := srv.Requests(branchEndpoint); n != 4 {
+		t.Errorf("%d requests, want 4 (one retried once)", n)
 	}
 }
