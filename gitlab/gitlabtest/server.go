@@ -90,7 +90,8 @@ type Server struct {
 	Token string
 
 	registryHost string
-	now          func() time.Time
+	now          func() time.Time // GitLab's millisecond precision
+	preciseNow   func() time.Time // the clock itself, for Pipeline.Requested
 	throttle     time.Duration
 	latency      atomic.Int64
 	http         *httptest.Server
@@ -144,6 +145,7 @@ func New(opts Options) *Server {
 	// Stored times have GitLab's millisecond precision, so what the API
 	// answers equals what the fake reports.
 	s.now = func() time.Time { return clock().UTC().Truncate(time.Millisecond) }
+	s.preciseNow = clock
 	if s.throttle == 0 {
 		s.throttle = time.Hour
 	}
