@@ -111,7 +111,7 @@ func Defaults() Config {
 	return Config{
 		GitLab: GitLab{
 			Concurrency:       8,
-			RequestsPerMinute: 600,
+			RequestsPerMinute: 2000,
 			MaxRetries:        5,
 			Timeout:           30 * time.Second,
 		},
