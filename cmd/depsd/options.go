@@ -31,6 +31,7 @@ type settings struct {
 	excludes   []string
 	files      []string
 	logLevel   string
+	logFormat  string
 	secretFile string // serve's --webhook-secret-file
 	mode       string // serve's and rebuild's --mode
 }
@@ -41,6 +42,7 @@ func (s *settings) addCommon(fs *pflag.FlagSet, logLevel string) {
 	fs.StringVar(&s.configFile, "config", "", "configuration file (default $DEPSD_CONFIG, else ./depsd.yaml if present)")
 	fs.StringVar(&s.state, "state", "", "SQLite state file (default $DEPSD_STATE, else depsd.db)")
 	enumVar(fs, &s.logLevel, "log-level", logLevel, logLevels, "log level: "+strings.Join(logLevels, ", "))
+	enumVar(fs, &s.logFormat, "log-format", "text", logFormats, "log format: text (key=value) or json (one object per line, for log collectors)")
 }
 
 // addGitLab adds the flags of commands that talk to GitLab.
@@ -103,13 +105,20 @@ func (s *settings) load(a *app) (config.Config, error) {
 // logLevels are the values of --log-level.
 var logLevels = []string{"debug", "info", "warn", "error"}
 
-// logger writes text logs to w at the chosen level.
+// logFormats are the values of --log-format.
+var logFormats = []string{"text", "json"}
+
+// logger writes logs to w in the chosen format at the chosen level.
 func (s *settings) logger(w io.Writer) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
 		level = slog.LevelInfo // --log-level only takes valid names
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	if s.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // openStore opens the state file, creating it if needed (scan, serve).
