@@ -3,12 +3,17 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"gitlab.com/depsd/depsd/buildinfo"
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/store"
 )
@@ -59,5 +64,22 @@ func TestAPIRejectsBadQuery(t *testing.T) {
 				t.Errorf("content type %q", ct)
 			}
 		})
+	}
+}
+
+// TestBuildInfoMetric: which build runs is visible in /metrics.
+func TestBuildInfoMetric(t *testing.T) {
+	m := newMetrics()
+	srv := httptest.NewServer(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	want := `depsd_build_info{goversion="` + runtime.Version() + `",revision="` + buildinfo.Get().Revision + `",version="` + buildinfo.Version() + `"} 1`
+	if !strings.Contains(string(body), want) {
+		t.Errorf("metrics lack %s", want)
 	}
 }
