@@ -4,8 +4,8 @@
 #   eval "$(.ci/podman.sh start)"   # prints export lines; idempotent
 #   .ci/podman.sh stop              # stops the service, removes test containers
 #
-# start writes a containers.conf that works on these machines (runc, lowered
-# ulimits; see shared/DESIGN.md), starts `podman system service` on a socket
+# start writes a containers.conf that works on these machines (runc, since
+# crun fails on their cgroup setup; ulimits lowered to the host's hard limit), starts `podman system service` on a socket
 # in the state dir, waits until it answers, and imports a busybox test image
 # built from the busybox-static package. Nothing is installed here: .ci/run
 # installs `podman runc busybox-static`.

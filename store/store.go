@@ -11,7 +11,7 @@
 // CONFLICT, which SQLite and PostgreSQL both accept. What is SQLite-specific
 // (the DSN and its pragmas) lives in sqlite.go, so that a PostgreSQL Store can
 // be added beside this one. Consumers declare the small interfaces they need
-// over *Store, as DESIGN.md asks; this package does not export one.
+// over *Store, as ARCHITECTURE.md asks; this package does not export one.
 package store
 
 import (

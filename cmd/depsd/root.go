@@ -70,6 +70,7 @@ GITLAB_TOKEN, DEPSD_STATE, ...), then depsd.yaml, then defaults.`,
 		newSchedulesCmd(a),
 		newConfigCmd(a),
 		newVersionCmd(a),
+		newManCmd(a),
 	)
 	return root
 }
