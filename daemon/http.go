@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -61,6 +64,10 @@ func (a *api) graph(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) chains(w http.ResponseWriter, r *http.Request) {
 	f := chain.Filter{State: chain.State(r.URL.Query().Get("state"))}
+	if f.State != "" && !slices.Contains(chain.States(), f.State) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("state %q: want one of %s", f.State, stateList()))
+		return
+	}
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -73,6 +80,9 @@ func (a *api) chains(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
+	}
+	if views == nil {
+		views = []chain.ChainView{} // [] rather than null: no chains
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"chains": views})
 }
@@ -92,6 +102,15 @@ func (a *api) chain(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, view)
 	}
+}
+
+// stateList is "running, blocked, ..." for error messages.
+func stateList() string {
+	names := make([]string, 0, len(chain.States()))
+	for _, s := range chain.States() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,9 +30,6 @@ answers; dot and mermaid draw it.`,
   depsd graph --format json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(report.Formats(), format) {
-				return usagef("--format %q: want one of %s", format, strings.Join(report.Formats(), ", "))
-			}
 			ctx := cmd.Context()
 			st, err := openScanned(ctx, a, &s)
 			if err != nil {
@@ -48,7 +44,7 @@ answers; dot and mermaid draw it.`,
 		},
 	}
 	s.addCommon(cmd.Flags(), "info")
-	cmd.Flags().StringVar(&format, "format", "text", "output format: "+strings.Join(report.Formats(), ", "))
+	enumVar(cmd.Flags(), &format, "format", "text", report.Formats(), "output format: "+strings.Join(report.Formats(), ", "))
 	return cmd
 }
 
@@ -146,7 +142,7 @@ func openScanned(ctx context.Context, a *app, s *settings) (*store.Store, error)
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, cfg)
+	st, err := openExisting(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

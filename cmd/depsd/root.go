@@ -68,6 +68,7 @@ GITLAB_TOKEN, DEPSD_STATE, ...), then depsd.yaml, then defaults.`,
 		newRebuildCmd(a),
 		newChainsCmd(a),
 		newSchedulesCmd(a),
+		newConfigCmd(a),
 		newVersionCmd(a),
 	)
 	return root

@@ -18,7 +18,7 @@ func newServeCmd(a *app) *cobra.Command {
 		expiry    time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--mode chain|first-level]",
+		Use:   "serve [--listen ADDR] [--mode full|first-level]",
 		Short: "Receive webhooks and rebuild downstream projects in order",
 		Long: `serve runs depsd: it scans the scope at start, receives GitLab's pipeline
 and push webhooks at POST /hooks/gitlab, and when a project's pipeline
@@ -37,6 +37,9 @@ DEPSD_WEBHOOK_SECRET_FILE, --webhook-secret-file or hooks.secret_file).`,
 			ctx := cmd.Context()
 			cfg, err := s.load(a)
 			if err != nil {
+				return err
+			}
+			if err := cfg.RequireServe(); err != nil {
 				return err
 			}
 			log := s.logger(a.stderr)
