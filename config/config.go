@@ -73,6 +73,12 @@ type Hooks struct {
 	Secret     string `yaml:"-"`
 }
 
+// The values of Mode.
+const (
+	ModeChain      = "chain"
+	ModeFirstLevel = "first-level"
+)
+
 // Defaults returns the configuration used where nothing else says.
 func Defaults() Config {
 	return Config{
@@ -84,7 +90,7 @@ func Defaults() Config {
 		},
 		Containerfiles: []string{"Containerfile", "Dockerfile"},
 		State:          "depsd.db",
-		Mode:           "chain",
+		Mode:           ModeChain,
 	}
 }
 
@@ -281,7 +287,7 @@ func (c *Config) Validate() error {
 	if c.State == "" {
 		return errors.New("state is empty: name the SQLite file (--state, DEPSD_STATE)")
 	}
-	if c.Mode != "chain" && c.Mode != "first-level" {
+	if c.Mode != ModeChain && c.Mode != ModeFirstLevel {
 		return fmt.Errorf("mode %q: want chain or first-level", c.Mode)
 	}
 	if c.Hooks.URL != "" {
