@@ -101,6 +101,13 @@ type Tx interface {
 
 	// Project returns a stored project's GitLab id and default branch.
 	Project(ctx context.Context, path string) (Project, bool, error)
+
+	// CatchUpCursor returns how far the catch-up has read a project's
+	// pipelines (the newest updated_at seen); ok is false for a project it
+	// never read.
+	CatchUpCursor(ctx context.Context, projectID int64) (at time.Time, ok bool, err error)
+	// SetCatchUpCursor stores it.
+	SetCatchUpCursor(ctx context.Context, projectID int64, at time.Time) error
 }
 
 // Project is what the engine needs to know of a stored project.

@@ -173,5 +173,6 @@ func migrations() []migration {
 				`CREATE INDEX chain_members_pipeline ON chain_members (pipeline_id)`,
 			},
 		},
+		replicaMigration(),
 	}
 }
