@@ -82,7 +82,9 @@ type Tx interface {
 	// UpdateAction replaces the stored action with the same id.
 	UpdateAction(ctx context.Context, a Action) error
 	// DueAction returns the pending action due first (NextAttemptAt <= now)
-	// whose lease, if any, has run out.
+	// whose lease, if any, has run out, or whose ClaimedBy owner is no
+	// longer alive (its "alive:<owner>" lease, see store.TryLease, expired
+	// or is missing).
 	DueAction(ctx context.Context, now time.Time) (Action, bool, error)
 	// NextDue returns when the earliest pending action falls due (its next
 	// attempt or the end of its lease, whichever is later).

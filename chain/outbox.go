@@ -79,6 +79,7 @@ func (e *Engine) claim(ctx context.Context) (a Action, chainID int64, ok bool, e
 			}
 			next.Attempts++
 			next.LeaseUntil = t.now.Add(e.cfg.Lease)
+			next.ClaimedBy = e.cfg.Owner
 			if err := t.tx.UpdateAction(ctx, next); err != nil {
 				return err
 			}

@@ -83,6 +83,10 @@ type Daemon struct {
 	// the work would be wasted.
 	scanning sync.Mutex
 	elector  *elector
+	// incarnation is this process: the replica id and a random suffix. It
+	// signs the outbox claims, and its liveness lease is renewed while the
+	// process runs (see keepAlive).
+	incarnation string
 }
 
 // New opens the store and builds the pieces; nothing runs yet.
@@ -134,8 +138,9 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	d.state = newGraphState()
 	d.elector = &elector{st: st, id: opts.ReplicaID, ttl: opts.LeaderLease, now: opts.Now,
 		log: opts.Logger.With("component", "leader")}
+	d.incarnation = newIncarnation(opts.ReplicaID)
 	d.engine, err = chain.New(chain.Config{
-		Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
+		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
 		Expiry: opts.ChainExpiry, ReconcileInterval: opts.ReconcileInterval, PollInterval: opts.PollInterval,
 		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
@@ -203,6 +208,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	})
 	// Every replica applies webhook events and sends actions (each claimed
 	// in the store); one at a time leads.
+	g.Go(func() error { return d.keepAlive(gctx) })
 	g.Go(func() error { return d.engine.RunInbox(gctx) })
 	g.Go(func() error { return d.engine.RunOutbox(gctx) })
 	g.Go(func() error { return d.elector.run(gctx, d.lead) })

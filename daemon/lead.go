@@ -32,6 +32,10 @@ func (d *Daemon) lead(ctx context.Context) error {
 	g.Go(func() error {
 		return d.every(gctx, jobReconcile, d.opts.ReconcileInterval, func(ctx context.Context) error {
 			_, err := d.engine.Reconcile(ctx)
+			// Liveness leases of processes gone for an hour are history.
+			if _, perr := d.store.PruneLeases(ctx, alivePrefix, d.opts.Now().Add(-time.Hour)); perr != nil && err == nil {
+				err = perr
+			}
 			return err
 		})
 	})
@@ -124,7 +128,16 @@ type Status struct {
 	// Leading says whether this replica is the leader now.
 	Leading bool        `json:"leading"`
 	Leader  *LeaderInfo `json:"leader"`
-	Jobs    []JobInfo   `json:"jobs"`
+	// Replicas are the processes whose liveness lease is current.
+	Replicas []ReplicaInfo `json:"replicas"`
+	Jobs     []JobInfo     `json:"jobs"`
+}
+
+// ReplicaInfo is one live process.
+type ReplicaInfo struct {
+	Incarnation string    `json:"incarnation"` // replica id / random suffix of this run
+	Since       time.Time `json:"since"`
+	ExpiresAt   time.Time `json:"expires_at"`
 }
 
 // LeaderInfo is the leader lease as stored.
@@ -155,13 +168,20 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 // ReadStatus reads the leader and the background jobs' last runs from the
 // store; `depsd status` uses it without a daemon.
 func ReadStatus(ctx context.Context, st *store.Store, now time.Time) (Status, error) {
-	s := Status{Store: st.Kind(), StorePath: st.Path(), Jobs: []JobInfo{}}
+	s := Status{Store: st.Kind(), StorePath: st.Path(), Jobs: []JobInfo{}, Replicas: []ReplicaInfo{}}
 	l, ok, err := st.LeaseOf(ctx, leaderLease)
 	if err != nil {
 		return s, fmt.Errorf("status: %w", err)
 	}
 	if ok {
 		s.Leader = &LeaderInfo{Replica: l.Holder, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt, Expired: !now.Before(l.ExpiresAt)}
+	}
+	alive, err := st.LiveLeases(ctx, alivePrefix, now)
+	if err != nil {
+		return s, fmt.Errorf("status: %w", err)
+	}
+	for _, l := range alive {
+		s.Replicas = append(s.Replicas, ReplicaInfo{Incarnation: l.Holder, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt})
 	}
 	runs, err := st.JobRuns(ctx)
 	if err != nil {

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"sync"
 	"time"
@@ -135,4 +137,38 @@ func (e *elector) state() (store.Lease, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.current, e.leading
+}
+
+// alivePrefix prefixes the liveness lease of each process incarnation.
+const alivePrefix = "alive:"
+
+// newIncarnation names one run of a replica.
+func newIncarnation(replica string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return replica + "/" + hex.EncodeToString(b[:])
+}
+
+// keepAlive renews this process's liveness lease every LeaderLease/3 until
+// ctx ends, then releases it. While it lives, other replicas leave the
+// outbox actions this process claimed alone; once it has run out (the
+// process died or lost the store), they take them over and look for the
+// pipeline before creating it again.
+func (d *Daemon) keepAlive(ctx context.Context) error {
+	name := alivePrefix + d.incarnation
+	tick := time.NewTicker(d.opts.LeaderLease / 3)
+	defer tick.Stop()
+	for {
+		if _, err := d.store.TryLease(ctx, name, d.incarnation, d.opts.Now(), d.opts.LeaderLease); err != nil && ctx.Err() == nil {
+			d.log.Warn("renew the liveness lease", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = d.store.ReleaseLease(rctx, name, d.incarnation)
+			return nil
+		case <-tick.C:
+		}
+	}
 }

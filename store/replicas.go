@@ -40,6 +40,9 @@ func replicaMigration() migration {
 				project_id BIGINT PRIMARY KEY,
 				seen_until TEXT NOT NULL
 			)`,
+			// Which process incarnation holds an action's lease (see
+			// chain.Action.ClaimedBy).
+			`ALTER TABLE outbox ADD COLUMN claimed_by TEXT NOT NULL DEFAULT ''`,
 		},
 	}
 }
@@ -218,3 +221,55 @@ func (t chainTx) SetCatchUpCursor(ctx context.Context, projectID int64, at time.
 }
 
 var _ chain.Tx = chainTx{}
+
+// LiveLeases returns the leases whose name starts with prefix and that
+// have not expired at now (the replicas alive, for `depsd status`).
+func (s *Store) LiveLeases(ctx context.Context, prefix string, now time.Time) ([]Lease, error) {
+	var out []Lease
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT name, holder, acquired_at, expires_at FROM leases
+			WHERE substr(name, 1, $1) = $2 AND expires_at > $3 ORDER BY name`, len(prefix), prefix, encodeTime(now))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var l Lease
+			var acquired, expires sql.NullString
+			if err := rows.Scan(&l.Name, &l.Holder, &acquired, &expires); err != nil {
+				return err
+			}
+			if l.AcquiredAt, err = decodeTime(acquired); err != nil {
+				return err
+			}
+			if l.ExpiresAt, err = decodeTime(expires); err != nil {
+				return err
+			}
+			out = append(out, l)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read leases %s*: %w", prefix, err)
+	}
+	return out, nil
+}
+
+// PruneLeases deletes the leases whose name starts with prefix that
+// expired before before (liveness leases of processes long gone).
+func (s *Store) PruneLeases(ctx context.Context, prefix string, before time.Time) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE substr(name, 1, $1) = $2 AND expires_at < $3`,
+			len(prefix), prefix, encodeTime(before))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune leases %s*: %w", prefix, err)
+	}
+	return int(n), nil
+}
