@@ -158,7 +158,13 @@ func (d *Daemon) keepAlive(ctx context.Context) error {
 	name := alivePrefix + d.incarnation
 	tick := time.NewTicker(d.opts.LeaderLease / 3)
 	defer tick.Stop()
+	// Earlier runs of this replica id are dead: a replica id is one
+	// address, and this process holds it now.
+	dropped := false
 	for {
+		if !dropped {
+			dropped = d.store.DropLeases(ctx, alivePrefix+d.opts.ReplicaID+"/", name) == nil
+		}
 		if _, err := d.store.TryLease(ctx, name, d.incarnation, d.opts.Now(), d.opts.LeaderLease); err != nil && ctx.Err() == nil {
 			d.log.Warn("renew the liveness lease", "err", err)
 		}

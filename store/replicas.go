@@ -273,3 +273,19 @@ func (s *Store) PruneLeases(ctx context.Context, prefix string, before time.Time
 	}
 	return int(n), nil
 }
+
+// DropLeases deletes the leases whose name starts with prefix, except
+// the one named keep: a replica restarted on the same id drops the
+// liveness leases of its earlier, dead runs, so that what they had claimed
+// is taken over at once.
+func (s *Store) DropLeases(ctx context.Context, prefix, keep string) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE substr(name, 1, $1) = $2 AND name <> $3`,
+			len(prefix), prefix, keep)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("drop leases %s*: %w", prefix, err)
+	}
+	return nil
+}

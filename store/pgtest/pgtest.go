@@ -109,6 +109,25 @@ func Shared(t testing.TB) *Server {
 	return shared.srv
 }
 
+// Own starts a server for t alone (for tests that stop or restart it),
+// stopped when t ends. It skips or fails as Shared does.
+func Own(t testing.TB) *Server {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(BinDir, "initdb")); err != nil {
+		why := "PostgreSQL 15 is not installed (apt-get install postgresql; " + BinDir + "/initdb missing)"
+		if os.Getenv("CI") == "true" || os.Getenv("DEPSD_TEST_POSTGRES") != "" {
+			t.Fatalf("PostgreSQL is required here (CI=true or DEPSD_TEST_POSTGRES set) but: %s", why)
+		}
+		t.Skip("skipping PostgreSQL test: " + why)
+	}
+	srv, err := Start(context.Background())
+	if err != nil {
+		t.Fatalf("start PostgreSQL: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
 // Database creates a fresh, empty database on the shared server and
 // returns its postgres:// URL. It is dropped when t ends.
 func Database(t testing.TB) string {
@@ -129,8 +148,8 @@ func Database(t testing.TB) string {
 // Start initialises a data directory and starts a server of its own
 // (for tests that restart or stop it). Stop it with Stop.
 func Start(ctx context.Context) (*Server, error) {
-	if why := Available(); why != "" {
-		return nil, errors.New(why)
+	if _, err := os.Stat(filepath.Join(BinDir, "initdb")); err != nil {
+		return nil, errors.New("PostgreSQL 15 is not installed (apt-get install postgresql)")
 	}
 	s := &Server{own: true}
 	if os.Geteuid() == 0 {
