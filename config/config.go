@@ -38,7 +38,7 @@ type Config struct {
 	// upstream projects whose webhook never arrived (and once when it
 	// takes the lead).
 	CatchUpInterval time.Duration `yaml:"catch_up_interval"`
-	Hooks Hooks  `yaml:"hooks"`
+	Hooks           Hooks         `yaml:"hooks"`
 	// Mode is how successes propagate: "chain" (everything downstream, in
 	// order, once) or "first-level" (direct dependents on every success,
 	// as the original gitlab-deps). serve and rebuild must agree, so it is
@@ -93,7 +93,7 @@ func Defaults() Config {
 			MaxRetries:        5,
 			Timeout:           30 * time.Second,
 		},
-		Containerfiles: []string{"Containerfile", "Dockerfile"},
+		Containerfiles:  []string{"Containerfile", "Dockerfile"},
 		State:           "depsd.db",
 		CatchUpInterval: 5 * time.Minute,
 		Mode:            ModeChain,
