@@ -35,9 +35,14 @@ type Config struct {
 	// Registry, when set, is the registry host whose images name projects by
 	// path, instead of each project's container_registry_image_prefix.
 	Registry string `yaml:"registry"`
-	// State is the SQLite file depsd keeps its state in.
+	// State is where depsd keeps its state: an SQLite file path, or a
+	// postgres:// (postgresql://) URL for several serve replicas.
 	State string `yaml:"state"`
-	Hooks Hooks  `yaml:"hooks"`
+	// CatchUpInterval is how often serve's leader looks for successes of
+	// upstream projects whose webhook never arrived (and once when it
+	// takes the lead).
+	CatchUpInterval time.Duration `yaml:"catch_up_interval"`
+	Hooks           Hooks         `yaml:"hooks"`
 	// Mode is how successes propagate: "full" (everything downstream, in
 	// order, once) or "first-level" (direct dependents on every success,
 	// as the original gitlab-deps). serve and rebuild must agree, so it is
@@ -115,9 +120,10 @@ func Defaults() Config {
 			MaxRetries:        5,
 			Timeout:           30 * time.Second,
 		},
-		Containerfiles: []string{"Containerfile", "Dockerfile"},
-		State:          "depsd.db",
-		Mode:           ModeFull,
+		Containerfiles:  []string{"Containerfile", "Dockerfile"},
+		State:           "depsd.db",
+		CatchUpInterval: 5 * time.Minute,
+		Mode:            ModeFull,
 	}
 }
 
@@ -331,6 +337,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GitLab.MaxRetries < 0 || c.GitLab.MaxRetries > 20 {
 		errs = append(errs, fmt.Errorf("gitlab.max_retries %d: want 0 to 20", c.GitLab.MaxRetries))
+	}
+	if c.CatchUpInterval <= 0 {
+		errs = append(errs, fmt.Errorf("catch_up_interval %s: want a positive duration such as 5m", c.CatchUpInterval))
 	}
 	if c.GitLab.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("gitlab.timeout %s: want a positive duration such as 30s", c.GitLab.Timeout))

@@ -25,6 +25,7 @@ type api struct {
 	webhook http.Handler
 	metrics *metrics
 	ready   func(ctx context.Context) error
+	status  func(ctx context.Context) (Status, error)
 }
 
 // routes is depsd's HTTP surface.
@@ -39,6 +40,7 @@ func (a *api) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/graph", a.graph)
 	mux.HandleFunc("GET /api/v1/chains", a.chains)
 	mux.HandleFunc("GET /api/v1/chains/{id}", a.chain)
+	mux.HandleFunc("GET /api/v1/status", a.statusHandler)
 	return mux
 }
 
@@ -123,4 +125,15 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+// statusHandler shows this replica, the store, the leader and the last run
+// of each background job.
+func (a *api) statusHandler(w http.ResponseWriter, r *http.Request) {
+	st, err := a.status(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
 }
