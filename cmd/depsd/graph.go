@@ -14,8 +14,10 @@ import (
 
 // runGraph implements `depsd graph`: print the stored graph.
 func runGraph(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("graph", "graph [--format text|json|dot|mermaid]", stderr, false)
+	c := newCommand("graph", "graph [--format text|json|dot|mermaid|svg] [--around PROJECT [--depth N]]", stderr, false)
 	format := c.fs.String("format", "text", "output format: "+strings.Join(report.Formats(), ", "))
+	around := c.fs.String("around", "", "only PROJECT, its upstreams and all its downstreams (the dashboard's focus view)")
+	depth := c.fs.Int("depth", 0, "with --around: at most N edges away from PROJECT (0: no bound)")
 	if code, ok := c.parse(args); !ok {
 		return code
 	}
@@ -32,7 +34,13 @@ func runGraph(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, "graph", err)
 	}
-	if err := report.Write(stdout, *format, report.Build(projects, store.GraphOf(projects))); err != nil {
+	doc := report.Build(projects, store.GraphOf(projects))
+	if *around != "" {
+		if doc, err = report.Around(doc, *around, *depth); err != nil {
+			return fail(stderr, "graph", err)
+		}
+	}
+	if err := report.Write(stdout, *format, doc); err != nil {
 		return fail(stderr, "graph", err)
 	}
 	return exitOK

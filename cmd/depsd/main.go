@@ -77,8 +77,8 @@ commands:
   check [--registry HOST] [--json] [--file NAME]... DIR...
                  print the dependencies declared by local checkouts
   scan           scan the GitLab scope into the state file
-  graph [--format text|json|dot|mermaid]
-                 print the scanned dependency graph
+  graph [--format text|json|dot|mermaid|svg] [--around PROJECT [--depth N]]
+                 print the scanned dependency graph (or the part around PROJECT)
   deps PROJECT   print the direct upstreams of a project
   rdeps [--all] PROJECT
                  print the downstreams of a project (--all: every wave)
@@ -87,7 +87,8 @@ commands:
   serve [--listen ADDR] [--mode chain|first-level]
                  receive webhooks and rebuild downstream projects in order
   rebuild [--dry-run] PROJECT
-                 start a chain at PROJECT (works with or without a daemon)
+                 start a chain at PROJECT (works with or without a daemon);
+                 --dry-run prints the waves and the estimated time
   chains [--json] [ID]
                  show recent chains, or one chain and its members
   schedules      list cron rebuilds, the maintenance rescan and watched images

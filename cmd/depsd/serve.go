@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
@@ -66,10 +65,7 @@ func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	defer st.Close()
 	if *dryRun {
-		for i, wave := range chain.RebuildPlan(g, project) {
-			fmt.Fprintf(stdout, "wave %d: %s\n", i, strings.Join(wave, " "))
-		}
-		return exitOK
+		return dryRunRebuild(ctx, c, st, g, project, stdout, stderr)
 	}
 	cfg, _ := c.load()
 	log := c.logger(stderr)
