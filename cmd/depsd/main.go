@@ -84,8 +84,9 @@ commands:
                  print the downstreams of a project (--all: every wave)
   hooks sync [--url URL] [--dry-run]
                  give every project in scope exactly one depsd webhook
-  serve [--listen ADDR] [--mode chain|first-level]
-                 receive webhooks and rebuild downstream projects in order
+  serve [--listen ADDR] [--ui-listen ADDR] [--mode chain|first-level]
+                 receive webhooks, rebuild downstream projects in order,
+                 serve the dashboard (on --ui-listen if given)
   rebuild [--dry-run] PROJECT
                  start a chain at PROJECT (works with or without a daemon);
                  --dry-run prints the waves and the estimated time

@@ -13,8 +13,9 @@ import (
 // runServe implements `depsd serve`: the webhook receiver, chain engine and
 // HTTP API until SIGTERM.
 func runServe(ctx context.Context, args []string, stderr io.Writer) int {
-	c := newCommand("serve", "serve [--listen ADDR] [--mode chain|first-level] [flags]", stderr, true)
-	listen := c.fs.String("listen", "127.0.0.1:8080", "HTTP address: POST /hooks/gitlab, /healthz, /readyz, /metrics, /api/v1/...")
+	c := newCommand("serve", "serve [--listen ADDR] [--ui-listen ADDR] [--mode chain|first-level] [flags]", stderr, true)
+	listen := c.fs.String("listen", "127.0.0.1:8080", "HTTP address: POST /hooks/gitlab, /healthz, /readyz, and (without --ui-listen) the dashboard, /metrics, /api/v1/...")
+	uiListen := c.fs.String("ui-listen", "", "separate HTTP address for the dashboard, /metrics and /api/v1/... (keeps them off the address GitLab reaches)")
 	c.addModeFlag()
 	c.fs.StringVar(&c.secretFile, "webhook-secret-file", "", "file holding the X-Gitlab-Token secret (default $DEPSD_WEBHOOK_SECRET_FILE, hooks.secret_file, or $DEPSD_WEBHOOK_SECRET)")
 	reconcile := c.fs.Duration("reconcile-interval", time.Minute, "how often the status of pipelines depsd created is polled, in case a webhook never arrives")
@@ -32,7 +33,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		return fail(stderr, "serve", err)
 	}
 	d, err := daemon.New(ctx, daemon.Options{
-		Config: cfg, GitLab: gl, Listen: *listen, Mode: engineMode(cfg), ReconcileInterval: *reconcile, ChainExpiry: *expiry, Logger: log,
+		Config: cfg, GitLab: gl, Listen: *listen, UIListen: *uiListen, Mode: engineMode(cfg), ReconcileInterval: *reconcile, ChainExpiry: *expiry, Logger: log,
 	})
 	if err != nil {
 		return fail(stderr, "serve", err)
