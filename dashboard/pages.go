@@ -160,6 +160,9 @@ func (d *Dashboard) graphPage(w http.ResponseWriter, r *http.Request) {
 	}
 	pic := report.Layout(doc, opts)
 	v.Shown = pic.Projects
+	if v.Mode == "focus" {
+		v.Cycles = doc.Cycles
+	}
 	for _, n := range pic.Nodes {
 		if n.External {
 			continue

@@ -272,28 +272,72 @@ func orderLayers(pic *Picture) [][]int {
 	return order
 }
 
-// place turns columns and ranks into pixels; each column is centred
-// vertically.
+// place turns columns and ranks into pixels. Each node is drawn level with
+// the middle of its upstreams where the nodes above it leave room (so a
+// project sits next to what it is built from); nodes with no upstream in
+// the picture, external images among them, are then moved level with
+// their downstreams.
 func place(pic *Picture, order [][]int) {
-	tallest := 0
-	for _, col := range order {
-		tallest = max(tallest, len(col))
+	const row = nodeHeight + rowGap
+	up := make([][]int, len(pic.Nodes))
+	down := make([][]int, len(pic.Nodes))
+	for _, e := range pic.Edges {
+		if !e.Cycle {
+			up[e.To] = append(up[e.To], e.From)
+			down[e.From] = append(down[e.From], e.To)
+		}
 	}
-	x := margin
+	centre := func(vs []int) (int, bool) {
+		if len(vs) == 0 {
+			return 0, false
+		}
+		sum := 0
+		for _, v := range vs {
+			sum += pic.Nodes[v].Y
+		}
+		return sum / len(vs), true
+	}
+	// pack gives col's nodes, in order, the y closest to what want says
+	// without overlapping the node above.
+	pack := func(col []int, want func(v int) (int, bool)) {
+		next := margin
+		for _, v := range col {
+			y := next
+			if w, ok := want(v); ok && w > y {
+				y = w
+			}
+			pic.Nodes[v].Y = y
+			next = y + row
+		}
+	}
+	for _, col := range order {
+		pack(col, func(v int) (int, bool) { return centre(up[v]) })
+	}
+	for _, col := range order {
+		if slices.ContainsFunc(col, func(v int) bool { return len(up[v]) == 0 }) {
+			pack(col, func(v int) (int, bool) {
+				if len(up[v]) > 0 {
+					return pic.Nodes[v].Y, true
+				}
+				return centre(down[v])
+			})
+		}
+	}
+	x, bottom := margin, margin
 	for _, col := range order {
 		width := 0
 		for _, v := range col {
 			width = max(width, labelWidth(pic.Nodes[v]))
 		}
-		top := margin + (tallest-len(col))*(nodeHeight+rowGap)/2
-		for i, v := range col {
+		for _, v := range col {
 			nd := &pic.Nodes[v]
-			nd.X, nd.Y, nd.W, nd.H = x, top+i*(nodeHeight+rowGap), width, nodeHeight
+			nd.X, nd.W, nd.H = x, width, nodeHeight
+			bottom = max(bottom, nd.Y+nodeHeight)
 		}
 		x += width + colGap
 	}
 	pic.Width = max(x-colGap+margin, 360)
-	pic.Height = margin + tallest*(nodeHeight+rowGap) - rowGap + margin + legendH
+	pic.Height = bottom + margin + legendH
 }
 
 func labelWidth(nd Node) int {

@@ -97,20 +97,32 @@ func WriteSVG(w io.Writer, pic Picture, opts SVGOptions) error {
 	return bw.Flush()
 }
 
-// edgePath is a curve from the right side of from to the left side of to;
-// an edge that does not go rightwards (inside a cycle) loops below.
+// edgePath is a curve from the right side of from to the left side of to.
+// An edge that does not go rightwards can only close a cycle: within a
+// column it bulges out on the right, backwards it loops below.
 func edgePath(from, to Node) string {
 	x1, y1 := from.X+from.W, from.Y+from.H/2
 	x2, y2 := to.X, to.Y+to.H/2
-	if x2 > x1 {
+	switch {
+	case x2 > x1:
 		mid := (x1 + x2) / 2
 		return fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x1, y1, mid, y1, mid, y2, x2, y2)
+	case from.X == to.X:
+		x2 = to.X + to.W
+		bulge := max(x1, x2) + 24 + abs(y2-y1)/4
+		return fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x1, y1, bulge, y1, bulge, y2, x2, y2)
 	}
-	// Leftwards or within a column: leave from the bottom, enter from the bottom.
 	x1, y1 = from.X+from.W/2, from.Y+from.H
 	x2, y2 = to.X+to.W/2, to.Y+to.H
 	drop := max(y1, y2) + 30
 	return fmt.Sprintf("M%d,%d C%d,%d %d,%d %d,%d", x1, y1, x1, drop, x2, drop, x2, y2)
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 func cycleNote(e Edge) string {
