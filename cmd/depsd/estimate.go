@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
@@ -17,27 +16,27 @@ import (
 // wave, and what it would cost, estimated from each member's recent
 // successful default-branch pipelines on GitLab. Without GitLab settings it
 // prints the waves alone and says why there is no estimate.
-func dryRunRebuild(ctx context.Context, c *commonFlags, st *store.Store, g *deps.Graph, project string, stdout, stderr io.Writer) int {
-	cfg, err := c.load()
+func dryRunRebuild(ctx context.Context, a *app, s *settings, st *store.Store, g *deps.Graph, project string) error {
+	cfg, err := s.load(a)
 	if err != nil {
-		return fail(stderr, "rebuild", err)
+		return err
 	}
-	gl, glErr := newGitLab(cfg, c.logger(stderr))
+	gl, glErr := cfg.GitLabClient(s.logger(a.stderr))
 	if glErr != nil {
 		for i, wave := range chain.RebuildPlan(g, project) {
-			fmt.Fprintf(stdout, "wave %d: %s\n", i, strings.Join(wave, " "))
+			fmt.Fprintf(a.stdout, "wave %d: %s\n", i, strings.Join(wave, " "))
 		}
-		fmt.Fprintf(stdout, "no estimate: GitLab is not configured here (%v)\n", glErr)
-		return exitOK
+		fmt.Fprintf(a.stdout, "no estimate: GitLab is not configured here (%v)\n", glErr)
+		return nil
 	}
 	projects, err := st.Projects(ctx)
 	if err != nil {
-		return fail(stderr, "rebuild", err)
+		return err
 	}
 	targets := report.RebuildTargets(g, project, projects)
 	typical, failed := report.FetchDurations(ctx, gl, targets, max(cfg.GitLab.Concurrency, 4))
 	if err := ctx.Err(); err != nil {
-		return fail(stderr, "rebuild", err)
+		return err
 	}
 	failedPaths := make([]string, 0, len(failed))
 	for p := range failed {
@@ -45,10 +44,7 @@ func dryRunRebuild(ctx context.Context, c *commonFlags, st *store.Store, g *deps
 	}
 	sort.Strings(failedPaths)
 	for _, p := range failedPaths {
-		fmt.Fprintf(stderr, "depsd rebuild: pipeline history of %s could not be read (counted as no history): %v\n", p, failed[p])
+		fmt.Fprintf(a.stderr, "depsd rebuild: pipeline history of %s could not be read (counted as no history): %v\n", p, failed[p])
 	}
-	if err := report.WriteEstimate(stdout, report.EstimateRebuild(g, project, typical)); err != nil {
-		return fail(stderr, "rebuild", err)
-	}
-	return exitOK
+	return report.WriteEstimate(a.stdout, report.EstimateRebuild(g, project, typical))
 }
