@@ -69,7 +69,7 @@ type served struct {
 // hookStates are how the sample's webhooks are set up before depsd
 // starts: one missing, one disabled by GitLab, one failing (temporarily
 // disabled); the others fine.
-var hookStates = map[string]string{"acme/apps/legacy": "missing", "acme/tools/ci": "disabled", "acme/apps/docs": "failing"}
+var hookStates = map[string]string{"acme/misc/right": "missing", "acme/apps/docs": "disabled", "acme/misc/left": "failing"}
 
 // serve seeds a fake GitLab with projects (pipelines are driven by the
 // test: they stay "created" until SetPipelineStatus), installs depsd's
@@ -291,16 +291,20 @@ func (b *browser) waitFor(t testing.TB, what, predicate string) {
 	}
 }
 
-// screenshot writes the visible page to docs/screenshots/name.png when
-// screenshots are being updated.
-func (b *browser) screenshot(t testing.TB, name string) {
+// screenshot writes the visible page (with full, the whole page) to
+// docs/screenshots/name.png when screenshots are being updated.
+func (b *browser) screenshot(t testing.TB, name string, full ...bool) {
 	t.Helper()
 	if !*updateScreenshots && os.Getenv("DEPSD_UPDATE_SCREENSHOTS") == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, pageTimeout)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	shot := chromedp.CaptureScreenshot()
+	if len(full) > 0 && full[0] {
+		shot = chromedp.FullScreenshot(100) // quality 100: PNG
+	}
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -325,6 +329,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	b := newBrowser(t)
 	s := serve(t, sample, history, hookStates)
 	base := "acme/images/base"
+
+	// History: a chain that finished, and one blocked by a failure.
+	finished := s.rebuild(t, "acme/tools/ci")
+	s.drive(t, "acme/tools/ci", "running", "success")
+	s.waitChain(t, finished, chain.Finished)
+	blocked := s.rebuild(t, "acme/apps/legacy")
+	s.drive(t, "acme/apps/legacy", "failed")
+	s.waitChain(t, blocked, chain.Blocked)
 
 	// A chain runs while the pages are looked at: base's pipeline is
 	// driven by hand, the others wait for it.
@@ -357,8 +369,18 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	t.Run("chains page lists the running chain first", func(t *testing.T) {
 		b.open(t, s.url+"/")
-		b.waitFor(t, "the chain", fmt.Sprintf(`!!document.querySelector("#active-chains #chain-%d")`, id))
-		b.screenshot(t, "chains")
+		active := eval[[]string](t, b, `Array.from(document.querySelectorAll("#active-chains section.chain")).map(e => e.id)`)
+		if want := []string{fmt.Sprintf("chain-%d", id), fmt.Sprintf("chain-%d", blocked)}; !slices.Equal(active, want) {
+			t.Errorf("active chains shown %v, want %v (running first)", active, want)
+		}
+		if text := eval[string](t, b, fmt.Sprintf(`document.querySelector("#chain-%d").textContent`, blocked)); !strings.Contains(text, "✗ failed") || !strings.Contains(text, "failed") {
+			t.Errorf("the blocked chain does not say what failed: %q", text)
+		}
+		history := eval[string](t, b, `document.querySelector("table.history").textContent`)
+		if !strings.Contains(history, "acme/tools/ci") || !strings.Contains(history, "✓ finished") {
+			t.Errorf("history: %q", history)
+		}
+		b.screenshot(t, "chains", true)
 	})
 
 	t.Run("graph page shows every project", func(t *testing.T) {
@@ -461,7 +483,7 @@ func TestDashboardInBrowser(t *testing.T) {
 				t.Errorf("hook of %s shown %q, want %q", p.Path, rows[p.Path], want)
 			}
 		}
-		b.screenshot(t, "health")
+		b.screenshot(t, "health", true)
 	})
 
 	t.Run("a missing project is a clear 404", func(t *testing.T) {
@@ -481,6 +503,43 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if len(unexpected) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(unexpected, "\n"))
+	}
+}
+
+// rebuild starts a chain at project, as `depsd rebuild` does.
+func (s *served) rebuild(t testing.TB, project string) int64 {
+	t.Helper()
+	id, err := s.engine.Rebuild(context.Background(), project, chain.Reason{Kind: chain.ReasonRebuild, Detail: "browser test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// drive moves the pipeline depsd created for project through statuses.
+func (s *served) drive(t testing.TB, project string, statuses ...string) {
+	t.Helper()
+	id := waitPipeline(t, s, project)
+	for _, st := range statuses {
+		if err := s.srv.SetPipelineStatus(id, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitChain waits until chain id is in state.
+func (s *served) waitChain(t testing.TB, id int64, state chain.State) {
+	t.Helper()
+	deadline := time.Now().Add(pageTimeout)
+	for {
+		c, err := s.engine.Chain(context.Background(), id)
+		if err == nil && c.State == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chain %d not %s within %s: %+v, %v", id, state, pageTimeout, c, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
