@@ -23,6 +23,9 @@ import (
 	"gitlab.com/depsd/depsd/daemon"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/internal/realtest"
+	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/scheduler/registry/registrytest"
 )
 
 // updateScreenshots rewrites docs/screenshots/*.png from the browser tests
@@ -75,7 +78,7 @@ var hookStates = map[string]string{"acme/misc/right": "missing", "acme/apps/docs
 // test: they stay "created" until SetPipelineStatus), installs depsd's
 // webhooks as hookStates says, runs depsd serve on it with scope group acme,
 // and stops both when the test ends.
-func serve(t testing.TB, projects []gitlabtest.Project, past map[string][]int, hooks map[string]string) *served {
+func serve(t testing.TB, projects []gitlabtest.Project, past map[string][]int, hooks map[string]string, sched scheduler.Config) *served {
 	t.Helper()
 	srv := gitlabtest.New(gitlabtest.Options{Token: "glpat-ui"})
 	t.Cleanup(srv.Close)
@@ -132,6 +135,7 @@ func serve(t testing.TB, projects []gitlabtest.Project, past map[string][]int, h
 	cfg.Scope.Groups = []string{"acme"}
 	cfg.State = filepath.Join(t.TempDir(), "depsd.db")
 	cfg.Hooks.Secret = secret
+	cfg.Scheduler = sched
 	if hooks != nil {
 		cfg.Hooks.URL = hookURL
 	}
@@ -181,21 +185,21 @@ type browser struct {
 	msgs []chromedp.ConsoleMessage
 }
 
-// chromiumPath finds Debian's chromium. Without it the test skips, unless
-// CI=true: there it must run.
+// chromiumPath finds Debian's chromium ($CHROMIUM overrides). Without it
+// the test skips, unless the environment expects it (realtest: CI=true,
+// DEPSD_REQUIRE=chromium): there it fails.
 func chromiumPath(t testing.TB) string {
+	var err error
 	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "chromium"} {
 		if p == "" {
 			continue
 		}
-		if path, err := exec.LookPath(p); err == nil {
+		var path string
+		if path, err = exec.LookPath(p); err == nil {
 			return path
 		}
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed, and CI=true: the browser tests must run (apt-get install chromium)")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium): skipping the browser tests")
+	realtest.Require(t, realtest.Chromium, false, fmt.Sprintf("apt-get install -y chromium: %v", err))
 	return ""
 }
 
@@ -327,7 +331,15 @@ func memberState(project string) string {
 
 func TestDashboardInBrowser(t *testing.T) {
 	b := newBrowser(t)
-	s := serve(t, sample, history, hookStates)
+	// A nightly rebuild of the base, and a vendor image from a real local
+	// registry that the legacy app is rebuilt after.
+	reg := registrytest.Start(t)
+	vendor := reg + "/vendor/runtime:2"
+	registrytest.Push(t, vendor)
+	s := serve(t, sample, history, hookStates, scheduler.Config{
+		Schedules: []scheduler.ScheduleSpec{{Project: "acme/images/base", Cron: "0 3 * * *", Timezone: "Europe/Zurich"}},
+		Watch:     []scheduler.WatchSpec{{Image: vendor, Projects: []string{"acme/apps/legacy"}}},
+	})
 	base := "acme/images/base"
 
 	// History: a chain that finished, and one blocked by a failure.
@@ -482,6 +494,14 @@ func TestDashboardInBrowser(t *testing.T) {
 			if rows[p.Path] != want {
 				t.Errorf("hook of %s shown %q, want %q", p.Path, rows[p.Path], want)
 			}
+		}
+		watch := eval[string](t, b, `document.querySelector("#watch-h").parentElement.textContent`)
+		if !strings.Contains(watch, vendor) || !strings.Contains(watch, "acme/apps/legacy") {
+			t.Errorf("watched images: %q", watch)
+		}
+		sched := eval[string](t, b, `document.querySelector("#sched-h").parentElement.textContent`)
+		if !strings.Contains(sched, "0 3 * * *") || !strings.Contains(sched, "Europe/Zurich") {
+			t.Errorf("schedules: %q", sched)
 		}
 		b.screenshot(t, "health", true)
 	})

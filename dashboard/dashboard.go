@@ -152,7 +152,6 @@ func cacheFor(d time.Duration, h http.Handler) http.Handler {
 type graphCache struct {
 	mu   sync.Mutex
 	scan time.Time
-	doc  report.Graph
 	data *graphData
 }
 

@@ -74,9 +74,11 @@ type stateCount struct {
 }
 
 // memberOrder is the order states are counted in, most urgent first.
-var memberOrder = []chain.MemberState{
-	chain.MemberRunning, chain.Triggered, chain.Pending, chain.Waiting,
-	chain.Failed, chain.Canceled, chain.MemberBlocked, chain.MemberExpired, chain.Success,
+func memberOrder() []chain.MemberState {
+	return []chain.MemberState{
+		chain.MemberRunning, chain.Triggered, chain.Pending, chain.Waiting,
+		chain.Failed, chain.Canceled, chain.MemberBlocked, chain.MemberExpired, chain.Success,
+	}
 }
 
 // viewChain groups the members by wave: a member's wave is one more than
@@ -113,7 +115,7 @@ func viewChain(c chain.ChainView) chainView {
 		v.Waves[w].Members = append(v.Waves[w].Members, m)
 		counts[m.State]++
 	}
-	for _, s := range memberOrder {
+	for _, s := range memberOrder() {
 		if counts[s] > 0 {
 			v.Counts = append(v.Counts, stateCount{State: s, N: counts[s]})
 		}

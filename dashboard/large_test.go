@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/scheduler"
 )
 
 // largeInstance is 2,000 projects in three levels of image chains, as in
@@ -63,7 +64,7 @@ func TestLargeGraphInBrowser(t *testing.T) {
 		t.Skip("-short: skipping the 2,000-project browser test")
 	}
 	b := newBrowser(t)
-	s := serve(t, largeInstance(2000), nil, nil)
+	s := serve(t, largeInstance(2000), nil, nil, scheduler.Config{})
 
 	took := renderGraph(t, b, s.url+"/graph")
 	shown := eval[int](t, b, `document.querySelectorAll("figure.graph svg [data-project]").length`)
@@ -92,7 +93,7 @@ func TestLargeGraphInBrowser(t *testing.T) {
 // headless Chromium, from navigation to the picture shown.
 func BenchmarkGraphPage2000(b *testing.B) {
 	br := newBrowser(b)
-	s := serve(b, largeInstance(2000), nil, nil)
+	s := serve(b, largeInstance(2000), nil, nil, scheduler.Config{})
 	renderGraph(b, br, s.url+"/graph") // warm the graph cache
 	b.ResetTimer()
 	for b.Loop() {
