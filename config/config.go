@@ -18,6 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/scheduler"
 )
 
@@ -31,6 +32,11 @@ type Config struct {
 	// Registry, when set, is the registry host whose images name projects by
 	// path, instead of each project's container_registry_image_prefix.
 	Registry string `yaml:"registry"`
+	// Platform is the platform (or comma-separated platforms) Containerfiles
+	// are read for: it gives TARGETARCH, BUILDOS and the other platform
+	// ARGs their values, as a build on such a host does. Default
+	// deps.DefaultPlatform; several give the union of the dependencies.
+	Platform string `yaml:"platform"`
 	// State is the SQLite file depsd keeps its state in.
 	State string `yaml:"state"`
 	Hooks Hooks  `yaml:"hooks"`
@@ -83,6 +89,7 @@ func Defaults() Config {
 			Timeout:           30 * time.Second,
 		},
 		Containerfiles: []string{"Containerfile", "Dockerfile"},
+		Platform:       deps.DefaultPlatform,
 		State:          "depsd.db",
 		Mode:           "chain",
 	}
@@ -278,6 +285,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("containerfiles[%d] %q: want a path relative to the repository root", i, f)
 		}
 	}
+	if _, err := deps.ParsePlatforms(c.Platform); err != nil {
+		return fmt.Errorf("platform: %v", err)
+	}
 	if c.State == "" {
 		return errors.New("state is empty: name the SQLite file (--state, DEPSD_STATE)")
 	}
@@ -301,4 +311,14 @@ func checkPath(p string, minSegments int) error {
 		return fmt.Errorf("want at least %d path segments", minSegments)
 	}
 	return nil
+}
+
+// Analysis is how Containerfiles are read: for the platforms of Platform
+// (checked by Validate; the default platform if it does not parse).
+func (c *Config) Analysis() deps.Options {
+	p, err := deps.ParsePlatforms(c.Platform)
+	if err != nil {
+		return deps.Options{}
+	}
+	return deps.Options{Platforms: p}
 }

@@ -223,7 +223,7 @@ func (d *Daemon) scan(ctx context.Context) (scan.Result, error) {
 	cfg := d.opts.Config
 	res, err := scan.Run(ctx, d.gitlab, d.store, scan.Options{
 		Scope:          gitlab.Scope{Groups: cfg.Scope.Groups, Projects: cfg.Scope.Projects, Exclude: cfg.Scope.Exclude},
-		Containerfiles: cfg.Containerfiles, Registry: cfg.Registry, InstanceHost: hostOf(cfg.GitLab.URL, d.gitlab),
+		Containerfiles: cfg.Containerfiles, Registry: cfg.Registry, Analysis: cfg.Analysis(), InstanceHost: hostOf(cfg.GitLab.URL, d.gitlab),
 		Concurrency: cfg.GitLab.Concurrency, Now: d.opts.Now, Logger: d.log.With("component", "scan"),
 	})
 	if err != nil {

@@ -18,7 +18,7 @@ func FuzzAnalyzeContainerfile(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		a, err := AnalyzeContainerfile("Containerfile", src)
+		a, err := AnalyzeContainerfile("Containerfile", src, Options{})
 		if err != nil {
 			if len(a.Dependencies) != 0 {
 				t.Fatalf("error %v with dependencies %+v", err, a.Dependencies)

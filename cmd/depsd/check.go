@@ -17,9 +17,9 @@ type stringList []string
 func (s *stringList) String() string     { return fmt.Sprint(*s) }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-// runCheck implements `depsd check`: exit 0 when every file parsed
-// (warnings allowed), 1 when a file could not be parsed at all, 2 on usage
-// errors.
+// runCheck implements `depsd check`: exit 0 when every directory was
+// read (warnings allowed), 1 when a file cannot be built or a directory
+// cannot be read (its result carries the error), 2 on usage errors.
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -27,8 +27,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON document")
 	var files stringList
 	fs.Var(&files, "file", "Containerfile name to look for, in order (repeatable; default Containerfile, Dockerfile)")
+	platform := fs.String("platform", deps.DefaultPlatform, "platform(s) to read Containerfiles for, comma-separated: the values of TARGETARCH and the other platform ARGs; several give the union")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: depsd check [--registry HOST] [--json] [--file NAME]... DIR...")
+		fmt.Fprintln(stderr, "usage: depsd check [--registry HOST] [--platform OS/ARCH[,...]] [--json] [--file NAME]... DIR...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -43,14 +44,19 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	platforms, err := deps.ParsePlatforms(*platform)
+	if err != nil {
+		fmt.Fprintf(stderr, "depsd check: --platform: %v\n", err)
+		return exitUsage
+	}
+
 	code := exitOK
 	results := []deps.CheckResult{}
 	for _, dir := range fs.Args() {
-		res, err := deps.CheckDir(dir, files, *registry)
+		res, err := deps.CheckDir(dir, files, *registry, deps.Options{Platforms: platforms})
 		if err != nil {
 			fmt.Fprintf(stderr, "depsd check: %v\n", err)
 			code = exitFail
-			continue
 		}
 		results = append(results, res)
 	}
@@ -81,6 +87,17 @@ func printCheckTable(w io.Writer, results []deps.CheckResult) {
 			file = "no Containerfile"
 		}
 		fmt.Fprintf(w, "%s (%s)\n", r.Dir, file)
+		if e := r.Error; e != nil {
+			where := e.File
+			if e.Line > 0 {
+				where += fmt.Sprintf(":%d", e.Line)
+			}
+			if where != "" {
+				where += ": "
+			}
+			fmt.Fprintf(w, "  error: %s%s\n", where, e.Message)
+			continue
+		}
 		if len(r.Dependencies) == 0 {
 			fmt.Fprintln(w, "  no dependencies")
 		} else {
@@ -103,7 +120,14 @@ func printCheckTable(w io.Writer, results []deps.CheckResult) {
 			tw.Flush()
 		}
 		for _, wr := range r.Warnings {
-			fmt.Fprintf(w, "  warning: %s:%d: %s\n", wr.File, wr.Line, wr.Message)
+			switch {
+			case wr.File == "":
+				fmt.Fprintf(w, "  warning: %s\n", wr.Message)
+			case wr.Line == 0:
+				fmt.Fprintf(w, "  warning: %s: %s\n", wr.File, wr.Message)
+			default:
+				fmt.Fprintf(w, "  warning: %s:%d: %s\n", wr.File, wr.Line, wr.Message)
+			}
 		}
 	}
 }

@@ -33,7 +33,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer st.Close()
 	res, err := scan.Run(ctx, gl, st, scan.Options{
-		Scope: scope(cfg), Containerfiles: cfg.Containerfiles, Registry: cfg.Registry,
+		Scope: scope(cfg), Containerfiles: cfg.Containerfiles, Registry: cfg.Registry, Analysis: cfg.Analysis(),
 		InstanceHost: instanceHost(cfg), Concurrency: cfg.GitLab.Concurrency, Logger: log.With("component", "scan"),
 	})
 	if err != nil {
