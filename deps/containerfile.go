@@ -178,6 +178,9 @@ type stage struct {
 	// args are the ARGs declared in the stage: what podman expands
 	// COPY --from and RUN --mount from= with.
 	args *scope
+	// onbuild are the stage's ONBUILD triggers: BuildKit runs them at the
+	// start of a stage FROM this one.
+	onbuild []string
 }
 
 // analysis evaluates a program for one platform, with the scopes BuildKit
@@ -211,40 +214,48 @@ func (a *analysis) run(p Platform) *ParseError {
 		a.global.set(k, v)
 	}
 	for _, n := range a.prog.nodes {
-		line := n.StartLine
-		if a.cur != nil && strings.EqualFold(n.Value, "run") {
-			n = a.expandMountFrom(n)
+		if err := a.step(n, n.StartLine); err != nil {
+			return err
 		}
-		cmd, err := instructions.ParseInstruction(n)
-		if err != nil {
-			return &ParseError{File: a.file, Line: line, Err: errors.New(cleanErr(err))}
+	}
+	return nil
+}
+
+// step evaluates one instruction; line is where it counts (an ONBUILD
+// trigger counts on the FROM line that runs it).
+func (a *analysis) step(n *parser.Node, line int) *ParseError {
+	if a.cur != nil && strings.EqualFold(n.Value, "run") {
+		n = a.expandMountFrom(n)
+	}
+	cmd, err := instructions.ParseInstruction(n)
+	if err != nil {
+		return &ParseError{File: a.file, Line: line, Err: errors.New(cleanErr(err))}
+	}
+	switch c := cmd.(type) {
+	case *instructions.ArgCommand:
+		if a.cur == nil {
+			a.globalArgs(c)
+		} else {
+			a.stageArgs(c)
 		}
-		switch c := cmd.(type) {
-		case *instructions.ArgCommand:
-			if a.cur == nil {
-				a.globalArgs(c)
-			} else {
-				a.stageArgs(c)
-			}
-		case *instructions.Stage:
-			a.from(c, line)
-		case *instructions.EnvCommand:
-			for _, kv := range c.Env {
-				a.cur.env.set(kv.Key, a.value(kv.Key, kv.Value, a.cur.env))
-			}
-		case *instructions.CopyCommand:
-			if c.From != "" {
-				if err := a.copyFrom(c.From, line); err != nil {
-					return err
-				}
-			}
-		case *instructions.RunCommand:
-			for _, m := range instructions.GetMounts(c) {
-				if m.From != "" {
-					a.mountFrom(m.From, line)
-				}
+	case *instructions.Stage:
+		return a.from(c, line)
+	case *instructions.EnvCommand:
+		for _, kv := range c.Env {
+			a.cur.env.set(kv.Key, a.value(kv.Key, kv.Value, a.cur.env))
+		}
+	case *instructions.CopyCommand:
+		if c.From != "" {
+			return a.copyFrom(c.From, line)
+		}
+	case *instructions.RunCommand:
+		for _, m := range instructions.GetMounts(c) {
+			if m.From != "" {
+				a.mountFrom(m.From, line)
 			}
 		}
+	case *instructions.OnbuildCommand:
+		a.cur.onbuild = append(a.cur.onbuild, c.Expression)
 	}
 	return nil
 }
@@ -300,25 +311,41 @@ func (a *analysis) value(key, word string, s *scope) string {
 }
 
 // from handles FROM: an external image, an earlier stage, or scratch.
-func (a *analysis) from(st *instructions.Stage, line int) {
+func (a *analysis) from(st *instructions.Stage, line int) *ParseError {
 	next := &stage{env: newScope(), args: newScope()}
-	defer func() {
+	open := func() {
 		a.cur = next
 		if st.Name != "" {
 			a.opened[st.Name] = next
 		}
-	}()
+	}
 	name, ok := a.resolve(KindFrom, st.BaseName, st.BaseName, a.global, line)
 	if !ok || name == "scratch" {
-		return
+		open()
+		return nil
 	}
 	// BuildKit matches FROM against the names of earlier stages only, as
 	// written (stage names are lower case).
-	if base, ok := a.opened[name]; ok {
-		next.env = base.env.clone()
-		return
+	base, internal := a.opened[name]
+	if !internal {
+		a.image(KindFrom, st.BaseName, name, line)
+		open()
+		return nil
 	}
-	a.image(KindFrom, st.BaseName, name, line)
+	next.env = base.env.clone()
+	open()
+	for _, expr := range base.onbuild {
+		res, err := parser.Parse(strings.NewReader(expr))
+		if err != nil {
+			return &ParseError{File: a.file, Line: line, Err: fmt.Errorf("ONBUILD %s of stage %s: %w", expr, name, err)}
+		}
+		for _, n := range res.AST.Children {
+			if err := a.step(n, line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // copyFrom handles COPY --from: a stage by name (anywhere in the file) or
