@@ -25,7 +25,7 @@ build:
 
 ## bench: the benchmarks whose figures the README quotes
 bench:
-	go test -run '^$$' -bench . -benchmem ./deps/
+	go test -run '^$$' -bench . -benchmem ./deps/ ./deps/buildkitref/
 	go test -run '^$$' -bench . -benchtime 1x ./bench/
 
 ## fuzz: run each fuzz target of the parsers for FUZZTIME (default 30s)

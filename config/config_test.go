@@ -132,6 +132,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"absolute file", "containerfiles: [/etc/passwd]\n", "containerfiles[0]"},
 		{"hook url", "hooks:\n  url: not a url\n", "hooks.url"},
 		{"mode", "mode: sometimes\n", "mode \"sometimes\""},
+		{"platform", "platform: amd64\n", "platform: platform \"amd64\": want os/arch"},
 		{"token in url", "gitlab:\n  url: https://user:glpat-x@gitlab.example.com\n", "must not carry credentials"},
 	}
 	for _, tt := range tests {
@@ -156,5 +157,27 @@ func TestEmptySecretFileIsAnError(t *testing.T) {
 	err := cfg.ResolveSecrets(fakeFS{"/t": "\n"}.read)
 	if err == nil || !strings.Contains(err.Error(), "gitlab.token_file") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestPlatformReachesTheAnalysis: platform: in depsd.yaml becomes the
+// options scans read Containerfiles with; the default is linux/amd64.
+func TestPlatformReachesTheAnalysis(t *testing.T) {
+	cfg, err := Load(Source{ReadFile: fakeFS{"depsd.yaml": "platform: linux/arm64, linux/amd64\n"}.read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range cfg.Analysis().Platforms {
+		got = append(got, p.String())
+	}
+	if strings.Join(got, " ") != "linux/arm64 linux/amd64" {
+		t.Errorf("platforms %q", got)
+	}
+	if d := Defaults().Platform; d != "linux/amd64" {
+		t.Errorf("default platform %q", d)
 	}
 }

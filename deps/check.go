@@ -75,10 +75,10 @@ func CheckDir(dir string, containerfiles []string, registry string, opts Options
 		}
 		a, err := AnalyzeContainerfile(name, src, opts)
 		var perr *ParseError
+		res.File = name
 		if errors.As(err, &perr) {
 			return fail(name, perr.Line, err)
 		}
-		res.File = name
 		res.add(a)
 		break
 	}

@@ -1,4 +1,8 @@
-package deps
+// Package buildkitref_test compares depsd's Containerfile analysis with
+// BuildKit's own Dockerfile frontend. It is a package of its own so that
+// the deps package's tests and fuzz targets do not build BuildKit's whole
+// frontend (gRPC, containerd, ...).
+package buildkitref_test
 
 import (
 	"context"
@@ -19,6 +23,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerui"
 	digest "github.com/opencontainers/go-digest"
 	ocispecs "github.com/opencontainers/image-spec/specs-go/v1"
+	"gitlab.com/depsd/depsd/deps"
 )
 
 // recordingResolver is the image metadata resolver handed to BuildKit's
@@ -98,7 +103,7 @@ type referenceCase struct {
 // that are meant to build, and generated files.
 func referenceCorpus(t testing.TB, generated int) []referenceCase {
 	var out []referenceCase
-	for _, glob := range []string{"testdata/buildkit/*.Dockerfile", "testdata/containerfiles/*.Containerfile"} {
+	for _, glob := range []string{"../testdata/buildkit/*.Dockerfile", "../testdata/containerfiles/*.Containerfile"} {
 		files, err := filepath.Glob(glob)
 		if err != nil {
 			t.Fatal(err)
@@ -134,9 +139,9 @@ const (
 
 // compareWithBuildKit classifies one file, with a description of any
 // difference.
-func compareWithBuildKit(src []byte, p Platform) (string, string) {
+func compareWithBuildKit(src []byte, p deps.Platform) (string, string) {
 	want, bkErr := buildkitImages(src, ocispecs.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant})
-	a, depErr := AnalyzeContainerfile("Dockerfile", src, Options{Platforms: []Platform{p}})
+	a, depErr := deps.AnalyzeContainerfile("Dockerfile", src, deps.Options{Platforms: []deps.Platform{p}})
 	if bkErr != nil || depErr != nil {
 		switch {
 		case bkErr != nil && depErr != nil:
@@ -186,7 +191,7 @@ func compareWithBuildKit(src []byte, p Platform) (string, string) {
 		if inGot[w] {
 			continue
 		}
-		img, err := NormalizeImage(w)
+		img, err := deps.NormalizeImage(w)
 		if err != nil || !unresolvedRepos[img.Repository] || !hasWarning(a, "left unresolved") {
 			return outcomeUnexplained, diff
 		}
@@ -218,7 +223,7 @@ func onbuildImage(src []byte, img string) bool {
 			continue
 		}
 		for _, f := range strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '=' || r == ',' }) {
-			if n, err := NormalizeImage(f); err == nil && n.Image == img {
+			if n, err := deps.NormalizeImage(f); err == nil && n.Image == img {
 				return true
 			}
 		}
@@ -226,7 +231,7 @@ func onbuildImage(src []byte, img string) bool {
 	return false
 }
 
-func hasWarning(a FileAnalysis, part string) bool {
+func hasWarning(a deps.FileAnalysis, part string) bool {
 	for _, w := range a.Warnings {
 		if strings.Contains(w.Message, part) {
 			return true
@@ -258,7 +263,7 @@ func TestBuildKitDifferential(t *testing.T) {
 	corpus := referenceCorpus(t, referenceGenerated)
 	for _, platform := range []string{"linux/amd64", "linux/arm64"} {
 		t.Run(platform, func(t *testing.T) {
-			p, err := ParsePlatforms(platform)
+			p, err := deps.ParsePlatforms(platform)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -415,7 +420,7 @@ func BenchmarkAnalyzeContainerfile(b *testing.B) {
 	start := cpu()
 	for b.Loop() {
 		for _, c := range corpus {
-			_, _ = AnalyzeContainerfile("Dockerfile", c.src, Options{})
+			_, _ = deps.AnalyzeContainerfile("Dockerfile", c.src, deps.Options{})
 			n++
 		}
 	}
