@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -43,6 +44,17 @@ type Options struct {
 	PollInterval time.Duration
 	// DrainTimeout bounds the graceful shutdown. Default 15 s.
 	DrainTimeout time.Duration
+	// CatchUpInterval is how often the leader reads the pipelines of the
+	// projects with something downstream for successes whose webhook never
+	// came (and once at the start of its term). Default 5 min.
+	CatchUpInterval time.Duration
+	// ReplicaID names this process among the replicas sharing the store
+	// (status, leader lease, logs). Default: host name and listen port (see
+	// defaultReplicaID).
+	ReplicaID string
+	// LeaderLease is how long the leader's lease lasts without renewal: a
+	// dead leader is replaced within two of these. Default 15 s.
+	LeaderLease time.Duration
 	// Listening, if set, receives the bound address once the server
 	// accepts connections.
 	Listening func(addr string)
@@ -70,6 +82,11 @@ type Daemon struct {
 	// the store would refuse an older one finishing after a newer one, and
 	// the work would be wasted.
 	scanning sync.Mutex
+	elector  *elector
+	// incarnation is this process: the replica id and a random suffix. It
+	// signs the outbox claims, and its liveness lease is renewed while the
+	// process runs (see keepAlive).
+	incarnation string
 }
 
 // New opens the store and builds the pieces; nothing runs yet.
@@ -86,9 +103,22 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.ReconcileInterval <= 0 {
+		opts.ReconcileInterval = time.Minute
+	}
+	if opts.CatchUpInterval <= 0 {
+		opts.CatchUpInterval = 5 * time.Minute
+	}
+	if opts.LeaderLease <= 0 {
+		opts.LeaderLease = 15 * time.Second
+	}
+	if opts.ReplicaID == "" {
+		opts.ReplicaID = defaultReplicaID(opts.Listen)
+	}
+	opts.Logger = opts.Logger.With("replica", opts.ReplicaID)
 	cfg := opts.Config
-	if opts.Mode == "" && cfg.Mode == "first-level" {
-		opts.Mode = chain.FirstLevel
+	if opts.Mode == "" {
+		opts.Mode = cfg.ChainMode()
 	}
 	if cfg.Hooks.Secret == "" {
 		return nil, errors.New("no webhook secret: depsd serve refuses to accept unauthenticated webhooks (set DEPSD_WEBHOOK_SECRET, --webhook-secret-file or hooks.secret_file)")
@@ -106,8 +136,11 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.store = st
 	d.state = newGraphState()
+	d.elector = &elector{st: st, id: opts.ReplicaID, ttl: opts.LeaderLease, now: opts.Now,
+		log: opts.Logger.With("component", "leader")}
+	d.incarnation = newIncarnation(opts.ReplicaID)
 	d.engine, err = chain.New(chain.Config{
-		Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
+		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
 		Expiry: opts.ChainExpiry, ReconcileInterval: opts.ReconcileInterval, PollInterval: opts.PollInterval,
 		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
@@ -125,7 +158,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
-	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready}
+	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready, status: d.Status}
 	d.server = &http.Server{
 		Handler:           a.routes(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -150,15 +183,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	sched, err := d.newScheduler()
-	if err != nil {
+	// Checked here so that a bad schedule stops every replica at start;
+	// the leader builds its own for each term.
+	if _, err := d.newScheduler(); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", d.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
 	}
-	d.log.Info("serving", "addr", ln.Addr().String(), "mode", d.engine.Mode())
+	d.log.Info("serving", "addr", ln.Addr().String(), "mode", d.engine.Mode(), "store", string(d.store.Kind()))
 	if d.opts.Listening != nil {
 		d.opts.Listening(ln.Addr().String())
 	}
@@ -172,8 +206,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	g.Go(func() error { return d.engine.Run(gctx) })
-	g.Go(func() error { return sched.Run(gctx) })
+	// Every replica applies webhook events and sends actions (each claimed
+	// in the store); one at a time leads.
+	g.Go(func() error { return d.keepAlive(gctx) })
+	g.Go(func() error { return d.engine.RunInbox(gctx) })
+	g.Go(func() error { return d.engine.RunOutbox(gctx) })
+	g.Go(func() error { return d.elector.run(gctx, d.lead) })
+	g.Go(func() error { return d.followScans(gctx) })
 	g.Go(func() error { return d.exportQueueDepth(gctx) })
 	g.Go(func() error {
 		// Shutdown: on SIGTERM (ctx) or a failed component (gctx), refuse
@@ -221,11 +260,11 @@ func (d *Daemon) scan(ctx context.Context) (scan.Result, error) {
 	d.scanning.Lock()
 	defer d.scanning.Unlock()
 	cfg := d.opts.Config
-	res, err := scan.Run(ctx, d.gitlab, d.store, scan.Options{
-		Scope:          gitlab.Scope{Groups: cfg.Scope.Groups, Projects: cfg.Scope.Projects, Exclude: cfg.Scope.Exclude},
-		Containerfiles: cfg.Containerfiles, Registry: cfg.Registry, Analysis: cfg.Analysis(), InstanceHost: hostOf(cfg.GitLab.URL, d.gitlab),
-		Concurrency: cfg.GitLab.Concurrency, Now: d.opts.Now, Logger: d.log.With("component", "scan"),
-	})
+	opts := cfg.ScanOptions(d.log.With("component", "scan"), d.opts.Now)
+	if opts.InstanceHost == "" {
+		opts.InstanceHost = config.HostOf(d.gitlab.BaseURL())
+	}
+	res, err := scan.Run(ctx, d.gitlab, d.store, opts)
 	if err != nil {
 		return res, err
 	}
@@ -247,6 +286,9 @@ func (d *Daemon) rescanAfterPush(ctx context.Context, project string) error {
 func (d *Daemon) ready(ctx context.Context) error {
 	if !d.state.loaded() {
 		return errors.New("graph not loaded yet")
+	}
+	if err := d.store.Ping(ctx); err != nil {
+		return err
 	}
 	if _, err := d.engine.Stats(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
@@ -273,3 +315,15 @@ func (d *Daemon) exportQueueDepth(ctx context.Context) error {
 
 // Graph returns the graph the daemon currently works with.
 func (d *Daemon) Graph(ctx context.Context) (*deps.Graph, error) { return d.state.graph(ctx) }
+
+// defaultReplicaID is the host name and the listen port: two replicas on
+// one host listen on different ports, and a replica restarted after a
+// crash is the same replica, so it takes its leader lease back at once
+// instead of waiting for it to expire. With port 0, the pid stands in.
+func defaultReplicaID(listen string) string {
+	host, _ := os.Hostname()
+	if _, port, err := net.SplitHostPort(listen); err == nil && port != "" && port != "0" {
+		return host + "-" + port
+	}
+	return fmt.Sprintf("%s-pid%d", host, os.Getpid())
+}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,6 +25,7 @@ type api struct {
 	webhook http.Handler
 	metrics *metrics
 	ready   func(ctx context.Context) error
+	status  func(ctx context.Context) (Status, error)
 }
 
 // routes is depsd's HTTP surface.
@@ -36,6 +40,7 @@ func (a *api) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/graph", a.graph)
 	mux.HandleFunc("GET /api/v1/chains", a.chains)
 	mux.HandleFunc("GET /api/v1/chains/{id}", a.chain)
+	mux.HandleFunc("GET /api/v1/status", a.statusHandler)
 	return mux
 }
 
@@ -61,6 +66,10 @@ func (a *api) graph(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) chains(w http.ResponseWriter, r *http.Request) {
 	f := chain.Filter{State: chain.State(r.URL.Query().Get("state"))}
+	if f.State != "" && !slices.Contains(chain.States(), f.State) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("state %q: want one of %s", f.State, stateList()))
+		return
+	}
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -73,6 +82,9 @@ func (a *api) chains(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
+	}
+	if views == nil {
+		views = []chain.ChainView{} // [] rather than null: no chains
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"chains": views})
 }
@@ -94,6 +106,15 @@ func (a *api) chain(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// stateList is "running, blocked, ..." for error messages.
+func stateList() string {
+	names := make([]string, 0, len(chain.States()))
+	for _, s := range chain.States() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -104,4 +125,15 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+// statusHandler shows this replica, the store, the leader and the last run
+// of each background job.
+func (a *api) statusHandler(w http.ResponseWriter, r *http.Request) {
+	st, err := a.status(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
 }

@@ -28,12 +28,16 @@ func (d *Daemon) newScheduler() (*scheduler.Scheduler, error) {
 		Resolver: registry.New(registry.Options{AuthFile: cfg.RegistryAuthFile}),
 		Clock:    d.opts.SchedulerClock,
 		Logger:   d.log.With("component", "scheduler"),
+		Owner:    d.opts.ReplicaID,
 		Observe: func(f scheduler.Fired) {
 			outcome := "ok"
 			if f.Err != nil {
 				outcome = "error"
 			}
 			d.metrics.fires.WithLabelValues(string(f.Kind), outcome).Inc()
+			if job := firedJob(f.Kind); job != "" {
+				d.recordJob(context.Background(), job, f.Started, f.Err)
+			}
 		},
 	})
 	if err != nil {
@@ -103,4 +107,18 @@ func ListSchedules(ctx context.Context, cfg scheduler.Config, st *store.Store, l
 		return nil, err
 	}
 	return s.List(ctx)
+}
+
+// firedJob names the background job a scheduler fire belongs to in
+// `depsd status`.
+func firedJob(k scheduler.Kind) string {
+	switch k {
+	case scheduler.KindRebuild:
+		return jobSchedules
+	case scheduler.KindJob:
+		return jobMaintenance
+	case scheduler.KindWatch:
+		return jobImageWatch
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package gitlab
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
+
+	"gitlab.com/depsd/depsd/buildinfo"
 )
 
 // Config configures a Client. Zero values take the documented defaults.
@@ -27,9 +30,10 @@ type Config struct {
 	Token string
 	// Concurrency bounds the requests in flight. Default 8.
 	Concurrency int
-	// RequestsPerMinute is the client-side rate limit. Default 600, well
-	// under gitlab.com's 2,000/min for authenticated API calls; negative
-	// disables the limit (tests, benchmarks against the fake).
+	// RequestsPerMinute is the client-side rate limit. Default 2,000,
+	// gitlab.com's limit for authenticated API traffic; a 429 slows the
+	// client down further by itself (see call). Negative disables the
+	// limit (tests against the fake).
 	RequestsPerMinute int
 	// MaxRetries is how often a failed request is retried. Default 5;
 	// negative disables retries.
@@ -53,6 +57,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives retry and sync messages. Default: discard.
 	Logger *slog.Logger
+	// UserAgent is sent with every request, so GitLab admins can tell
+	// depsd's traffic apart. Default depsd/<version> (package buildinfo).
+	UserAgent string
 	// Sleep waits for d or until ctx ends. Tests inject it so retries do
 	// not really sleep. Default: a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -91,7 +98,7 @@ func (c *Config) setDefaults() {
 		c.Concurrency = 8
 	}
 	if c.RequestsPerMinute == 0 {
-		c.RequestsPerMinute = 600
+		c.RequestsPerMinute = 2000
 	}
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 5
@@ -142,6 +149,7 @@ type Client struct {
 	cfg       Config
 	gl        *gl.Client
 	transport *limitTransport
+	pause     *pauseGate
 	log       *slog.Logger
 	red       redactor
 }
@@ -189,7 +197,7 @@ func New(cfg Config) (*Client, error) {
 		gl.WithHTTPClient(hc),
 		gl.WithoutRetries(),
 		gl.WithCustomLimiter(noLimit{}),
-		gl.WithUserAgent("depsd"),
+		gl.WithUserAgent(cmp.Or(cfg.UserAgent, buildinfo.UserAgent())),
 		gl.WithURLWarningLogger(cfg.Logger),
 		gl.WithCustomLogger(discardLogger{}),
 	)
@@ -200,6 +208,7 @@ func New(cfg Config) (*Client, error) {
 		cfg:       cfg,
 		gl:        g,
 		transport: lt,
+		pause:     &pauseGate{},
 		log:       cfg.Logger.With("component", "gitlab"),
 		red:       redactor{token: cfg.Token},
 	}, nil
