@@ -26,7 +26,7 @@ build:
 ## bench: the benchmarks whose figures the README quotes (the whole-system
 ## ones in bench/ at depsd's default settings; about 4 minutes)
 bench:
-	go test -run '^$$' -bench . -benchmem ./deps/
+	go test -run '^$$' -bench . -benchmem ./deps/ ./deps/buildkitref/
 	go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
 
 ## mutants: break the code in known ways and check the tests fail (a few minutes)

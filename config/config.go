@@ -22,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/scheduler"
 )
 
@@ -35,6 +36,11 @@ type Config struct {
 	// Registry, when set, is the registry host whose images name projects by
 	// path, instead of each project's container_registry_image_prefix.
 	Registry string `yaml:"registry"`
+	// Platform is the platform (or comma-separated platforms) Containerfiles
+	// are read for: it gives TARGETARCH, BUILDOS and the other platform
+	// ARGs their values, as a build on such a host does. Default
+	// deps.DefaultPlatform; several give the union of the dependencies.
+	Platform string `yaml:"platform"`
 	// State is where depsd keeps its state: an SQLite file path, or a
 	// postgres:// (postgresql://) URL for several serve replicas.
 	State string `yaml:"state"`
@@ -121,6 +127,7 @@ func Defaults() Config {
 			Timeout:           30 * time.Second,
 		},
 		Containerfiles:  []string{"Containerfile", "Dockerfile"},
+		Platform:        deps.DefaultPlatform,
 		State:           "depsd.db",
 		CatchUpInterval: 5 * time.Minute,
 		Mode:            ModeFull,
@@ -367,6 +374,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("containerfiles[%d] %q: want a path relative to the repository root", i, f))
 		}
 	}
+	if _, err := deps.ParsePlatforms(c.Platform); err != nil {
+		errs = append(errs, fmt.Errorf("platform: %v", err))
+	}
 	if c.State == "" {
 		errs = append(errs, errors.New("state is empty: name the SQLite file (--state, DEPSD_STATE)"))
 	}
@@ -390,4 +400,14 @@ func checkPath(p string, minSegments int) error {
 		return fmt.Errorf("want at least %d path segments", minSegments)
 	}
 	return nil
+}
+
+// Analysis is how Containerfiles are read: for the platforms of Platform
+// (checked by Validate; the default platform if it does not parse).
+func (c Config) Analysis() deps.Options {
+	p, err := deps.ParsePlatforms(c.Platform)
+	if err != nil {
+		return deps.Options{}
+	}
+	return deps.Options{Platforms: p}
 }
