@@ -3,7 +3,7 @@
 # a build list with BuildKit's); it builds without cgo and with these tags.
 EXECUTOR_TAGS := remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp
 
-.PHONY: test test-depsd test-executor vet build demo bench fuzz mutants
+.PHONY: test test-depsd test-executor vet build demo bench fuzz mutants soak
 
 ## test: vet and test both modules (the README's test command)
 test: vet test-depsd test-executor
@@ -39,3 +39,8 @@ fuzz:
 	for f in FuzzAnalyzeContainerfile FuzzParseGitLabDeps FuzzRegistryMap; do \
 		go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./deps/ || exit 1; done
 	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME) ./webhook/
+
+## soak: the replicas e2e test with 20 chains (each with a replica SIGKILLed)
+SOAK_CHAINS ?= 20
+soak:
+	DEPSD_SOAK_CHAINS=$(SOAK_CHAINS) go test -count=1 -timeout 30m -run 'TestReplicas' -v ./e2e/

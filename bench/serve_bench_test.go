@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -76,7 +75,7 @@ func serve(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, groups []string
 	cfg := config.Defaults()
 	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, srv.Token
 	cfg.Scope.Groups = groups
-	cfg.State = filepath.Join(b.TempDir(), "depsd.db")
+	cfg.State = benchState(b)
 	cfg.Hooks.Secret = hookSecret
 	setup, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: srv.Token, RequestsPerMinute: -1, Concurrency: 16})
 	if err != nil {
