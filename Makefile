@@ -3,7 +3,7 @@
 # a build list with BuildKit's); it builds without cgo and with these tags.
 EXECUTOR_TAGS := remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp
 
-.PHONY: test test-depsd test-executor vet build release image man demo bench fuzz
+.PHONY: test test-depsd test-executor vet build release image man demo bench fuzz mutants soak
 
 # The version stamped into the binaries (depsd version, User-Agent, the
 # depsd_build_info metric): the git tag, else the commit, "-dirty" for a
@@ -26,6 +26,9 @@ vet:
 
 test-depsd:
 	go test -race -count=1 ./...
+	# The chain engine's and the scheduler's tests once more on PostgreSQL
+	# (the store's own tests run on both backends in the line above).
+	DEPSD_TEST_STORE=postgres go test -count=1 ./chain/ ./scheduler/
 
 test-executor:
 	cd podman-executor && CGO_ENABLED=0 go test -count=1 -tags "$(EXECUTOR_TAGS)" ./...
@@ -65,10 +68,15 @@ image: build
 	podman build --build-arg VERSION=$(VERSION) -f packaging/Containerfile -t $(IMAGE) bin/image
 	@echo "built $(IMAGE)"
 
-## bench: the benchmarks whose figures the README quotes
+## bench: the benchmarks whose figures the README quotes (the whole-system
+## ones in bench/ at depsd's default settings; about 4 minutes)
 bench:
-	go test -run '^$$' -bench . -benchmem ./deps/
-	go test -run '^$$' -bench . -benchtime 1x ./bench/
+	go test -run '^$$' -bench . -benchmem ./deps/ ./deps/buildkitref/
+	go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
+
+## mutants: break the code in known ways and check the tests fail (a few minutes)
+mutants:
+	scripts/mutants.sh
 
 ## fuzz: run each fuzz target of the parsers for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
@@ -76,3 +84,8 @@ fuzz:
 	for f in FuzzAnalyzeContainerfile FuzzParseGitLabDeps FuzzRegistryMap; do \
 		go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./deps/ || exit 1; done
 	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME) ./webhook/
+
+## soak: the replicas e2e test with 20 chains (each with a replica SIGKILLed)
+SOAK_CHAINS ?= 20
+soak:
+	DEPSD_SOAK_CHAINS=$(SOAK_CHAINS) go test -count=1 -timeout 30m -run 'TestReplicas' -v ./e2e/

@@ -22,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/scheduler"
 )
 
@@ -35,9 +36,19 @@ type Config struct {
 	// Registry, when set, is the registry host whose images name projects by
 	// path, instead of each project's container_registry_image_prefix.
 	Registry string `yaml:"registry"`
-	// State is the SQLite file depsd keeps its state in.
+	// Platform is the platform (or comma-separated platforms) Containerfiles
+	// are read for: it gives TARGETARCH, BUILDOS and the other platform
+	// ARGs their values, as a build on such a host does. Default
+	// deps.DefaultPlatform; several give the union of the dependencies.
+	Platform string `yaml:"platform"`
+	// State is where depsd keeps its state: an SQLite file path, or a
+	// postgres:// (postgresql://) URL for several serve replicas.
 	State string `yaml:"state"`
-	Hooks Hooks  `yaml:"hooks"`
+	// CatchUpInterval is how often serve's leader looks for successes of
+	// upstream projects whose webhook never arrived (and once when it
+	// takes the lead).
+	CatchUpInterval time.Duration `yaml:"catch_up_interval"`
+	Hooks           Hooks         `yaml:"hooks"`
 	// Mode is how successes propagate: "full" (everything downstream, in
 	// order, once) or "first-level" (direct dependents on every success,
 	// as the original gitlab-deps). serve and rebuild must agree, so it is
@@ -115,9 +126,11 @@ func Defaults() Config {
 			MaxRetries:        5,
 			Timeout:           30 * time.Second,
 		},
-		Containerfiles: []string{"Containerfile", "Dockerfile"},
-		State:          "depsd.db",
-		Mode:           ModeFull,
+		Containerfiles:  []string{"Containerfile", "Dockerfile"},
+		Platform:        deps.DefaultPlatform,
+		State:           "depsd.db",
+		CatchUpInterval: 5 * time.Minute,
+		Mode:            ModeFull,
 	}
 }
 
@@ -332,6 +345,9 @@ func (c *Config) Validate() error {
 	if c.GitLab.MaxRetries < 0 || c.GitLab.MaxRetries > 20 {
 		errs = append(errs, fmt.Errorf("gitlab.max_retries %d: want 0 to 20", c.GitLab.MaxRetries))
 	}
+	if c.CatchUpInterval <= 0 {
+		errs = append(errs, fmt.Errorf("catch_up_interval %s: want a positive duration such as 5m", c.CatchUpInterval))
+	}
 	if c.GitLab.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("gitlab.timeout %s: want a positive duration such as 30s", c.GitLab.Timeout))
 	}
@@ -358,6 +374,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("containerfiles[%d] %q: want a path relative to the repository root", i, f))
 		}
 	}
+	if _, err := deps.ParsePlatforms(c.Platform); err != nil {
+		errs = append(errs, fmt.Errorf("platform: %v", err))
+	}
 	if c.State == "" {
 		errs = append(errs, errors.New("state is empty: name the SQLite file (--state, DEPSD_STATE)"))
 	}
@@ -381,4 +400,14 @@ func checkPath(p string, minSegments int) error {
 		return fmt.Errorf("want at least %d path segments", minSegments)
 	}
 	return nil
+}
+
+// Analysis is how Containerfiles are read: for the platforms of Platform
+// (checked by Validate; the default platform if it does not parse).
+func (c Config) Analysis() deps.Options {
+	p, err := deps.ParsePlatforms(c.Platform)
+	if err != nil {
+		return deps.Options{}
+	}
+	return deps.Options{Platforms: p}
 }

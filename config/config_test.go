@@ -139,6 +139,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"absolute file", "containerfiles: [/etc/passwd]\n", "containerfiles[0]"},
 		{"hook url", "hooks:\n  url: not a url\n", "hooks.url"},
 		{"mode", "mode: sometimes\n", `mode "sometimes": want full or first-level`},
+		{"platform", "platform: amd64\n", "platform: platform \"amd64\": want os/arch"},
 		{"token in url", "gitlab:\n  url: https://user:glpat-x@gitlab.example.com\n", "must not carry credentials"},
 	}
 	for _, tt := range tests {
@@ -214,5 +215,27 @@ func TestModeOldNameStillWorks(t *testing.T) {
 	}
 	if Defaults().Mode != "full" {
 		t.Errorf("default mode %q", Defaults().Mode)
+	}
+}
+
+// TestPlatformReachesTheAnalysis: platform: in depsd.yaml becomes the
+// options scans read Containerfiles with; the default is linux/amd64.
+func TestPlatformReachesTheAnalysis(t *testing.T) {
+	cfg, err := Load(Source{ReadFile: fakeFS{"depsd.yaml": "platform: linux/arm64, linux/amd64\n"}.read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range cfg.ScanOptions(nil, nil).Analysis.Platforms {
+		got = append(got, p.String())
+	}
+	if strings.Join(got, " ") != "linux/arm64 linux/amd64" {
+		t.Errorf("platforms %q", got)
+	}
+	if d := Defaults().Platform; d != "linux/amd64" {
+		t.Errorf("default platform %q", d)
 	}
 }

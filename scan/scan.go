@@ -65,6 +65,8 @@ type Options struct {
 	// Registry, when set, replaces each project's own registry prefix by
 	// Registry/<project path> for mapping images to projects.
 	Registry string
+	// Analysis says how Containerfiles are read (the platforms).
+	Analysis deps.Options
 	// InstanceHost is the GitLab host; .gitlab-deps URLs on other hosts are
 	// warnings.
 	InstanceHost string
@@ -183,7 +185,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		return Result{}, fmt.Errorf("read dependency files: %w", err)
 	}
 
-	graph := Analyze(projects, opts.Registry, opts.InstanceHost)
+	graph := Analyze(projects, opts.Registry, opts.InstanceHost, opts.Analysis)
 	res.ScanMeta = summarize(projects, graph)
 	res.CyclePaths = graph.Cycles()
 	res.ScanMeta.Cycles = len(res.CyclePaths)

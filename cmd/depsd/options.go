@@ -40,7 +40,7 @@ type settings struct {
 // takes; logLevel is the default level.
 func (s *settings) addCommon(fs *pflag.FlagSet, logLevel string) {
 	fs.StringVar(&s.configFile, "config", "", "configuration file (default $DEPSD_CONFIG, else ./depsd.yaml if present)")
-	fs.StringVar(&s.state, "state", "", "SQLite state file (default $DEPSD_STATE, else depsd.db)")
+	fs.StringVar(&s.state, "state", "", "state: an SQLite file, or a postgres:// URL shared by serve replicas (default $DEPSD_STATE, else depsd.db)")
 	enumVar(fs, &s.logLevel, "log-level", logLevel, logLevels, "log level: "+strings.Join(logLevels, ", "))
 	enumVar(fs, &s.logFormat, "log-format", "text", logFormats, "log format: text (key=value) or json (one object per line, for log collectors)")
 }

@@ -69,6 +69,8 @@ GITLAB_TOKEN, DEPSD_STATE, ...), then depsd.yaml, then defaults.`,
 		newChainsCmd(a),
 		newSchedulesCmd(a),
 		newConfigCmd(a),
+		newStatusCmd(a),
+		newMigrateStateCmd(a),
 		newVersionCmd(a),
 		newManCmd(a),
 	)
