@@ -3,7 +3,7 @@
 # a build list with BuildKit's); it builds without cgo and with these tags.
 EXECUTOR_TAGS := remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp
 
-.PHONY: test test-depsd test-executor vet build release image man demo bench fuzz mutants soak
+.PHONY: test test-depsd test-executor vet build build-depsd release image man demo bench fuzz mutants soak
 
 # The version stamped into the binaries (depsd version, User-Agent, the
 # depsd_build_info metric): the git tag, else the commit, "-dirty" for a
@@ -34,9 +34,11 @@ test-executor:
 	cd podman-executor && CGO_ENABLED=0 go test -count=1 -tags "$(EXECUTOR_TAGS)" ./...
 
 ## build: static depsd and podman-executor for this machine, in bin/
-build:
-	$(GOBUILD) -ldflags "$(DEPSD_LDFLAGS)" -o bin/depsd ./cmd/depsd
+build: build-depsd
 	cd podman-executor && $(GOBUILD) -tags "$(EXECUTOR_TAGS)" -ldflags "$(EXECUTOR_LDFLAGS)" -o ../bin/podman-executor ./cmd/podman-executor
+
+build-depsd:
+	$(GOBUILD) -ldflags "$(DEPSD_LDFLAGS)" -o bin/depsd ./cmd/depsd
 
 ## release: static binaries for linux/amd64 and linux/arm64, man pages and
 ## SHA256SUMS in bin/release/$(VERSION)
@@ -58,7 +60,7 @@ man:
 ## image: the depsd container image, built offline: the static binary and
 ## the host's CA certificates on an empty base (packaging/Containerfile)
 CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
-image: build
+image: build-depsd
 	rm -rf bin/image && mkdir -p bin/image/rootfs/etc/ssl/certs bin/image/rootfs/tmp bin/image/rootfs/var/lib/depsd
 	cp bin/depsd bin/image/depsd
 	cp $(CA_CERTS) bin/image/rootfs/etc/ssl/certs/ca-certificates.crt
