@@ -26,7 +26,7 @@ func TestBadValuesAreUsageErrors(t *testing.T) {
 func TestReadOnlyCommandsCreateNoState(t *testing.T) {
 	_, dir := fakeInstance(t)
 	state := filepath.Join(dir, "depsd.db")
-	for _, args := range [][]string{{"graph"}, {"deps", "a/b"}, {"rdeps", "a/b"}, {"chains"}, {"chains", "1"}, {"schedules"}, {"rebuild", "--dry-run", "a/b"}} {
+	for _, args := range [][]string{{"graph"}, {"deps", "a/b"}, {"rdeps", "a/b"}, {"chains"}, {"chains", "1"}, {"schedules"}, {"status"}, {"rebuild", "--dry-run", "a/b"}} {
 		code, _, errOut := depsd(t, args...)
 		if code != exitFail || !strings.Contains(errOut, "no state at "+state+": run depsd scan first") {
 			t.Errorf("%v: exit %d, %s", args, code, errOut)
