@@ -18,6 +18,9 @@ func TestBadValuesAreUsageErrors(t *testing.T) {
 			stderr: `invalid argument "verbose" for "--log-level" flag: want one of debug, info, warn, error`},
 		{name: "graph format", args: []string{"graph", "--format", "yaml"}, code: exitUsage, stderr: "want one of text, json, dot, mermaid"},
 		{name: "rebuild mode", args: []string{"rebuild", "--mode", "all", "x/y"}, code: exitUsage, stderr: "want one of full, first-level"},
+		{name: "watch without ID", args: []string{"chains", "--watch"}, code: exitUsage, stderr: "--watch follows one chain: give its ID"},
+		{name: "watch interval", args: []string{"chains", "1", "--watch", "--interval", "0s"}, code: exitUsage, stderr: "--interval 0s: want a positive duration"},
+		{name: "log format", args: []string{"graph", "--log-format", "xml"}, code: exitUsage, stderr: `"xml" for "--log-format" flag: want one of text, json`},
 	})
 }
 
