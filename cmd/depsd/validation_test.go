@@ -79,7 +79,7 @@ func TestConfigCheck(t *testing.T) {
 	os.WriteFile(cfg, []byte("scope:\n  groups: [infra]\nhooks:\n  secret_file: "+secret+"\nmode: chain\n"), 0o600)
 	code, out, errOut := depsd(t, "config", "check", "--config", cfg)
 	if code != exitOK || !strings.Contains(out, "token: '******** (set)'") || !strings.Contains(out, "secret: '******** (set)'") ||
-		!strings.Contains(out, "mode: full") || !strings.Contains(out, "  groups:\n    - infra") || !strings.Contains(out, "configuration OK") {
+		!strings.Contains(out, "mode: full") || !strings.Contains(out, "catch_up: once") || !strings.Contains(out, "rescan: '@every 6h'") || !strings.Contains(out, "  groups:\n    - infra") || !strings.Contains(out, "configuration OK") {
 		t.Errorf("config check: exit %d\n%s%s", code, out, errOut)
 	}
 	if strings.Contains(out+errOut, "glpat-very-secret") || strings.Contains(out+errOut, "hook-secret-value") {
