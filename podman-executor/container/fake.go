@@ -32,8 +32,13 @@ type Fake struct {
 	Now func() time.Time
 	// StartExits makes Start leave the named containers stopped.
 	StartExits map[string]bool
-	next       int
+	// IsLocal is what Local reports (false: stages use Exec).
+	IsLocal bool
+	next    int
 }
+
+// Local reports IsLocal.
+func (f *Fake) Local() bool { return f.IsLocal }
 
 type fakeContainer struct {
 	info Info

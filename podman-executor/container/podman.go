@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/containers/podman/v4/pkg/bindings"
@@ -19,6 +20,7 @@ import (
 // their own connections, so a stage may run a second exec (to stop the
 // first) while one is attached.
 type Podman struct {
+	local bool // the service listens on a unix socket of this host
 	// conn is the bindings' connection. The bindings look it up in a
 	// context value, so it is kept here and merged into each caller's
 	// context by ctx: callers keep control of cancellation.
@@ -32,8 +34,12 @@ func Dial(ctx context.Context, uri string) (*Podman, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to podman at %s: %w", uri, err)
 	}
-	return &Podman{conn: context.WithoutCancel(conn)}, nil
+	return &Podman{conn: context.WithoutCancel(conn), local: strings.HasPrefix(uri, "unix:")}, nil
 }
+
+// Local reports whether the service is reached through a unix socket of
+// this host, and so shares its filesystem.
+func (p *Podman) Local() bool { return p.local }
 
 // ctx returns a context with the caller's deadline and cancellation and
 // the bindings' connection value.

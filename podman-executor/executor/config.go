@@ -57,6 +57,10 @@ type Config struct {
 	// image reference) pulled from without TLS verification, which also
 	// allows plain HTTP: internal registries without a trusted certificate.
 	InsecureRegistries []string `toml:"insecure_registries"`
+	// StateDir holds, per running job, the directory through which stages
+	// reach the job container without a podman exec (see package channel).
+	// Used when podman_url is a local unix socket.
+	StateDir string `toml:"state_dir"`
 	// StopGrace is how long a canceled stage's process gets between
 	// SIGTERM and SIGKILL. Keep it below the runner's graceful kill timeout.
 	StopGrace duration `toml:"stop_grace"`
@@ -95,6 +99,7 @@ func Defaults(h Host) Config {
 		BuildsDir:     "/builds",
 		CacheDir:      "/cache",
 		CacheHostDir:  "/var/cache/podman-executor",
+		StateDir:      "/run/podman-executor",
 		StopGrace:     duration{10 * time.Second},
 		GCMaxAge:      duration{3 * time.Hour},
 		GCCacheMaxAge: duration{14 * 24 * time.Hour},
@@ -105,6 +110,11 @@ func Defaults(h Host) Config {
 			base = filepath.Join(h.Env["HOME"], ".cache")
 		}
 		c.CacheHostDir = filepath.Join(base, "podman-executor")
+		run := h.Env["XDG_RUNTIME_DIR"]
+		if run == "" {
+			run = filepath.Join(os.TempDir(), "podman-executor-"+strconv.Itoa(h.UID))
+		}
+		c.StateDir = filepath.Join(run, "podman-executor")
 	}
 	if h.LookPath != nil {
 		for _, name := range []string{"gitlab-runner-helper", "gitlab-runner"} {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"gitlab.com/depsd/depsd/podman-executor/channel"
 	"gitlab.com/depsd/depsd/podman-executor/container"
 )
 
@@ -67,6 +68,9 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 			return &JobError{Msg: "service: " + err.Error()}
 		}
 	}
+	if err := e.connect(ctx); err != nil {
+		return err
+	}
 	mounts, err := e.mounts(id)
 	if err != nil {
 		return err
@@ -87,6 +91,15 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	spec, err := e.jobSpec(id, image, mounts)
 	if err != nil {
 		return err
+	}
+	useChannel := e.Engine.Local() && e.Config.StateDir != ""
+	if useChannel {
+		dir, err := e.makeChannel(name)
+		if err != nil {
+			return err
+		}
+		spec.Entrypoint = channel.Loop(channel.MountPoint)
+		spec.Mounts = append(spec.Mounts, container.Mount{Source: dir, Destination: channel.MountPoint})
 	}
 	if len(services) > 0 {
 		hosts, err := e.startServices(ctx, id, services)
@@ -112,8 +125,49 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	if !info.Running {
 		return fmt.Errorf("job container %s stopped right after start: does image %s have sh?", name, image)
 	}
+	if useChannel {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := channel.Ready(rctx, e.channelDir(name), e.alive(ctx, name)); err != nil {
+			return fmt.Errorf("job container %s: %w", name, err)
+		}
+	}
 	e.progress("Job container %s is running", name)
 	return nil
+}
+
+// makeChannel creates the job's state directory (0700) and its stage
+// channel, and returns the channel's path.
+func (e *Executor) makeChannel(name string) (string, error) {
+	if err := os.MkdirAll(e.Config.StateDir, 0o700); err != nil {
+		return "", fmt.Errorf("state_dir: %w", err)
+	}
+	job := e.jobStateDir(name)
+	if err := os.Mkdir(job, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("state_dir: %w", err)
+	}
+	if err := os.Chmod(job, 0o700); err != nil {
+		return "", fmt.Errorf("state_dir: %w", err)
+	}
+	dir := e.channelDir(name)
+	return dir, channel.Create(dir)
+}
+
+// alive returns a check that fails once the job container stops.
+func (e *Executor) alive(ctx context.Context, name string) func() error {
+	return func() error {
+		if err := e.connect(ctx); err != nil {
+			return err
+		}
+		info, err := e.Engine.Inspect(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !info.Running {
+			return fmt.Errorf("job container %s is not running", name)
+		}
+		return nil
+	}
 }
 
 // progress writes one line to the job log.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,7 +57,12 @@ func setup(m *testing.M) int {
 		image = "localhost/busybox-test:latest"
 	}
 	shared = env{host: host, image: image}
+	expected := expectPodman(os.Getenv)
 	if host == "" {
+		if expected != "" {
+			fmt.Fprintf(os.Stderr, "%s but no podman socket is set or at %s: failing instead of skipping\n", expected, ciSocket)
+			return 1
+		}
 		shared.skip = "no podman socket: set CONTAINER_HOST or run `eval \"$(.ci/podman.sh start)\"`"
 		return m.Run()
 	}
@@ -64,6 +70,10 @@ func setup(m *testing.M) int {
 	defer cancel()
 	engine, err := container.Dial(ctx, host)
 	if err != nil {
+		if expected != "" {
+			fmt.Fprintf(os.Stderr, "%s but podman at %s does not answer (%v): failing instead of skipping\n", expected, host, err)
+			return 1
+		}
 		shared.skip = fmt.Sprintf("podman socket %s not reachable (%v): run `eval \"$(.ci/podman.sh start)\"`", host, err)
 		return m.Run()
 	}
@@ -88,12 +98,25 @@ func setup(m *testing.M) int {
 	return m.Run()
 }
 
+// expectPodman says why podman must be there (CI=true, or CONTAINER_HOST
+// set), or "" when the tests may skip without it.
+func expectPodman(getenv func(string) string) string {
+	if getenv("CI") == "true" {
+		return "CI=true"
+	}
+	if h := getenv("CONTAINER_HOST"); h != "" {
+		return "CONTAINER_HOST=" + h
+	}
+	return ""
+}
+
 // runner behaves like gitlab-runner towards the driver, for one test.
 type runner struct {
 	t          testing.TB
 	env        env
 	configFile string   // driver config file
 	cache      string   // cache_host_dir
+	state      string   // state_dir
 	extraEnv   []string // more driver environment (benchmarks)
 }
 
@@ -104,8 +127,13 @@ func newRunner(t testing.TB, extraConfig string) *runner {
 	}
 	dir := t.TempDir()
 	r := &runner{t: t, env: shared, configFile: filepath.Join(dir, "config.toml"), cache: filepath.Join(dir, "cache")}
-	cfg := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n%s",
-		shared.host, r.cache, helperBinary(), extraConfig)
+	r.state = filepath.Join(dir, "state")
+	cfg := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n",
+		shared.host, r.cache, helperBinary())
+	if !strings.Contains(extraConfig, "state_dir") {
+		cfg += fmt.Sprintf("state_dir = %q\n", r.state)
+	}
+	cfg += extraConfig
 	if err := os.WriteFile(r.configFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -181,12 +209,57 @@ func (r *runner) environ(j *job) []string {
 	return env
 }
 
+// output is a driver call's output, safe to read while the call runs.
+type output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// waitOutput waits until a running call's output contains want.
+func (r *runner) waitOutput(out *output, want string) {
+	r.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("output never showed %q:\n%s", want, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitExit waits for a started call to end, failing the test after a
+// minute (a stuck driver, not a slow one).
+func (r *runner) waitExit(cmd *exec.Cmd, out *output) {
+	r.t.Helper()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		r.t.Fatalf("%v did not end within a minute:\n%s", cmd.Args, out)
+	}
+}
+
 // start starts one driver call without waiting for it.
-func (r *runner) start(j *job, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func (r *runner) start(j *job, args ...string) (*exec.Cmd, *output) {
 	r.t.Helper()
 	cmd := exec.Command(r.env.bin, args...)
 	cmd.Env = r.environ(j)
-	var out bytes.Buffer
+	var out output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
@@ -288,6 +361,9 @@ func (r *runner) assertGone(j *job) {
 	}
 	if len(cs) > 0 || len(ns) > 0 {
 		r.t.Errorf("left behind: containers %v networks %v", cs, ns)
+	}
+	if _, err := os.Stat(filepath.Join(r.state, j.name())); !os.IsNotExist(err) {
+		r.t.Errorf("left behind: state directory of %s (%v)", j.name(), err)
 	}
 }
 

@@ -54,6 +54,9 @@ func startRegistry(t *testing.T, tags ...string) *registry {
 		t.Skip(shared.skip)
 	}
 	if _, err := os.Stat(registryBinary); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but %s is missing (Debian package docker-registry): %v", registryBinary, err)
+		}
 		t.Skipf("%s not installed (Debian package docker-registry): %v", registryBinary, err)
 	}
 	dir := t.TempDir()

@@ -75,8 +75,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		if stage == "config" {
 			return e.ConfigStage(stdout)
 		}
-		if err := connect(ctx, e); err != nil {
-			return err
+		e.Dial = func(ctx context.Context) (executor.Engine, error) {
+			return container.Dial(ctx, e.Config.PodmanURL)
 		}
 		return dispatch(ctx, e, stage, args[1:], stdout, stderr)
 	})
@@ -128,15 +128,4 @@ func loadConfig(flagPath string, env map[string]string) (executor.Config, error)
 		LookPath: exec.LookPath,
 	})
 	return executor.LoadConfig(path, explicit, defaults)
-}
-
-// connect dials the podman service; failing to reach it is a system
-// failure like any other podman error.
-func connect(ctx context.Context, e *executor.Executor) error {
-	p, err := container.Dial(ctx, e.Config.PodmanURL)
-	if err != nil {
-		return err
-	}
-	e.Engine = p
-	return nil
 }
