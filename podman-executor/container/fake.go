@@ -34,7 +34,54 @@ type Fake struct {
 	StartExits map[string]bool
 	// IsLocal is what Local reports (false: stages use Exec).
 	IsLocal bool
-	next    int
+	// ImageConfigs are what ImageConfig returns per image (default zero).
+	ImageConfigs map[string]ImageConfig
+	// Health is what RunHealthCheck returns per container; nil means
+	// "healthy". HealthChecks counts the checks run.
+	Health       func(name string) string
+	HealthChecks int
+	// ContainerLogs are what Logs returns per container.
+	ContainerLogs map[string][]string
+	next          int
+}
+
+// ImageConfig returns ImageConfigs[ref].
+func (f *Fake) ImageConfig(_ context.Context, ref string) (ImageConfig, error) {
+	if err := f.record("ImageConfig", ref); err != nil {
+		return ImageConfig{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.images[ref] {
+		return ImageConfig{}, fmt.Errorf("inspect image %s: %w", ref, ErrNotFound)
+	}
+	return f.ImageConfigs[ref], nil
+}
+
+// RunHealthCheck returns Health(name), "healthy" when Health is nil.
+func (f *Fake) RunHealthCheck(_ context.Context, name string) (string, error) {
+	if err := f.record("RunHealthCheck", name); err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	f.HealthChecks++
+	h := f.Health
+	f.mu.Unlock()
+	if h == nil {
+		return "healthy", nil
+	}
+	return h(name), nil
+}
+
+// Logs returns the last tail lines of ContainerLogs[name].
+func (f *Fake) Logs(_ context.Context, name string, tail int) ([]string, error) {
+	if err := f.record("Logs", name); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.ContainerLogs[name]
+	return l[max(0, len(l)-tail):], nil
 }
 
 // Local reports IsLocal.

@@ -94,10 +94,24 @@ func (p *Podman) Pull(ctx context.Context, ref string, o PullOptions, progress i
 	if o.SkipTLSVerify {
 		opts = opts.WithSkipTLSVerify(true)
 	}
+	if o.Platform != "" {
+		os, arch, variant := splitPlatform(o.Platform)
+		opts = opts.WithOS(os).WithArch(arch)
+		if variant != "" {
+			opts = opts.WithVariant(variant)
+		}
+	}
 	if _, err := images.Pull(p.ctx(ctx), ref, opts); err != nil {
 		return fmt.Errorf("pull %s: %w", ref, notFound(err))
 	}
 	return nil
+}
+
+// splitPlatform reads "os/arch[/variant]".
+func splitPlatform(p string) (os, arch, variant string) {
+	os, rest, _ := strings.Cut(p, "/")
+	arch, variant, _ = strings.Cut(rest, "/")
+	return os, arch, variant
 }
 
 // Start starts a created container.

@@ -27,6 +27,10 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 	g.WorkDir = s.WorkDir
 	g.Privileged = s.Privileged
 	g.HostAdd = s.HostAdd
+	g.User = s.User
+	if s.Platform != "" {
+		g.ImageOS, g.ImageArch, g.ImageVariant = splitPlatform(s.Platform)
+	}
 	var zero uint
 	g.StopTimeout = &zero
 	for _, m := range s.Mounts {
@@ -79,6 +83,7 @@ func (p *Podman) Inspect(ctx context.Context, name string) (Info, error) {
 	}
 	if d.State != nil {
 		info.Running = d.State.Running
+		info.PID = d.State.Pid
 	}
 	if d.NetworkSettings != nil {
 		for net, n := range d.NetworkSettings.Networks {

@@ -33,10 +33,13 @@ type Spec struct {
 	Mounts     []Mount
 	// Networks the container joins, each with its DNS aliases. Empty means
 	// podman's default network.
-	Networks   map[string][]string
-	HostAdd    []string // extra /etc/hosts lines, "name:ip"
-	Hostname   string
-	WorkDir    string
+	Networks map[string][]string
+	HostAdd  []string // extra /etc/hosts lines, "name:ip"
+	Hostname string
+	WorkDir  string
+	User     string // user[:group] the main process runs as; "" = the image's
+	// Platform ("os/arch[/variant]") selects the image variant; "" = the host's.
+	Platform   string
 	Memory     int64   // bytes; 0 = unlimited
 	CPUs       float64 // 0 = unlimited
 	PidsLimit  int64   // 0 = podman default
@@ -55,6 +58,17 @@ type Info struct {
 	ExecRunning bool
 	// IPs maps network name to the container's address on it.
 	IPs map[string]string
+	// PID is the host PID of the container's main process (0: stopped).
+	PID int
+}
+
+// ImageConfig is what the executor reads from a local image's config.
+type ImageConfig struct {
+	// ExposedTCP are the image's EXPOSEd TCP ports.
+	ExposedTCP []int
+	// Healthcheck is the image's HEALTHCHECK test (["CMD", ...],
+	// ["CMD-SHELL", "..."], ["NONE"]); nil when it has none.
+	Healthcheck []string
 }
 
 // Network is a podman network as the executor sees it.
@@ -89,6 +103,8 @@ type PullOptions struct {
 	// SkipTLSVerify pulls without verifying the registry's certificate and
 	// allows plain HTTP: for registries the operator marked insecure.
 	SkipTLSVerify bool
+	// Platform ("os/arch[/variant]") pulls that variant; "" = the host's.
+	Platform string
 }
 
 // PullPolicy is podman's pull policy name: "always", "missing", "never",

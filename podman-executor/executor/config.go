@@ -31,6 +31,9 @@ type Config struct {
 	AllowedServices []string `toml:"allowed_services"`
 	// PullPolicy is "always", "if-not-present" or "never".
 	PullPolicy string `toml:"pull_policy"`
+	// AllowedPullPolicies are the policies a job may ask for with
+	// `image: pull_policy:`; empty allows only PullPolicy.
+	AllowedPullPolicies []string `toml:"allowed_pull_policies"`
 	// BuildsDir and CacheDir are paths inside the job container.
 	BuildsDir string `toml:"builds_dir"`
 	CacheDir  string `toml:"cache_dir"`
@@ -57,6 +60,10 @@ type Config struct {
 	// image reference) pulled from without TLS verification, which also
 	// allows plain HTTP: internal registries without a trusted certificate.
 	InsecureRegistries []string `toml:"insecure_registries"`
+	// WaitForServicesTimeout is how many seconds prepare waits for the
+	// services to be ready (ports listening, or HEALTHCHECK healthy);
+	// -1 disables the wait, 0 means the default (30).
+	WaitForServicesTimeout int `toml:"wait_for_services_timeout"`
 	// StateDir holds, per running job, the directory through which stages
 	// reach the job container without a podman exec (see package channel).
 	// Used when podman_url is a local unix socket.
@@ -93,16 +100,17 @@ type Host struct {
 // Defaults returns the configuration used for keys a file leaves out.
 func Defaults(h Host) Config {
 	c := Config{
-		PodmanURL:     podmanURL(h),
-		DefaultImage:  "docker.io/library/alpine:3",
-		PullPolicy:    "if-not-present",
-		BuildsDir:     "/builds",
-		CacheDir:      "/cache",
-		CacheHostDir:  "/var/cache/podman-executor",
-		StateDir:      "/run/podman-executor",
-		StopGrace:     duration{10 * time.Second},
-		GCMaxAge:      duration{3 * time.Hour},
-		GCCacheMaxAge: duration{14 * 24 * time.Hour},
+		PodmanURL:              podmanURL(h),
+		DefaultImage:           "docker.io/library/alpine:3",
+		PullPolicy:             "if-not-present",
+		BuildsDir:              "/builds",
+		CacheDir:               "/cache",
+		CacheHostDir:           "/var/cache/podman-executor",
+		StateDir:               "/run/podman-executor",
+		WaitForServicesTimeout: 30,
+		StopGrace:              duration{10 * time.Second},
+		GCMaxAge:               duration{3 * time.Hour},
+		GCCacheMaxAge:          duration{14 * 24 * time.Hour},
 	}
 	if h.UID != 0 {
 		base := h.Env["XDG_CACHE_HOME"]
@@ -172,6 +180,9 @@ func parseConfig(text, path string, c Config) (Config, error) {
 		}
 		return Config{}, fmt.Errorf("driver config %s: unknown keys %s", path, strings.Join(keys, ", "))
 	}
+	if c.WaitForServicesTimeout == 0 {
+		c.WaitForServicesTimeout = 30
+	}
 	return c, c.validate()
 }
 
@@ -184,6 +195,19 @@ func (c Config) validate() error {
 	}
 	if _, err := c.memoryBytes(); err != nil {
 		return err
+	}
+	for _, p := range c.AllowedPullPolicies {
+		switch p {
+		case "always", "if-not-present", "never":
+		default:
+			return fmt.Errorf("driver config: allowed_pull_policies entry %q: want always, if-not-present or never", p)
+		}
+	}
+	if c.WaitForServicesTimeout < -1 {
+		return fmt.Errorf("driver config: wait_for_services_timeout %d: want seconds, or -1 to disable", c.WaitForServicesTimeout)
+	}
+	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
+		return fmt.Errorf("driver config: state_dir %q must be an absolute path (or \"\" to disable the stage channel)", c.StateDir)
 	}
 	if c.CPUs < 0 || c.PidsLimit < 0 {
 		return errors.New("driver config: cpus and pids_limit must not be negative")

@@ -47,6 +47,13 @@ type Engine interface {
 	CreateNetwork(ctx context.Context, name string, labels map[string]string) error
 	RemoveNetwork(ctx context.Context, name string) error
 	ListNetworks(ctx context.Context, labels map[string]string) ([]container.Network, error)
+	// ImageConfig reads a local image's exposed ports and HEALTHCHECK.
+	ImageConfig(ctx context.Context, ref string) (container.ImageConfig, error)
+	// RunHealthCheck runs a container's HEALTHCHECK once: "healthy",
+	// "unhealthy" or "starting".
+	RunHealthCheck(ctx context.Context, name string) (string, error)
+	// Logs returns a container's last tail log lines.
+	Logs(ctx context.Context, name string, tail int) ([]string, error)
 	// Local reports whether the service shares this host's filesystem
 	// (a local unix socket), so host directories can be bind-mounted and
 	// stages can reach the job container through package channel.
@@ -68,6 +75,10 @@ type Executor struct {
 	Stderr io.Writer
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Listening reports whether a service listens on a TCP port (nil:
+	// through /proc with a local podman, else by connecting); tests
+	// replace it.
+	Listening func(ctx context.Context, info container.Info, network string, port int, local bool) bool
 }
 
 // connect makes sure e.Engine is set, dialing podman if needed.

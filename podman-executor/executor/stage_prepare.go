@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,6 +69,16 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 			return &JobError{Msg: "service: " + err.Error()}
 		}
 	}
+	policies, err := e.pullPolicies(e.Job.Response.Image.PullPolicy)
+	if err != nil {
+		return err
+	}
+	servicePolicies := make([][]string, len(services))
+	for i, s := range services {
+		if servicePolicies[i], err = e.pullPolicies(s.PullPolicy); err != nil {
+			return err
+		}
+	}
 	if err := e.connect(ctx); err != nil {
 		return err
 	}
@@ -79,33 +90,36 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	if err := e.removeStale(ctx, name); err != nil {
 		return err
 	}
-	if err := e.ensureImage(ctx, image); err != nil {
+	if err := e.ensureImage(ctx, image, policies, e.Job.Response.Image.ExecutorOpts.Docker.Platform); err != nil {
 		return err
 	}
-	for _, s := range services {
-		if err := e.ensureImage(ctx, s.Name); err != nil {
+	for i, s := range services {
+		if err := e.ensureImage(ctx, s.Name, servicePolicies[i], ""); err != nil {
 			return err
 		}
 	}
 
-	spec, err := e.jobSpec(id, image, mounts)
-	if err != nil {
-		return err
-	}
 	useChannel := e.Engine.Local() && e.Config.StateDir != ""
+	main := keepAlive
 	if useChannel {
 		dir, err := e.makeChannel(name)
 		if err != nil {
 			return err
 		}
-		spec.Entrypoint = channel.Loop(channel.MountPoint)
-		spec.Mounts = append(spec.Mounts, container.Mount{Source: dir, Destination: channel.MountPoint})
+		main = channel.Loop(channel.MountPoint)
+		mounts = append(mounts, container.Mount{Source: dir, Destination: channel.MountPoint})
 	}
+	spec, err := e.jobSpec(id, image, mounts, main)
+	if err != nil {
+		return err
+	}
+	var started []startedService
 	if len(services) > 0 {
-		hosts, err := e.startServices(ctx, id, services)
+		hosts, st, err := e.startServices(ctx, id, services)
 		if err != nil {
 			return err
 		}
+		started = st
 		spec.HostAdd = hosts
 		spec.Networks = map[string][]string{id.NetworkName(): nil}
 		if e.Config.Network != "" {
@@ -123,7 +137,7 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 		return err
 	}
 	if !info.Running {
-		return fmt.Errorf("job container %s stopped right after start: does image %s have sh?", name, image)
+		return fmt.Errorf("job container %s stopped right after start: does image %s have sh, and does its entrypoint run its command (else set `image: entrypoint: [\"\"]`)?", name, image)
 	}
 	if useChannel {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -133,7 +147,7 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 		}
 	}
 	e.progress("Job container %s is running", name)
-	return nil
+	return e.waitForServices(ctx, id.NetworkName(), started)
 }
 
 // makeChannel creates the job's state directory (0700) and its stage
@@ -191,9 +205,45 @@ func (e *Executor) removeStale(ctx context.Context, name string) error {
 	return e.removeGroup(ctx, name)
 }
 
-// ensureImage makes image present according to the pull policy.
-func (e *Executor) ensureImage(ctx context.Context, image string) error {
-	policy := e.Config.PullPolicy
+// pullPolicies are the policies to try, in order, for an image whose
+// job asks for requested (`pull_policy:`; empty: the driver's own). A
+// policy outside allowed_pull_policies is the job's error.
+func (e *Executor) pullPolicies(requested []string) ([]string, error) {
+	if len(requested) == 0 {
+		return []string{e.Config.PullPolicy}, nil
+	}
+	allowed := e.Config.AllowedPullPolicies
+	if len(allowed) == 0 {
+		allowed = []string{e.Config.PullPolicy}
+	}
+	for _, p := range requested {
+		if !slices.Contains(allowed, p) {
+			return nil, &JobError{Msg: fmt.Sprintf("pull_policy (%s) defined in the job is not one of the allowed_pull_policies of this runner (%s)",
+				strings.Join(requested, ", "), strings.Join(allowed, ", "))}
+		}
+	}
+	return requested, nil
+}
+
+// ensureImage makes image present, trying each pull policy in turn (as
+// GitLab does with a list of policies) until one succeeds.
+func (e *Executor) ensureImage(ctx context.Context, image string, policies []string, platform string) error {
+	var errs []error
+	for _, p := range policies {
+		err := e.ensureImageWith(ctx, image, p, platform)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+		if len(policies) > 1 {
+			e.progress("WARNING: pull_policy %s for %s failed: %v", p, image, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ensureImageWith makes image present according to one pull policy.
+func (e *Executor) ensureImageWith(ctx context.Context, image, policy, platform string) error {
 	if policy != "always" {
 		ok, err := e.Engine.ImageExists(ctx, image)
 		if err != nil {
@@ -207,15 +257,18 @@ func (e *Executor) ensureImage(ctx context.Context, image string) error {
 			return fmt.Errorf("image %s is not present locally and pull_policy is never", image)
 		}
 	}
-	opts := container.PullOptions{Policy: "missing", SkipTLSVerify: e.Config.insecure(registryHost(image))}
+	opts := container.PullOptions{Policy: "missing", SkipTLSVerify: e.Config.insecure(registryHost(image)), Platform: platform}
 	if policy == "always" {
 		opts.Policy = "always"
 	}
 	var source string
 	opts.Auth, source = credentials(image, e.Job, e.Config)
 	how := ""
+	if platform != "" {
+		how = " for platform " + platform
+	}
 	if source != "" {
-		how = " with credentials from " + source
+		how += " with credentials from " + source
 	}
 	if opts.SkipTLSVerify {
 		how += " (insecure registry: no TLS verification)"
@@ -262,22 +315,37 @@ func (e *Executor) mounts(id Identity) ([]container.Mount, error) {
 }
 
 // jobSpec describes the job container.
-func (e *Executor) jobSpec(id Identity, image string, mounts []container.Mount) (container.Spec, error) {
+// main is the job container's main process: the stage channel's loop,
+// or keepAlive.
+func (e *Executor) jobSpec(id Identity, image string, mounts []container.Mount, main []string) (container.Spec, error) {
 	mem, err := e.Config.memoryBytes()
 	if err != nil {
 		return container.Spec{}, err
 	}
+	opts := e.Job.Response.Image
 	s := container.Spec{
 		Name:       id.JobName(),
 		Image:      image,
-		Entrypoint: keepAlive,
+		Entrypoint: main,
 		Command:    []string{},
+		User:       opts.ExecutorOpts.Docker.User,
+		Platform:   opts.ExecutorOpts.Docker.Platform,
 		Labels:     id.Labels("job", e.now()),
 		Mounts:     mounts,
 		Memory:     mem,
 		CPUs:       e.Config.CPUs,
 		PidsLimit:  e.Config.PidsLimit,
 		Privileged: e.Config.Privileged,
+	}
+	// As GitLab's docker executor does, the image's ENTRYPOINT (or the
+	// job's `image: entrypoint`) starts the main process, so what it sets
+	// up is there for the stages; `entrypoint: [""]` disables it.
+	switch ep := opts.Entrypoint; {
+	case len(ep) == 1 && ep[0] == "":
+	case len(ep) > 0:
+		s.Entrypoint, s.Command = ep, main
+	default:
+		s.Entrypoint, s.Command = nil, main
 	}
 	if e.Config.Network != "" {
 		s.Networks = map[string][]string{e.Config.Network: nil}
@@ -288,15 +356,16 @@ func (e *Executor) jobSpec(id Identity, image string, mounts []container.Mount) 
 // startServices creates the job's network and starts each service on it
 // under its aliases. It returns /etc/hosts lines for the job container, so
 // the aliases resolve even where the network has no DNS.
-func (e *Executor) startServices(ctx context.Context, id Identity, services []Service) ([]string, error) {
+func (e *Executor) startServices(ctx context.Context, id Identity, services []Service) ([]string, []startedService, error) {
 	net := id.NetworkName()
 	if err := e.Engine.CreateNetwork(ctx, net, id.Labels("network", e.now())); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mem, err := e.Config.memoryBytes()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var started []startedService
 	names := make([]string, len(services))
 	aliases := make([][]string, len(services))
 	for i, s := range services {
@@ -322,21 +391,21 @@ func (e *Executor) startServices(ctx context.Context, id Identity, services []Se
 		}
 		e.progress("Starting service %s as %s", s.Name, strings.Join(aliases[i], ", "))
 		if _, err := e.Engine.Create(ctx, spec); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := e.Engine.Start(ctx, names[i]); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var hosts []string
 	for i, name := range names {
 		info, err := e.Engine.Inspect(ctx, name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		started = append(started, startedService{name: name, image: services[i].Name})
 		if !info.Running {
-			e.progress("WARNING: service %s is not running", services[i].Name)
-			continue
+			continue // the readiness check reports it, with its logs
 		}
 		if ip := info.IPs[net]; ip != "" {
 			for _, a := range aliases[i] {
@@ -344,7 +413,7 @@ func (e *Executor) startServices(ctx context.Context, id Identity, services []Se
 			}
 		}
 	}
-	return hosts, nil
+	return hosts, started, nil
 }
 
 // sinceLabel is how old a labelled thing is, from its created label, else
