@@ -11,16 +11,21 @@ import (
 
 // BenchmarkRebuild2000 rebuilds one base image of the 2,000-project
 // instance (every request to the fake GitLab takes 20 ms, every pipeline
-// 100 ms) and reports how long the whole chain takes and how many
-// pipelines it created: exactly one per affected project.
+// 100 ms) with the daemon at its default settings, and reports how long
+// the whole chain takes, how many pipelines it created (exactly one per
+// affected project), and two floors: floor-s, the pipeline time of every
+// level plus the create requests × latency ÷ requests in flight, and
+// rate-floor-s, the create requests at the default 2,000 requests a
+// minute plus the pipeline time of every level.
 func BenchmarkRebuild2000(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
-		srv := gitlabtest.New(gitlabtest.Options{Token: "bench",
-			Pipelines: gitlabtest.Behavior{Duration: 100 * time.Millisecond, Outcome: "success"}})
+		const latency, pipeline = 20 * time.Millisecond, 100 * time.Millisecond
+		srv, clk := newFake(gitlabtest.Options{Token: "bench",
+			Pipelines: gitlabtest.Behavior{Duration: pipeline, Outcome: "success"}})
 		seedInstance(b, srv, 2000)
-		s := serve(b, srv, []string{"images", "apps"}, chain.Full)
-		srv.SetLatency(20 * time.Millisecond)
+		s := serve(b, srv, clk, []string{"images", "apps"}, chain.Full)
+		srv.SetLatency(latency)
 		ctx := context.Background()
 		graph, err := s.d.Graph(ctx)
 		if err != nil {
@@ -28,6 +33,7 @@ func BenchmarkRebuild2000(b *testing.B) {
 		}
 		const root = "images/base-0"
 		affected := len(graph.Affected(root))
+		levels := len(graph.Waves(root))
 		b.StartTimer()
 
 		start := time.Now()
@@ -65,6 +71,10 @@ func BenchmarkRebuild2000(b *testing.B) {
 		b.ReportMetric(took.Seconds(), "chain-s")
 		b.ReportMetric(float64(created), "pipelines")
 		b.ReportMetric(float64(affected), "affected")
+		creates := float64(created)
+		levelTime := float64(levels) * pipeline.Seconds()
+		b.ReportMetric(levelTime+creates*latency.Seconds()/float64(s.cfg.GitLab.Concurrency), "floor-s")
+		b.ReportMetric(levelTime+creates*60/float64(s.cfg.GitLab.RequestsPerMinute), "rate-floor-s")
 		srv.SetLatency(0)
 		s.stop(b)
 		b.StartTimer()

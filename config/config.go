@@ -73,18 +73,24 @@ type Hooks struct {
 	Secret     string `yaml:"-"`
 }
 
+// The values of Mode.
+const (
+	ModeChain      = "chain"
+	ModeFirstLevel = "first-level"
+)
+
 // Defaults returns the configuration used where nothing else says.
 func Defaults() Config {
 	return Config{
 		GitLab: GitLab{
 			Concurrency:       8,
-			RequestsPerMinute: 600,
+			RequestsPerMinute: 2000,
 			MaxRetries:        5,
 			Timeout:           30 * time.Second,
 		},
 		Containerfiles: []string{"Containerfile", "Dockerfile"},
 		State:          "depsd.db",
-		Mode:           "chain",
+		Mode:           ModeChain,
 	}
 }
 
@@ -281,7 +287,7 @@ func (c *Config) Validate() error {
 	if c.State == "" {
 		return errors.New("state is empty: name the SQLite file (--state, DEPSD_STATE)")
 	}
-	if c.Mode != "chain" && c.Mode != "first-level" {
+	if c.Mode != ModeChain && c.Mode != ModeFirstLevel {
 		return fmt.Errorf("mode %q: want chain or first-level", c.Mode)
 	}
 	if c.Hooks.URL != "" {

@@ -87,8 +87,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		opts.Now = time.Now
 	}
 	cfg := opts.Config
-	if opts.Mode == "" && cfg.Mode == "first-level" {
-		opts.Mode = chain.FirstLevel
+	if opts.Mode == "" {
+		opts.Mode = cfg.ChainMode()
 	}
 	if cfg.Hooks.Secret == "" {
 		return nil, errors.New("no webhook secret: depsd serve refuses to accept unauthenticated webhooks (set DEPSD_WEBHOOK_SECRET, --webhook-secret-file or hooks.secret_file)")
@@ -221,11 +221,11 @@ func (d *Daemon) scan(ctx context.Context) (scan.Result, error) {
 	d.scanning.Lock()
 	defer d.scanning.Unlock()
 	cfg := d.opts.Config
-	res, err := scan.Run(ctx, d.gitlab, d.store, scan.Options{
-		Scope:          gitlab.Scope{Groups: cfg.Scope.Groups, Projects: cfg.Scope.Projects, Exclude: cfg.Scope.Exclude},
-		Containerfiles: cfg.Containerfiles, Registry: cfg.Registry, InstanceHost: hostOf(cfg.GitLab.URL, d.gitlab),
-		Concurrency: cfg.GitLab.Concurrency, Now: d.opts.Now, Logger: d.log.With("component", "scan"),
-	})
+	opts := cfg.ScanOptions(d.log.With("component", "scan"), d.opts.Now)
+	if opts.InstanceHost == "" {
+		opts.InstanceHost = config.HostOf(d.gitlab.BaseURL())
+	}
+	res, err := scan.Run(ctx, d.gitlab, d.store, opts)
 	if err != nil {
 		return res, err
 	}

@@ -2,14 +2,12 @@ package daemon
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
-	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/webhook"
 )
@@ -91,16 +89,4 @@ func (o observer) ActionError(_ string, permanent bool) {
 
 func (o observer) ChainEnded(state chain.State, d time.Duration) {
 	o.m.chainDuration.WithLabelValues(string(state)).Observe(d.Seconds())
-}
-
-// hostOf is the GitLab host .gitlab-deps URLs must name.
-func hostOf(configured string, gl *gitlab.Client) string {
-	if configured == "" {
-		configured = gl.BaseURL()
-	}
-	u, err := url.Parse(configured)
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(u.Hostname())
 }

@@ -27,9 +27,10 @@ type Config struct {
 	Token string
 	// Concurrency bounds the requests in flight. Default 8.
 	Concurrency int
-	// RequestsPerMinute is the client-side rate limit. Default 600, well
-	// under gitlab.com's 2,000/min for authenticated API calls; negative
-	// disables the limit (tests, benchmarks against the fake).
+	// RequestsPerMinute is the client-side rate limit. Default 2,000,
+	// gitlab.com's limit for authenticated API traffic; a 429 slows the
+	// client down further by itself (see call). Negative disables the
+	// limit (tests against the fake).
 	RequestsPerMinute int
 	// MaxRetries is how often a failed request is retried. Default 5;
 	// negative disables retries.
@@ -91,7 +92,7 @@ func (c *Config) setDefaults() {
 		c.Concurrency = 8
 	}
 	if c.RequestsPerMinute == 0 {
-		c.RequestsPerMinute = 600
+		c.RequestsPerMinute = 2000
 	}
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 5
@@ -142,6 +143,7 @@ type Client struct {
 	cfg       Config
 	gl        *gl.Client
 	transport *limitTransport
+	pause     *pauseGate
 	log       *slog.Logger
 	red       redactor
 }
@@ -200,6 +202,7 @@ func New(cfg Config) (*Client, error) {
 		cfg:       cfg,
 		gl:        g,
 		transport: lt,
+		pause:     &pauseGate{},
 		log:       cfg.Logger.With("component", "gitlab"),
 		red:       redactor{token: cfg.Token},
 	}, nil

@@ -22,25 +22,28 @@
 // redirect to another host, and is scrubbed from every error and log line
 // (even when GitLab echoes it); Config prints it as [REDACTED].
 //
-// # Cheap incremental scans
+// # Cheap scans
 //
-// A scan is ListProjects (one request per page of 100 projects per group),
-// then FillHeadCommits, then reading dependency files only of projects whose
-// HeadCommit changed since the last scan (at that commit id, so all files of
-// a scan come from one commit).
+// A scan is ListProjects (one request per page of 100 projects per group;
+// the list carries each project's default branch), then, per project,
+// ListFiles (one listing of the repository tree at the default branch:
+// which dependency files exist, and their blob ids), then ReadBlob for the
+// files whose blob id the caller does not know yet. Blob ids are content
+// hashes, so a file is read once however many projects hold the same
+// content, and all files of a project come from one tree.
 //
-// The default branch head is not in GitLab's project list, so asking for it
-// costs one request per project. FillHeadCommits avoids that with
-// last_activity_at, which the list does carry: the caller passes what it
-// kept from the last scan (Project.Head: branch, commit, last_activity_at,
-// when checked), and the head is taken as unchanged when last_activity_at is
-// equal and was already older than Config.ActivityWindow when the head was
-// checked. The window matters: GitLab moves last_activity_at on a push only
-// if it is more than an hour old, so an equal value after a recent activity
-// proves nothing, and such projects are asked again (their head costs one
-// request each, until they settle). A rescan of an unchanged, settled
-// instance therefore costs one request per page of projects. Webhooks
-// (push events) remain the fast path; the scan is the safety net.
+// Nothing in the project list says whether the default branch moved, but
+// last_activity_at comes close: the caller passes what it kept from the
+// last scan (HeadState: branch, a version of what it read, last_activity_at,
+// when checked), and Unchanged says the project need not be asked when
+// last_activity_at is equal and was already older than
+// Config.ActivityWindow when the branch was checked. The window matters:
+// GitLab moves last_activity_at on a push only if it is more than an hour
+// old, so an equal value after a recent activity proves nothing, and such
+// projects are asked again (one tree listing each, until they settle). A
+// rescan of an unchanged, settled instance therefore costs one request per
+// page of projects. Webhooks (push events) remain the fast path; the scan
+// is the safety net.
 //
 // Offset pagination can miss a project that moves between pages while they
 // are read (a deletion shifting the list); the next scan sees it again.

@@ -5,40 +5,43 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 )
 
-// scanner mimics the scan command: list, fill heads from what the last scan
-// kept, remember the heads.
+// scanner mimics the scan package: list, skip the projects whose known
+// state is provably current, list the tree of the others, remember.
 type scanner struct {
 	c     *Client
+	now   func() time.Time
 	known map[int64]HeadState
 }
 
-func (s *scanner) scan(t *testing.T) (projects []Project, fetched int) {
+func (s *scanner) scan(t *testing.T) (projects []Project, versions map[string]string, fetched int) {
 	t.Helper()
 	ps, err := s.c.ListProjects(context.Background(), Scope{Groups: []string{"g"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.c.FillHeadCommits(context.Background(), ps, s.known)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.known = map[int64]HeadState{}
+	next := map[int64]HeadState{}
+	versions = map[string]string{}
 	for _, p := range ps {
-		s.known[p.ID] = p.Head()
-	}
-	return ps, n
-}
-
-func headOf(ps []Project, path string) string {
-	for _, p := range ps {
-		if p.Path == path {
-			return p.HeadCommit
+		k, ok := s.known[p.ID]
+		if !ok || !s.c.Unchanged(p, k) {
+			files, err := s.c.ListFiles(context.Background(), p.ID, p.DefaultBranch, []string{"Containerfile"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fetched++
+			k = HeadState{Branch: p.DefaultBranch, Version: files["Containerfile"], LastActivityAt: p.LastActivityAt}
 		}
+		k.CheckedAt = s.now()
+		next[p.ID] = k
+		versions[p.Path] = k.Version
 	}
-	return ""
+	s.known = next
+	return ps, versions, fetched
 }
 
 func TestIncrementalRescan(t *testing.T) {
@@ -46,20 +49,21 @@ func TestIncrementalRescan(t *testing.T) {
 	srv := newFake(t, gitlabtest.Options{Now: clk.Now}) // GitLab's hourly last_activity_at throttle
 	addProjects(t, srv, "g/sub", 250)
 	c, _ := newClient(t, srv, func(c *Config) { c.Now = clk.Now })
-	s := &scanner{c: c}
+	s := &scanner{c: c, now: clk.Now}
 	const hot = "g/sub/p0007"
+	hotContent := "FROM debian:bookworm\n"
+	push := func(content string) { hotContent = content; must(srv.SetFile(hot, "Containerfile", content)) }
 
 	steps := []struct {
 		name        string
 		before      func()
 		wantFetched int
-		wantHeadOf  func() string // expected head of the hot project
 	}{
-		{name: "first scan fetches every head", wantFetched: 250},
+		{name: "first scan lists every tree", wantFetched: 250},
 		{name: "unchanged rescan fetches none", before: func() { clk.Advance(time.Minute) }, wantFetched: 0},
 		{
-			name:        "a push moves last_activity_at: one head fetched",
-			before:      func() { clk.Advance(time.Minute); must(srv.SetFile(hot, "Containerfile", "FROM a")) },
+			name:        "a push moves last_activity_at: one tree listed",
+			before:      func() { clk.Advance(time.Minute); push("FROM a") },
 			wantFetched: 1,
 		},
 		{
@@ -67,7 +71,7 @@ func TestIncrementalRescan(t *testing.T) {
 			before: func() {
 				clk.Advance(10 * time.Minute)
 				before, _ := srv.Project(hot)
-				must(srv.SetFile(hot, "Containerfile", "FROM b"))
+				push("FROM b")
 				after, _ := srv.Project(hot)
 				if !after.LastActivityAt.Equal(before.LastActivityAt) {
 					t.Fatal("fake did not throttle last_activity_at")
@@ -85,17 +89,17 @@ func TestIncrementalRescan(t *testing.T) {
 		}
 		srv.ResetRequests()
 		start := c.Requests()
-		ps, fetched := s.scan(t)
+		ps, versions, fetched := s.scan(t)
 		if fetched != st.wantFetched {
-			t.Fatalf("%s: fetched %d heads, want %d", st.name, fetched, st.wantFetched)
+			t.Fatalf("%s: listed %d trees, want %d", st.name, fetched, st.wantFetched)
 		}
 		pages := srv.Requests("GET /groups/:id/projects")
 		if pages != 3 || srv.TotalRequests() != pages+int64(st.wantFetched) || c.Requests()-start != srv.TotalRequests() {
-			t.Fatalf("%s: %d requests (%v), want %d list pages + %d heads", st.name, srv.TotalRequests(), srv.RequestCounts(), 3, st.wantFetched)
+			t.Fatalf("%s: %d requests (%v), want %d list pages + %d trees", st.name, srv.TotalRequests(), srv.RequestCounts(), 3, st.wantFetched)
 		}
-		want, _ := srv.Project(hot)
-		if got := headOf(ps, hot); got != want.HeadCommit {
-			t.Fatalf("%s: head of %s = %s, want %s", st.name, hot, got, want.HeadCommit)
+		want := gitlabtest.BlobID(hotContent)
+		if got := versions[hot]; got != want {
+			t.Fatalf("%s: Containerfile of %s known as %s, want %s", st.name, hot, got, want)
 		}
 		if len(ps) != 250 {
 			t.Fatalf("%s: %d projects", st.name, len(ps))
@@ -110,7 +114,7 @@ func TestHeadStateRules(t *testing.T) {
 	}
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	p := Project{DefaultBranch: "main", LastActivityAt: t0}
-	known := HeadState{Branch: "main", Commit: "abc", LastActivityAt: t0, CheckedAt: t0.Add(2 * time.Hour)}
+	known := HeadState{Branch: "main", Version: "abc", LastActivityAt: t0, CheckedAt: t0.Add(2 * time.Hour)}
 	tests := []struct {
 		name  string
 		p     Project
@@ -119,13 +123,13 @@ func TestHeadStateRules(t *testing.T) {
 	}{
 		{"settled and equal", p, known, true},
 		{"activity moved", Project{DefaultBranch: "main", LastActivityAt: t0.Add(time.Second)}, known, false},
-		{"checked too soon after activity", p, HeadState{Branch: "main", Commit: "abc", LastActivityAt: t0, CheckedAt: t0.Add(time.Hour)}, false},
+		{"checked too soon after activity", p, HeadState{Branch: "main", Version: "abc", LastActivityAt: t0, CheckedAt: t0.Add(time.Hour)}, false},
 		{"default branch changed", Project{DefaultBranch: "trunk", LastActivityAt: t0}, known, false},
 		{"nothing known", p, HeadState{}, false},
-		{"no activity reported", Project{DefaultBranch: "main"}, HeadState{Branch: "main", Commit: "abc", CheckedAt: t0}, false},
+		{"no activity reported", Project{DefaultBranch: "main"}, HeadState{Branch: "main", Version: "abc", CheckedAt: t0}, false},
 	}
 	for _, tt := range tests {
-		if got := c.unchanged(tt.p, tt.known); got != tt.want {
+		if got := c.Unchanged(tt.p, tt.known); got != tt.want {
 			t.Errorf("%s: unchanged = %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -139,7 +143,11 @@ func TestConcurrencyBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.FillHeadCommits(context.Background(), ps, nil); err != nil {
+	var g errgroup.Group
+	for _, p := range ps {
+		g.Go(func() error { _, err := c.HeadCommit(context.Background(), p.ID, p.DefaultBranch); return err })
+	}
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if m := srv.MaxInFlight(); m > 3 || m < 2 {

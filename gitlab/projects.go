@@ -23,12 +23,6 @@ type Project struct {
 	// LastActivityAt is GitLab's last_activity_at, the cheap change signal
 	// (see the package doc).
 	LastActivityAt time.Time
-	// HeadCommit is the id of the default branch's head commit; set by
-	// FillHeadCommits, empty before.
-	HeadCommit string
-	// HeadCheckedAt is when HeadCommit was last known to be current (the
-	// client's clock); set by FillHeadCommits.
-	HeadCheckedAt time.Time
 }
 
 // ListProjects returns the buildable projects of scope, deduplicated and
@@ -40,7 +34,7 @@ type Project struct {
 // in the scope is not silently an empty scan.
 //
 // It costs one request per page of 100 projects per group plus one per
-// single project; HeadCommit is left empty (see FillHeadCommits).
+// single project.
 func (c *Client) ListProjects(ctx context.Context, scope Scope) ([]Project, error) {
 	ex, err := newExcluder(scope.Exclude)
 	if err != nil {

@@ -12,9 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
+	"golang.org/x/time/rate"
 )
 
 // request is one API call made through client-go; it receives the request
@@ -23,7 +25,12 @@ type request func(opts ...gl.RequestOptionFunc) (*gl.Response, error)
 
 // call sends req, retrying with exponential backoff and jitter on 429, 5xx
 // and network errors, and waiting at least as long as Retry-After (or
-// RateLimit-Reset) asks. Other 4xx are returned at once.
+// RateLimit-Reset) asks. Other 4xx are returned at once. This is the only
+// retry layer: client-go's own is switched off (see New).
+//
+// A 429 also slows the whole client down (slowDown): new calls wait until
+// the time GitLab named, and the client-side rate limit drops to GitLab's
+// RateLimit-Limit when that is lower.
 //
 // A request that is not idempotent (POST) is retried only when GitLab
 // surely did not act on it: a 429, or a connection that could not be made.
@@ -32,6 +39,13 @@ type request func(opts ...gl.RequestOptionFunc) (*gl.Response, error)
 // can check before sending again.
 func (c *Client) call(ctx context.Context, idempotent bool, req request) error {
 	for attempt := 1; ; attempt++ {
+		if attempt == 1 {
+			// After a 429 every new call waits until GitLab's reset; a
+			// retry already waited at least that long in its backoff.
+			if err := c.pause.wait(ctx, c.cfg.Now, c.cfg.Sleep); err != nil {
+				return fmt.Errorf("gitlab request: %w", err)
+			}
+		}
 		resp, err := req(gl.WithContext(ctx))
 		if err == nil {
 			return nil
@@ -50,6 +64,9 @@ func (c *Client) call(ctx context.Context, idempotent bool, req request) error {
 		if !ok {
 			ae.Message += fmt.Sprintf(" (server asks to wait %s, more than %s)", wait, c.cfg.MaxRetryAfter)
 			return ae
+		}
+		if ae.Status == http.StatusTooManyRequests {
+			c.slowDown(resp, wait)
 		}
 		c.log.Warn("retrying GitLab request", "method", ae.Method, "path", ae.Path,
 			"status", ae.Status, "attempt", attempt, "wait", wait, "err", ae.Message)
@@ -194,4 +211,50 @@ func flatten(v any) string {
 		return strings.Join(parts, ", ")
 	}
 	return fmt.Sprint(v)
+}
+
+// pauseGate holds new calls back until a time GitLab named in a 429.
+type pauseGate struct {
+	mu    sync.Mutex
+	until time.Time
+}
+
+// extend moves the end of the pause to t unless it is already later.
+func (g *pauseGate) extend(t time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t.After(g.until) {
+		g.until = t
+	}
+}
+
+// wait returns when the pause is over or ctx ends.
+func (g *pauseGate) wait(ctx context.Context, now func() time.Time, sleep func(context.Context, time.Duration) error) error {
+	g.mu.Lock()
+	until := g.until
+	g.mu.Unlock()
+	if d := until.Sub(now()); d > 0 {
+		return sleep(ctx, d)
+	}
+	return nil
+}
+
+// slowDown reacts to a 429: every call made from now on waits wait (the
+// retry delay, at least what Retry-After or RateLimit-Reset asked), and
+// when GitLab announces its limit (RateLimit-Limit, requests a minute)
+// below the client's own, the client's limit drops to it for good.
+func (c *Client) slowDown(resp *gl.Response, wait time.Duration) {
+	c.pause.extend(c.cfg.Now().Add(wait))
+	lim := c.transport.limiter
+	if lim == nil || resp == nil || resp.Response == nil {
+		return
+	}
+	perMinute, err := strconv.ParseFloat(strings.TrimSpace(resp.Header.Get("RateLimit-Limit")), 64)
+	if err != nil || perMinute <= 0 {
+		return
+	}
+	if r := rate.Limit(perMinute / 60); r < lim.Limit() {
+		lim.SetLimit(r)
+		c.log.Warn("GitLab's rate limit is below the client's: slowing down", "requests_per_minute", perMinute)
+	}
 }

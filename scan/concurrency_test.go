@@ -10,22 +10,22 @@ import (
 	"gitlab.com/depsd/depsd/store"
 )
 
-// pausingGitLab lets the test hold a scan between reading the heads and
+// pausingGitLab lets the test hold a scan between listing the projects and
 // storing its result, as a slow maintenance scan is held by rate limits.
 type pausingGitLab struct {
 	GitLab
 	paused, resume chan struct{}
 }
 
-func (p *pausingGitLab) FillHeadCommits(ctx context.Context, ps []gitlab.Project, known map[int64]gitlab.HeadState) (int, error) {
-	n, err := p.GitLab.FillHeadCommits(ctx, ps, known)
+func (p *pausingGitLab) ListProjects(ctx context.Context, scope gitlab.Scope) ([]gitlab.Project, error) {
+	ps, err := p.GitLab.ListProjects(ctx, scope)
 	close(p.paused)
 	<-p.resume
-	return n, err
+	return ps, err
 }
 
 // Scans run from the maintenance schedule, from push events and from the
-// CLI. A scan that read the heads before a push and stores after the push's
+// CLI. A scan that listed the projects before a push and stores after the push's
 // own rescan would put the old files (and graph) back: it is refused.
 func TestOlderScanDoesNotOverwriteNewer(t *testing.T) {
 	c := newClocked(t, baseAndApp()...)

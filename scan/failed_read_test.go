@@ -12,8 +12,8 @@ import (
 // window after the push) cannot read the files and keeps the old ones, "to be
 // retried on the next scan". The next scan must read the project again. (It
 // did not, when the failed scan stored the old head with a fresh
-// HeadCheckedAt, which FillHeadCommits then trusted as proof that nothing
-// moved; now no head is stored.)
+// HeadCheckedAt, which the activity rule then trusted as proof that nothing
+// moved; now no version is stored.)
 func TestFailedReadIsRetriedAfterActivityWindow(t *testing.T) {
 	c := newClocked(t, baseAndApp()...)
 	srv, gl, st, o := c.srv, c.gl, c.st, c.opts
@@ -27,7 +27,7 @@ func TestFailedReadIsRetriedAfterActivityWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.now = c.now.Add(2 * time.Hour) // e.g. depsd was down; the next scan is later
-	srv.Fail(gitlabtest.Fault{Endpoint: "GET /projects/:id/repository/files/:file_path/raw", Status: 500, Times: 1000})
+	srv.Fail(gitlabtest.Fault{Endpoint: "GET /projects/:id/repository/blobs/:sha/raw", Status: 500, Times: 1000})
 	if _, err := Run(ctx, gl, st, o); err != nil {
 		t.Fatal(err)
 	}

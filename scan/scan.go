@@ -1,13 +1,22 @@
 // Package scan reads the dependency declarations of every project in scope
-// from GitLab into the store. Scans are incremental: a project whose
-// default-branch head did not move keeps the files stored at the last scan,
-// so a rescan of an unchanged instance costs about one request per page of
-// projects. Every scan re-analyses all files, so the mapping of images to
-// projects always reflects the current set of projects.
+// from GitLab into the store.
+//
+// A project costs one request to list its repository tree at the default
+// branch (which dependency files exist, and their blob ids), plus one per
+// file whose content the scan does not hold yet: blob ids are content
+// hashes, so a file already stored, or read for another project in the same
+// scan, is not read again. Scans are incremental: a project whose default
+// branch provably did not move (gitlab.Client.Unchanged) keeps the files
+// stored at the last scan without a request, so a rescan of an unchanged
+// instance costs about one request per page of projects. Every scan
+// re-analyses all files, so the mapping of images to projects always
+// reflects the current set of projects.
 package scan
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,12 +35,15 @@ import (
 // Methods are called concurrently.
 type GitLab interface {
 	ListProjects(ctx context.Context, scope gitlab.Scope) ([]gitlab.Project, error)
-	// FillHeadCommits sets HeadCommit, reusing the known state where it is
-	// provably current, and returns how many heads it fetched.
-	FillHeadCommits(ctx context.Context, projects []gitlab.Project, known map[int64]gitlab.HeadState) (int, error)
-	// ReadFile returns a file at ref; errors.Is(err, gitlab.ErrNotFound)
-	// when it does not exist.
-	ReadFile(ctx context.Context, projectID int64, path, ref string) ([]byte, error)
+	// Unchanged reports, without a request, whether what known records of
+	// a project is provably still current.
+	Unchanged(p gitlab.Project, known gitlab.HeadState) bool
+	// ListFiles returns path → blob id for those of names that exist at
+	// ref; errors.Is(err, gitlab.ErrNotFound) when the ref or the
+	// repository does not exist.
+	ListFiles(ctx context.Context, projectID int64, ref string, names []string) (map[string]string, error)
+	// ReadBlob returns the content of a blob by id.
+	ReadBlob(ctx context.Context, projectID int64, blobID string) ([]byte, error)
 	Requests() int64
 }
 
@@ -65,9 +77,9 @@ type Options struct {
 // Result summarises a scan.
 type Result struct {
 	store.ScanMeta
-	FilesFetched int // projects whose files were read from GitLab
-	HeadsFetched int // projects whose head commit had to be asked for
-	Unchanged    int // projects whose stored files were reused
+	FilesFetched int // projects whose files were looked up on GitLab (one tree listing each)
+	BlobsRead    int // file contents read from GitLab (each distinct blob once)
+	Unchanged    int // projects whose stored files were reused without a request
 	CyclePaths   [][]string
 	Duration     time.Duration
 }
@@ -91,22 +103,20 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	}
 	prevByID := make(map[int64]store.Project, len(previous))
 	known := make(map[int64]gitlab.HeadState, len(previous))
+	blobs := newBlobCache(previous)
 	for _, p := range previous {
 		prevByID[p.ID] = p
-		known[p.ID] = gitlab.HeadState{Branch: p.DefaultBranch, Commit: p.HeadCommit, LastActivityAt: p.LastActivity, CheckedAt: p.HeadCheckedAt}
+		known[p.ID] = gitlab.HeadState{Branch: p.DefaultBranch, Version: p.HeadCommit, LastActivityAt: p.LastActivity, CheckedAt: p.HeadCheckedAt}
 	}
 
 	listed, err := gl.ListProjects(ctx, opts.Scope)
 	if err != nil {
 		return Result{}, fmt.Errorf("list projects: %w", err)
 	}
-	headsFetched, err := gl.FillHeadCommits(ctx, listed, known)
-	if err != nil {
-		return Result{}, fmt.Errorf("read default-branch heads: %w", err)
-	}
 
+	names := append(slices.Clone(opts.Containerfiles), deps.GitLabDepsFile)
 	projects := make([]store.Project, len(listed))
-	res := Result{HeadsFetched: headsFetched}
+	var res Result
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
@@ -114,36 +124,38 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		prev, hadPrev := prevByID[lp.ID]
 		projects[i] = store.Project{
 			ID: lp.ID, Path: lp.Path, DefaultBranch: lp.DefaultBranch, RegistryPrefix: lp.RegistryPrefix,
-			WebURL: lp.WebURL, HeadCommit: lp.HeadCommit, HeadCheckedAt: lp.HeadCheckedAt,
-			LastActivity: lp.LastActivityAt, ScannedAt: started,
+			WebURL: lp.WebURL, LastActivity: lp.LastActivityAt, ScannedAt: started,
 		}
-		if hadPrev && prev.HeadCommit != "" && prev.HeadCommit == lp.HeadCommit && prev.DefaultBranch == lp.DefaultBranch &&
-			slices.Equal(prev.SearchedFiles, opts.Containerfiles) {
-			projects[i].Files, projects[i].SearchedFiles = prev.Files, prev.SearchedFiles
+		if hadPrev && gl.Unchanged(lp, known[lp.ID]) && slices.Equal(prev.SearchedFiles, opts.Containerfiles) {
+			p := &projects[i]
+			p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
+			p.HeadCommit, p.HeadCheckedAt = prev.HeadCommit, started
 			res.Unchanged++
 			continue
 		}
-		if lp.HeadCommit == "" {
-			continue // the default branch vanished: nothing to read
-		}
 		g.Go(func() error {
-			files, err := readFiles(gctx, gl, lp, opts.Containerfiles)
+			files, version, read, err := readFiles(gctx, gl, blobs, lp, opts.Containerfiles, names)
 			mu.Lock()
 			defer mu.Unlock()
+			res.BlobsRead += read
 			p := &projects[i]
 			switch {
 			case err == nil:
 				p.Files, p.SearchedFiles = files, opts.Containerfiles
+				p.HeadCommit, p.HeadCheckedAt = version, started
 				res.FilesFetched++
+			case errors.Is(err, gitlab.ErrNotFound):
+				// The default branch vanished, or the repository is empty:
+				// nothing to read, and the next scan asks again.
+				opts.Logger.Warn("default branch not found", "project", lp.Path, "project_id", lp.ID, "ref", lp.DefaultBranch)
 			case errors.Is(err, gitlab.ErrUnauthorized) || ctx.Err() != nil:
 				return err
 			default:
-				// Keep what we had and make the next scan try again.
+				// Keep what we had and make the next scan try again: no
+				// version, so Unchanged cannot vouch for it, whatever
+				// last_activity_at says.
 				opts.Logger.Warn("cannot read dependency files", "project", lp.Path, "project_id", lp.ID, "err", err)
 				p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
-				// No head: the next scan asks for it and reads again,
-				// whatever last_activity_at says.
-				p.HeadCommit = ""
 				p.Warnings = append(p.Warnings, deps.Warning{Message: fmt.Sprintf("dependency files not read (kept from the last scan): %v", err)})
 			}
 			return nil
@@ -185,29 +197,108 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// readFiles fetches the first Containerfile present and .gitlab-deps at
-// the project's head commit, so both come from the same commit.
-func readFiles(ctx context.Context, gl GitLab, p gitlab.Project, containerfiles []string) ([]store.File, error) {
-	var files []store.File
+// readFiles lists the project's tree at its default branch and reads the
+// first Containerfile present and .gitlab-deps, by blob id, so both come
+// from the same tree. It returns the files, a version naming them (a digest
+// of their names and blob ids, kept as the project's HeadCommit), and how
+// many blobs it read from GitLab.
+func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Project, containerfiles, names []string) ([]store.File, string, int, error) {
+	found, err := gl.ListFiles(ctx, p.ID, p.DefaultBranch, names)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	var chosen []string
 	for _, name := range containerfiles {
-		b, err := gl.ReadFile(ctx, p.ID, name, p.HeadCommit)
-		if errors.Is(err, gitlab.ErrNotFound) {
-			continue
+		if _, ok := found[name]; ok {
+			chosen = append(chosen, name)
+			break
+		}
+	}
+	if _, ok := found[deps.GitLabDepsFile]; ok {
+		chosen = append(chosen, deps.GitLabDepsFile)
+	}
+	files := make([]store.File, 0, len(chosen))
+	version := sha1.New()
+	read := 0
+	for _, name := range chosen {
+		id := found[name]
+		b, fetched, err := blobs.get(ctx, gl, p.ID, id)
+		if fetched {
+			read++
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", read, fmt.Errorf("read %s: %w", name, err)
 		}
 		files = append(files, store.File{Name: name, Content: b})
-		break
+		fmt.Fprintf(version, "%s\x00%s\n", name, id)
 	}
-	b, err := gl.ReadFile(ctx, p.ID, deps.GitLabDepsFile, p.HeadCommit)
-	switch {
-	case err == nil:
-		files = append(files, store.File{Name: deps.GitLabDepsFile, Content: b})
-	case !errors.Is(err, gitlab.ErrNotFound):
-		return nil, err
+	return files, "blobs:" + hex.EncodeToString(version.Sum(nil)), read, nil
+}
+
+// blobCache holds file contents by git blob id for one scan: the files
+// stored by the last scan, and every blob read during this one, so that
+// identical content is read at most once.
+type blobCache struct {
+	mu      sync.Mutex
+	entries map[string]*blobEntry
+}
+
+type blobEntry struct {
+	done chan struct{} // closed when data and err are set
+	data []byte
+	err  error
+}
+
+func newBlobCache(previous []store.Project) *blobCache {
+	c := &blobCache{entries: map[string]*blobEntry{}}
+	closed := make(chan struct{})
+	close(closed)
+	for _, p := range previous {
+		for _, f := range p.Files {
+			c.entries[blobID(f.Content)] = &blobEntry{done: closed, data: f.Content}
+		}
 	}
-	return files, nil
+	return c
+}
+
+// get returns the blob's content, reading it from the project unless it
+// is known or being read for another project. fetched reports whether
+// this call read it.
+func (c *blobCache) get(ctx context.Context, gl GitLab, projectID int64, id string) (data []byte, fetched bool, err error) {
+	c.mu.Lock()
+	e, ok := c.entries[id]
+	if !ok {
+		e = &blobEntry{done: make(chan struct{})}
+		c.entries[id] = e
+	}
+	c.mu.Unlock()
+	if ok {
+		select {
+		case <-e.done:
+			return e.data, false, e.err
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+	e.data, e.err = gl.ReadBlob(ctx, projectID, id)
+	if e.err != nil {
+		// Let a later project try again rather than inherit the failure.
+		c.mu.Lock()
+		delete(c.entries, id)
+		c.mu.Unlock()
+	}
+	close(e.done)
+	return e.data, true, e.err
+}
+
+// blobID is git's object id of content: SHA-1 of "blob <size>\x00<content>".
+// A repository using SHA-256 object ids never matches, and its files are
+// simply read each time.
+func blobID(content []byte) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", len(content))
+	h.Write(content)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // summarize counts what the scan found.

@@ -183,7 +183,7 @@ func TestRescanIsIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.FilesFetched != 2 || first.HeadsFetched != 2 {
+	if first.FilesFetched != 2 || first.BlobsRead != 2 || first.Requests != 1+2+2 {
 		t.Errorf("first scan: %+v", first)
 	}
 	c.now = c.now.Add(time.Minute)
@@ -255,12 +255,12 @@ func TestScanKeepsFilesWhenReadFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := st.Project(ctx, "infra/ruby")
-	// A push, then every file read fails: the project keeps its old
-	// files, and no head, so the next scan reads it again.
+	// A push, then every tree listing fails: the project keeps its old
+	// files, and no version, so the next scan reads it again.
 	if _, err := srv.SetFile("infra/ruby", "README.md", "hi"); err != nil {
 		t.Fatal(err)
 	}
-	srv.Fail(gitlabtest.Fault{Endpoint: "GET /projects/:id/repository/files/:file_path/raw", Status: 500, Times: 100})
+	srv.Fail(gitlabtest.Fault{Endpoint: "GET /projects/:id/repository/tree", Status: 500, Times: 100})
 	if _, err := Run(ctx, gl, st, opts()); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,8 @@ func TestScanKeepsFilesWhenReadFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.FilesFetched != 1 {
-		t.Errorf("the failed project was not read again: %+v", res)
+	again, _ := st.Project(ctx, "infra/ruby")
+	if res.FilesFetched == 0 || again.HeadCommit == "" || hasWarning(again, "not read") || len(again.Dependencies) != 1 {
+		t.Errorf("the failed project was not read again: %+v; ruby %+v", res, again)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,61 +9,82 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"gitlab.com/depsd/depsd/chain"
 )
 
-// runChains implements `depsd chains [--json] [ID]`: the recent chains, or
-// one chain with its members.
-func runChains(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("chains", "chains [--json] [--only STATE] [ID]", stderr, false)
-	asJSON := c.fs.Bool("json", false, "print JSON, as the HTTP API does")
-	only := c.fs.String("only", "", "only chains in this state: running, blocked, finished, expired, merged")
-	if code, ok := c.parse(args); !ok {
-		return code
+func newChainsCmd(a *app) *cobra.Command {
+	var (
+		s      settings
+		asJSON bool
+		only   string
+	)
+	cmd := &cobra.Command{
+		Use:   "chains [--json] [--only STATE] [ID]",
+		Short: "Show recent chains, or one chain and its members",
+		Long: `chains lists the recent chains from the state file: their state, the
+projects they started at, when, and how many members are in which state.
+With an ID it shows that chain: why it started and each member with its
+pipeline. It reads the state file only, so it works with or without a
+running depsd serve.`,
+		Example: `  depsd chains
+  depsd chains --only running
+  depsd chains 42 --json`,
+		Args: maxArgs(1, "one chain ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var id int64
+			if len(args) == 1 {
+				var err error
+				if id, err = strconv.ParseInt(args[0], 10, 64); err != nil {
+					return usagef("ID must be a number, got %q", args[0])
+				}
+			}
+			ctx := cmd.Context()
+			cfg, err := s.load(a)
+			if err != nil {
+				return err
+			}
+			st, err := openStore(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			engine, err := chain.New(chain.Config{Store: st, Graph: st.Graph})
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				view, err := engine.Chain(ctx, id)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(a.stdout, view)
+				}
+				printChain(a.stdout, view)
+				return nil
+			}
+			views, err := engine.Chains(ctx, chain.Filter{State: chain.State(only)})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a.stdout, map[string]any{"chains": views})
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tROOTS\tSTARTED\tMEMBERS")
+			for _, v := range views {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.ID, v.State, strings.Join(v.Roots, ","), v.Started.Format(time.RFC3339), memberSummary(v))
+			}
+			return tw.Flush()
+		},
 	}
-	cfg, err := c.load()
-	if err != nil {
-		return fail(stderr, "chains", err)
-	}
-	st, err := openStore(ctx, cfg)
-	if err != nil {
-		return fail(stderr, "chains", err)
-	}
-	defer st.Close()
-	engine, err := chain.New(chain.Config{Store: st, Graph: st.Graph})
-	if err != nil {
-		return fail(stderr, "chains", err)
-	}
-	if c.fs.NArg() == 1 {
-		id, err := strconv.ParseInt(c.fs.Arg(0), 10, 64)
-		if err != nil {
-			fmt.Fprintln(stderr, "depsd chains: ID must be a number")
-			return exitUsage
-		}
-		view, err := engine.Chain(ctx, id)
-		if err != nil {
-			return fail(stderr, "chains", err)
-		}
-		if *asJSON {
-			return printJSON(stdout, stderr, view)
-		}
-		printChain(stdout, view)
-		return exitOK
-	}
-	views, err := engine.Chains(ctx, chain.Filter{State: chain.State(*only)})
-	if err != nil {
-		return fail(stderr, "chains", err)
-	}
-	if *asJSON {
-		return printJSON(stdout, stderr, map[string]any{"chains": views})
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tROOTS\tSTARTED\tMEMBERS")
-	for _, v := range views {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.ID, v.State, strings.Join(v.Roots, ","), v.Started.Format(time.RFC3339), memberSummary(v))
-	}
-	tw.Flush()
-	return exitOK
+	fs := cmd.Flags()
+	s.addCommon(fs, "info")
+	fs.BoolVar(&asJSON, "json", false, "print JSON, as the HTTP API does")
+	fs.StringVar(&only, "only", "", "only chains in this state: running, blocked, finished, expired, merged")
+	return cmd
 }
 
 // printChain writes one chain, a member per line in dependency order.
@@ -105,11 +125,9 @@ func memberSummary(v chain.ChainView) string {
 	return strings.Join(parts, ", ")
 }
 
-func printJSON(stdout, stderr io.Writer, v any) int {
-	enc := json.NewEncoder(stdout)
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fail(stderr, "chains", err)
-	}
-	return exitOK
+	return enc.Encode(v)
 }

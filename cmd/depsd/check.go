@@ -1,72 +1,73 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"gitlab.com/depsd/depsd/deps"
 )
 
-// stringList is a repeatable string flag.
-type stringList []string
+// newCheckCmd: exit 0 when every file parsed (warnings allowed), 1 when a
+// file could not be parsed at all, 2 on usage errors.
+func newCheckCmd(a *app) *cobra.Command {
+	var (
+		registry string
+		asJSON   bool
+		files    []string
+	)
+	cmd := &cobra.Command{
+		Use:   "check [--registry HOST] [--json] [--file NAME]... DIR...",
+		Short: "Print the dependencies declared by local checkouts",
+		Long: `check reads the Containerfile (or Dockerfile) and .gitlab-deps of each
+directory, as depsd reads them on GitLab, and prints the images and projects
+each depends on, with warnings for what it cannot resolve. It needs no
+GitLab and no state file.
 
-func (s *stringList) String() string     { return fmt.Sprint(*s) }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-// runCheck implements `depsd check`: exit 0 when every file parsed
-// (warnings allowed), 1 when a file could not be parsed at all, 2 on usage
-// errors.
-func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	registry := fs.String("registry", "", "container registry host of the GitLab instance; images on it name projects")
-	asJSON := fs.Bool("json", false, "print one JSON document")
-	var files stringList
-	fs.Var(&files, "file", "Containerfile name to look for, in order (repeatable; default Containerfile, Dockerfile)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: depsd check [--registry HOST] [--json] [--file NAME]... DIR...")
-		fs.PrintDefaults()
+Exit status: 0 when every file parsed (warnings allowed), 1 when a file
+cannot be parsed or a directory cannot be read, 2 on a wrong command line.`,
+		Example: `  depsd check --registry registry.example.com examples/*
+  depsd check . --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("no directory given")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			failed := false
+			results := []deps.CheckResult{}
+			for _, dir := range args {
+				res, err := deps.CheckDir(dir, files, registry)
+				if err != nil {
+					fmt.Fprintf(a.stderr, "depsd check: %v\n", err)
+					failed = true
+					continue
+				}
+				results = append(results, res)
+			}
+			if asJSON {
+				if err := writeJSON(a.stdout, struct {
+					Results []deps.CheckResult `json:"results"`
+				}{results}); err != nil {
+					return err
+				}
+			} else {
+				printCheckTable(a.stdout, results)
+			}
+			if failed {
+				return errReported
+			}
+			return nil
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "depsd check: no directory given")
-		fs.Usage()
-		return exitUsage
-	}
-
-	code := exitOK
-	results := []deps.CheckResult{}
-	for _, dir := range fs.Args() {
-		res, err := deps.CheckDir(dir, files, *registry)
-		if err != nil {
-			fmt.Fprintf(stderr, "depsd check: %v\n", err)
-			code = exitFail
-			continue
-		}
-		results = append(results, res)
-	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			Results []deps.CheckResult `json:"results"`
-		}{results}); err != nil {
-			fmt.Fprintf(stderr, "depsd check: %v\n", err)
-			return exitFail
-		}
-		return code
-	}
-	printCheckTable(stdout, results)
-	return code
+	fs := cmd.Flags()
+	fs.StringVar(&registry, "registry", "", "container registry host of the GitLab instance; images on it name projects")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON document")
+	fs.StringArrayVar(&files, "file", nil, "Containerfile name to look for, in order (repeatable; default Containerfile, Dockerfile)")
+	return cmd
 }
 
 // printCheckTable writes the readable form: one table of dependencies per

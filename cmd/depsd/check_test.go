@@ -92,9 +92,9 @@ func TestCheckExitCodes(t *testing.T) {
 		{name: "unparseable file", args: []string{"check", good, broken}, code: exitFail, stderr: filepath.Join(broken, "Containerfile") + ": unterminated heredoc"},
 		{name: "missing dir", args: []string{"check", filepath.Join(empty, "nope")}, code: exitFail, stderr: "no such file"},
 		{name: "no dir", args: []string{"check"}, code: exitUsage, stderr: "no directory given"},
-		{name: "bad flag", args: []string{"check", "--bogus", good}, code: exitUsage, stderr: "flag provided but not defined"},
+		{name: "bad flag", args: []string{"check", "--bogus", good}, code: exitUsage, stderr: "unknown flag: --bogus"},
 		{name: "unknown command", args: []string{"frobnicate"}, code: exitUsage, stderr: "unknown command"},
-		{name: "no command", args: nil, code: exitUsage, stderr: "usage: depsd"},
+		{name: "no command", args: nil, code: exitUsage, stderr: "Usage:"},
 		{name: "version", args: []string{"version"}, code: exitOK, stdout: "depsd "},
 		{name: "custom file names", args: []string{"check", "--file", "Containerfile.prod", good}, code: exitOK, stdout: "no Containerfile"},
 	}

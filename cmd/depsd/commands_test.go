@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -209,10 +210,21 @@ func TestRebuildChainsSchedules(t *testing.T) {
 	}
 }
 
+// TestDemo checks what the simulated GitLab recorded, as the demo prints
+// it per project, not the engine's own counters: one pipeline each.
 func TestDemo(t *testing.T) {
 	code, out, errOut := depsd(t, "demo", "--pipeline-time", "50ms")
-	if code != exitOK || !strings.Contains(out, "each built exactly once") {
+	if code != exitOK || !strings.Contains(out, "each built exactly once (as GitLab recorded)") {
 		t.Fatalf("demo: exit %d\n%s\n%s", code, out, errOut)
+	}
+	rows := regexp.MustCompile(`(?m)^  (\S+) +success +pipeline \d+ +created on GitLab: (\d+) `).FindAllStringSubmatch(out, -1)
+	if len(rows) != 7 {
+		t.Fatalf("%d projects with GitLab's pipeline count, want the 7 of the sample instance:\n%s", len(rows), out)
+	}
+	for _, r := range rows {
+		if r[2] != "1" {
+			t.Errorf("GitLab recorded %s pipelines of %s, want 1", r[2], r[1])
+		}
 	}
 }
 

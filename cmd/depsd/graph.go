@@ -7,78 +7,112 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/report"
 	"gitlab.com/depsd/depsd/store"
 )
 
-// runGraph implements `depsd graph`: print the stored graph.
-func runGraph(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("graph", "graph [--format text|json|dot|mermaid]", stderr, false)
-	format := c.fs.String("format", "text", "output format: "+strings.Join(report.Formats(), ", "))
-	if code, ok := c.parse(args); !ok {
-		return code
+func newGraphCmd(a *app) *cobra.Command {
+	var (
+		s      settings
+		format string
+	)
+	cmd := &cobra.Command{
+		Use:   "graph [--format text|json|dot|mermaid]",
+		Short: "Print the scanned dependency graph",
+		Long: `graph prints the dependency graph of the last depsd scan: each project with
+its upstreams, downstreams and external images, the warnings of its files,
+and the cycles (which depsd never follows). json is what GET /api/v1/graph
+answers; dot and mermaid draw it.`,
+		Example: `  depsd graph
+  depsd graph --format dot | dot -Tsvg > graph.svg
+  depsd graph --format json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(report.Formats(), format) {
+				return usagef("--format %q: want one of %s", format, strings.Join(report.Formats(), ", "))
+			}
+			ctx := cmd.Context()
+			st, err := openScanned(ctx, a, &s)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			projects, err := st.Projects(ctx)
+			if err != nil {
+				return err
+			}
+			return report.Write(a.stdout, format, report.Build(projects, store.GraphOf(projects)))
+		},
 	}
-	if !slices.Contains(report.Formats(), *format) {
-		fmt.Fprintf(stderr, "depsd graph: unknown format %q (want one of %s)\n", *format, strings.Join(report.Formats(), ", "))
-		return exitUsage
-	}
-	st, code := openScanned(ctx, c, stderr, "graph")
-	if st == nil {
-		return code
-	}
-	defer st.Close()
-	projects, err := st.Projects(ctx)
-	if err != nil {
-		return fail(stderr, "graph", err)
-	}
-	if err := report.Write(stdout, *format, report.Build(projects, store.GraphOf(projects))); err != nil {
-		return fail(stderr, "graph", err)
-	}
-	return exitOK
+	s.addCommon(cmd.Flags(), "info")
+	cmd.Flags().StringVar(&format, "format", "text", "output format: "+strings.Join(report.Formats(), ", "))
+	return cmd
 }
 
-// runDeps implements `depsd deps PROJECT` (direct upstreams) and
-// `depsd rdeps [--all] PROJECT` (direct, or all transitive, downstreams in
-// wave order).
-func runDeps(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	usage := name + " PROJECT"
-	if name == "rdeps" {
-		usage = "rdeps [--all] PROJECT"
-	}
-	c := newCommand(name, usage, stderr, false)
-	all := false
-	if name == "rdeps" {
-		c.fs.BoolVar(&all, "all", false, "all transitive downstreams, in the order a rebuild builds them (one wave per line)")
-	}
-	if code, ok := c.parse(args); !ok {
-		return code
-	}
-	if c.fs.NArg() != 1 {
-		c.fs.Usage()
-		return exitUsage
-	}
-	project := c.fs.Arg(0)
-	st, g, code := openProjectGraph(ctx, c, stderr, name, project)
-	if st == nil {
-		return code
-	}
-	defer st.Close()
-	switch {
-	case name == "deps":
-		printLines(stdout, g.Upstream(project))
-	case !all:
-		printLines(stdout, g.Downstream(project))
-	default:
-		waves := g.Waves(project)
-		for i, w := range waves {
-			if i == 0 {
-				continue // the project itself
+func newDepsCmd(a *app) *cobra.Command {
+	var s settings
+	cmd := &cobra.Command{
+		Use:   "deps PROJECT",
+		Short: "Print the direct upstreams of a project",
+		Long: `deps prints the projects whose images PROJECT builds on, or names in its
+.gitlab-deps, one per line, from the last depsd scan.`,
+		Example: "  depsd deps apps/shop",
+		Args:    exactArgs(1, "one PROJECT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, g, err := openProjectGraph(cmd.Context(), a, &s, args[0])
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(stdout, "wave %d: %s\n", i, strings.Join(w, " "))
-		}
+			defer st.Close()
+			printLines(a.stdout, g.Upstream(args[0]))
+			return nil
+		},
 	}
-	return exitOK
+	s.addCommon(cmd.Flags(), "info")
+	return cmd
+}
+
+func newRdepsCmd(a *app) *cobra.Command {
+	var (
+		s   settings
+		all bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rdeps [--all] PROJECT",
+		Short: "Print the downstreams of a project",
+		Long: `rdeps prints the projects that build on PROJECT directly, one per line,
+from the last depsd scan. With --all it prints every transitive downstream
+in the order a rebuild of PROJECT builds them: one wave per line, each wave
+after the one before has succeeded.`,
+		Example: `  depsd rdeps infra/images/base
+  depsd rdeps infra/images/base --all`,
+		Args: exactArgs(1, "one PROJECT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			project := args[0]
+			st, g, err := openProjectGraph(cmd.Context(), a, &s, project)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if !all {
+				printLines(a.stdout, g.Downstream(project))
+				return nil
+			}
+			for i, w := range g.Waves(project) {
+				if i == 0 {
+					continue // the project itself
+				}
+				fmt.Fprintf(a.stdout, "wave %d: %s\n", i, strings.Join(w, " "))
+			}
+			return nil
+		},
+	}
+	s.addCommon(cmd.Flags(), "info")
+	cmd.Flags().BoolVar(&all, "all", false, "all transitive downstreams, in the order a rebuild builds them (one wave per line)")
+	return cmd
 }
 
 func printLines(w io.Writer, lines []string) {
@@ -89,10 +123,10 @@ func printLines(w io.Writer, lines []string) {
 
 // openProjectGraph opens the store of a command about one project and reads
 // the graph, failing clearly when the project is not in it.
-func openProjectGraph(ctx context.Context, c *commonFlags, stderr io.Writer, name, project string) (*store.Store, *deps.Graph, int) {
-	st, code := openScanned(ctx, c, stderr, name)
-	if st == nil {
-		return nil, nil, code
+func openProjectGraph(ctx context.Context, a *app, s *settings, project string) (*store.Store, *deps.Graph, error) {
+	st, err := openScanned(ctx, a, s)
+	if err != nil {
+		return nil, nil, err
 	}
 	g, err := st.Graph(ctx)
 	if err == nil && !g.Has(project) {
@@ -100,28 +134,28 @@ func openProjectGraph(ctx context.Context, c *commonFlags, stderr io.Writer, nam
 	}
 	if err != nil {
 		st.Close()
-		return nil, nil, fail(stderr, name, err)
+		return nil, nil, err
 	}
-	return st, g, exitOK
+	return st, g, nil
 }
 
 // openScanned opens the store of a command that reads scan results, and
 // says so plainly when nothing was scanned yet.
-func openScanned(ctx context.Context, c *commonFlags, stderr io.Writer, name string) (*store.Store, int) {
-	cfg, err := c.load()
+func openScanned(ctx context.Context, a *app, s *settings) (*store.Store, error) {
+	cfg, err := s.load(a)
 	if err != nil {
-		return nil, fail(stderr, name, err)
+		return nil, err
 	}
 	st, err := openStore(ctx, cfg)
 	if err != nil {
-		return nil, fail(stderr, name, err)
+		return nil, err
 	}
 	if _, ok, err := st.LastScan(ctx); err != nil || !ok {
 		st.Close()
 		if err == nil {
 			err = fmt.Errorf("%s holds no scan yet: run depsd scan first", cfg.State)
 		}
-		return nil, fail(stderr, name, err)
+		return nil, err
 	}
-	return st, exitOK
+	return st, nil
 }

@@ -1,59 +1,98 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"gitlab.com/depsd/depsd/gitlab"
 )
 
-// runHooks implements `depsd hooks sync`: every project of the scope gets
-// exactly one depsd hook. The projects come from the last scan.
-func runHooks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "sync" {
-		fmt.Fprintln(stderr, "usage: depsd hooks sync [--url PUBLIC_URL] [--dry-run] [--rotate-token]")
-		return exitUsage
+func newHooksCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "hooks sync",
+		Short: "Manage the webhooks depsd needs on GitLab",
+		Long:  "hooks manages the project webhooks through which GitLab tells depsd about pipelines and pushes.",
+		Example: `  depsd hooks sync --url https://depsd.example.com/hooks/gitlab --dry-run
+  depsd hooks sync --url https://depsd.example.com/hooks/gitlab`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown subcommand %q: want sync", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usagef("want a subcommand: sync")
+		},
 	}
-	c := newCommand("hooks sync", "hooks sync [--url PUBLIC_URL] [--dry-run] [--rotate-token]", stderr, true)
-	hookURL := c.fs.String("url", "", "public URL of depsd's webhook endpoint, e.g. https://depsd.example.com/hooks/gitlab (default hooks.url, $DEPSD_HOOK_URL)")
-	dryRun := c.fs.Bool("dry-run", false, "say what would change, change nothing")
-	rotate := c.fs.Bool("rotate-token", false, "set the secret token on every hook (after changing the secret: GitLab never shows a hook's token, so drift cannot be seen)")
-	if code, ok := c.parse(args[1:]); !ok {
-		return code
+	cmd.AddCommand(newHooksSyncCmd(a))
+	return cmd
+}
+
+func newHooksSyncCmd(a *app) *cobra.Command {
+	var (
+		s       settings
+		hookURL string
+		dryRun  bool
+		rotate  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "sync [--url PUBLIC_URL] [--dry-run] [--rotate-token]",
+		Short: "Give every project in scope exactly one depsd webhook",
+		Long: `sync lists the projects of the scope and makes sure each has exactly one
+webhook pointing at depsd's endpoint, with pipeline and push events, SSL
+verification and the webhook secret: it creates missing hooks, fixes drifted
+ones and removes duplicates. Running it again changes nothing.
+
+GitLab never shows a hook's secret token, so a changed secret cannot be
+seen: after changing it, run sync with --rotate-token.`,
+		Example: `  depsd hooks sync --url https://depsd.example.com/hooks/gitlab --dry-run
+  DEPSD_WEBHOOK_SECRET_FILE=/etc/depsd/secret depsd hooks sync --group infra --url https://depsd.example.com/hooks/gitlab`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cfg, err := s.load(a)
+			if err != nil {
+				return err
+			}
+			if hookURL != "" {
+				cfg.Hooks.URL = hookURL
+				if err := cfg.Validate(); err != nil {
+					return err
+				}
+			}
+			switch {
+			case cfg.Hooks.URL == "":
+				return errors.New("no hook URL: pass --url or set hooks.url / DEPSD_HOOK_URL")
+			case cfg.Hooks.Secret == "":
+				return errors.New("no webhook secret: set DEPSD_WEBHOOK_SECRET, DEPSD_WEBHOOK_SECRET_FILE or hooks.secret_file")
+			}
+			log := s.logger(a.stderr)
+			gl, err := newScopedGitLab(cfg, log)
+			if err != nil {
+				return err
+			}
+			projects, err := gl.ListProjects(ctx, cfg.GitLabScope())
+			if err != nil {
+				return explainGitLabError(err, cfg.GitLab.URL)
+			}
+			rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: cfg.Hooks.URL, SecretToken: cfg.Hooks.Secret, RotateToken: rotate}, dryRun)
+			printHookReport(a.stdout, rep)
+			if err != nil {
+				return explainGitLabError(err, cfg.GitLab.URL)
+			}
+			return nil
+		},
 	}
-	cfg, err := c.load()
-	if err != nil {
-		return fail(stderr, "hooks sync", err)
-	}
-	if *hookURL != "" {
-		cfg.Hooks.URL = *hookURL
-		if err := cfg.Validate(); err != nil {
-			return fail(stderr, "hooks sync", err)
-		}
-	}
-	switch {
-	case cfg.Hooks.URL == "":
-		return fail(stderr, "hooks sync", errors.New("no hook URL: pass --url or set hooks.url / DEPSD_HOOK_URL"))
-	case cfg.Hooks.Secret == "":
-		return fail(stderr, "hooks sync", errors.New("no webhook secret: set DEPSD_WEBHOOK_SECRET, DEPSD_WEBHOOK_SECRET_FILE or hooks.secret_file"))
-	}
-	log := c.logger(stderr)
-	gl, err := newScopedGitLab(cfg, log)
-	if err != nil {
-		return fail(stderr, "hooks sync", err)
-	}
-	projects, err := gl.ListProjects(ctx, scope(cfg))
-	if err != nil {
-		return fail(stderr, "hooks sync", explainGitLabError(err, cfg.GitLab.URL))
-	}
-	rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: cfg.Hooks.URL, SecretToken: cfg.Hooks.Secret, RotateToken: *rotate}, *dryRun)
-	printHookReport(stdout, rep)
-	if err != nil {
-		return fail(stderr, "hooks sync", explainGitLabError(err, cfg.GitLab.URL))
-	}
-	return exitOK
+	fs := cmd.Flags()
+	s.addCommon(fs, "info")
+	s.addGitLab(fs)
+	fs.StringVar(&hookURL, "url", "", "public URL of depsd's webhook endpoint, e.g. https://depsd.example.com/hooks/gitlab (default hooks.url, $DEPSD_HOOK_URL)")
+	fs.BoolVar(&dryRun, "dry-run", false, "say what would change, change nothing")
+	fs.BoolVar(&rotate, "rotate-token", false, "set the secret token on every hook (after changing the secret: GitLab never shows a hook's token, so drift cannot be seen)")
+	return cmd
 }
 
 func printHookReport(w io.Writer, rep gitlab.HookReport) {

@@ -1,16 +1,22 @@
 // Command depsd keeps chains of container images on a GitLab instance
-// rebuilt in dependency order. main only parses the command line, sets up
-// signals and turns results into exit codes; the work is in the packages.
+// rebuilt in dependency order. main only builds the command tree (one file
+// per command, each made by a newXCmd function), sets up signals and turns
+// results into exit codes; the work is in the packages.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	_ "time/tzdata" // schedule timezones work on hosts without a zoneinfo database
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes shared by every subcommand.
@@ -27,72 +33,79 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run dispatches a subcommand and returns the process exit code.
+// run executes the command line args and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	switch args[0] {
-	case "check":
-		return runCheck(args[1:], stdout, stderr)
-	case "scan":
-		return runScan(ctx, args[1:], stdout, stderr)
-	case "graph":
-		return runGraph(ctx, args[1:], stdout, stderr)
-	case "deps", "rdeps":
-		return runDeps(ctx, args[0], args[1:], stdout, stderr)
-	case "hooks":
-		return runHooks(ctx, args[1:], stdout, stderr)
-	case "serve":
-		return runServe(ctx, args[1:], stderr)
-	case "rebuild":
-		return runRebuild(ctx, args[1:], stdout, stderr)
-	case "chains":
-		return runChains(ctx, args[1:], stdout, stderr)
-	case "schedules":
-		return runSchedules(ctx, args[1:], stdout, stderr)
-	case "demo":
-		return runDemo(ctx, args[1:], stdout, stderr)
-	case "version", "--version":
-		fmt.Fprintln(stdout, "depsd", buildVersion())
-		return exitOK
-	case "help", "-h", "--help":
-		usage(stdout)
-		return exitOK
-	default:
-		fmt.Fprintf(stderr, "depsd: unknown command %q\n", args[0])
-		usage(stderr)
-		return exitUsage
-	}
+	root := newRootCmd(&app{stdout: stdout, stderr: stderr, env: os.LookupEnv})
+	root.SetArgs(compatArgs(root, args))
+	cmd, err := root.ExecuteContextC(ctx)
+	return exitCode(cmd, err, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: depsd <command> [flags]
+// exitCode reports err, if it was not reported yet, and maps it to the
+// exit code: usage errors 2, others 1.
+func exitCode(cmd *cobra.Command, err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	name := "depsd"
+	if cmd != nil {
+		name = cmd.CommandPath()
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", name, ue.err, name)
+		return exitUsage
+	}
+	if !errors.Is(err, errReported) {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	}
+	return exitFail
+}
 
-commands:
-  demo           run depsd end to end against a simulated GitLab
-  check [--registry HOST] [--json] [--file NAME]... DIR...
-                 print the dependencies declared by local checkouts
-  scan           scan the GitLab scope into the state file
-  graph [--format text|json|dot|mermaid]
-                 print the scanned dependency graph
-  deps PROJECT   print the direct upstreams of a project
-  rdeps [--all] PROJECT
-                 print the downstreams of a project (--all: every wave)
-  hooks sync [--url URL] [--dry-run]
-                 give every project in scope exactly one depsd webhook
-  serve [--listen ADDR] [--mode chain|first-level]
-                 receive webhooks and rebuild downstream projects in order
-  rebuild [--dry-run] PROJECT
-                 start a chain at PROJECT (works with or without a daemon)
-  chains [--json] [ID]
-                 show recent chains, or one chain and its members
-  schedules      list cron rebuilds, the maintenance rescan and watched images
-  version        print the version
+// usageError is a wrong command line: exit code 2.
+type usageError struct{ err error }
 
-Run 'depsd <command> -h' for the flags of a command.
-`)
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef makes a usage error.
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// errReported is returned by a command that already printed why it failed
+// (depsd check, one line per directory): exit 1 without another message.
+var errReported = errors.New("failed")
+
+// compatArgs rewrites the single-dash long flags the standard flag package
+// accepted (-json, -all) to the double-dash form, so scripts written for
+// earlier versions keep working. Only names of real flags are rewritten,
+// and nothing after "--".
+func compatArgs(root *cobra.Command, args []string) []string {
+	names := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) { names[f.Name] = true })
+		c.PersistentFlags().VisitAll(func(f *pflag.Flag) { names[f.Name] = true })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+			name, _, _ := strings.Cut(a[1:], "=")
+			if len(name) > 1 && names[name] {
+				a = "-" + a
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }

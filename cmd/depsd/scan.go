@@ -1,55 +1,71 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scan"
 )
 
-// runScan implements `depsd scan`: scan the scope into the store and print
-// a summary. Exit 1 when GitLab cannot be reached or rejects the token.
-func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("scan", "scan [flags]", stderr, true)
-	if code, ok := c.parse(args); !ok {
-		return code
+// newScanCmd: scan the scope into the store and print a summary. Exit 1
+// when GitLab cannot be reached or rejects the token.
+func newScanCmd(a *app) *cobra.Command {
+	var s settings
+	cmd := &cobra.Command{
+		Use:   "scan [--group G]... [--project P]... [--exclude GLOB]...",
+		Short: "Scan the GitLab scope into the state file",
+		Long: `scan lists the projects of the scope (groups with all their subgroups, and
+single projects), reads the Containerfile and .gitlab-deps of each default
+branch, and stores the dependency graph in the state file. A scan after the
+first is incremental: it reads again only the projects whose head moved.
+
+The scope comes from --group/--project or scope in depsd.yaml; GitLab from
+--gitlab-url or GITLAB_URL, with the token in GITLAB_TOKEN or
+GITLAB_TOKEN_FILE.`,
+		Example: `  depsd scan --group infra/images --group apps --exclude 'apps/legacy/**'
+  GITLAB_URL=https://gitlab.example.com GITLAB_TOKEN_FILE=~/.gitlab-token depsd scan --project infra/base`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cfg, err := s.load(a)
+			if err != nil {
+				return err
+			}
+			log := s.logger(a.stderr)
+			gl, err := newScopedGitLab(cfg, log)
+			if err != nil {
+				return err
+			}
+			st, err := openStore(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			res, err := scan.Run(ctx, gl, st, cfg.ScanOptions(log.With("component", "scan"), nil))
+			if err != nil {
+				return explainGitLabError(err, cfg.GitLab.URL)
+			}
+			out := a.stdout
+			fmt.Fprintf(out, "scanned %d projects in %s with %d requests (%d files read, %d unchanged)\n",
+				res.Projects, res.Duration.Round(1e6), res.Requests, res.FilesFetched, res.Unchanged)
+			fmt.Fprintf(out, "%d dependencies between projects, %d external images, %d warnings, %d cycles\n",
+				res.Edges, res.External, res.Warnings, res.Cycles)
+			for _, cyc := range res.CyclePaths {
+				fmt.Fprintf(out, "cycle (never followed): %s\n", strings.Join(cyc, " → "))
+			}
+			if res.Warnings > 0 {
+				fmt.Fprintln(out, "see the warnings with: depsd graph")
+			}
+			return nil
+		},
 	}
-	cfg, err := c.load()
-	if err != nil {
-		return fail(stderr, "scan", err)
-	}
-	log := c.logger(stderr)
-	gl, err := newScopedGitLab(cfg, log)
-	if err != nil {
-		return fail(stderr, "scan", err)
-	}
-	st, err := openStore(ctx, cfg)
-	if err != nil {
-		return fail(stderr, "scan", err)
-	}
-	defer st.Close()
-	res, err := scan.Run(ctx, gl, st, scan.Options{
-		Scope: scope(cfg), Containerfiles: cfg.Containerfiles, Registry: cfg.Registry,
-		InstanceHost: instanceHost(cfg), Concurrency: cfg.GitLab.Concurrency, Logger: log.With("component", "scan"),
-	})
-	if err != nil {
-		return fail(stderr, "scan", explainGitLabError(err, cfg.GitLab.URL))
-	}
-	fmt.Fprintf(stdout, "scanned %d projects in %s with %d requests (%d files read, %d unchanged)\n",
-		res.Projects, res.Duration.Round(1e6), res.Requests, res.FilesFetched, res.Unchanged)
-	fmt.Fprintf(stdout, "%d dependencies between projects, %d external images, %d warnings, %d cycles\n",
-		res.Edges, res.External, res.Warnings, res.Cycles)
-	for _, cyc := range res.CyclePaths {
-		fmt.Fprintf(stdout, "cycle (never followed): %s\n", strings.Join(cyc, " → "))
-	}
-	if res.Warnings > 0 {
-		fmt.Fprintln(stdout, "see the warnings with: depsd graph")
-	}
-	return exitOK
+	s.addCommon(cmd.Flags(), "info")
+	s.addGitLab(cmd.Flags())
+	return cmd
 }
 
 // explainGitLabError says in words which of the usual failures happened.

@@ -1,53 +1,68 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"gitlab.com/depsd/depsd/daemon"
 )
 
-// runSchedules implements `depsd schedules`: every schedule with its next
-// and last fire and outcome, read from the state file.
-func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("schedules", "schedules [--json]", stderr, false)
-	asJSON := c.fs.Bool("json", false, "print JSON")
-	if code, ok := c.parse(args); !ok {
-		return code
+// newSchedulesCmd: every schedule with its next and last fire and outcome,
+// read from the state file.
+func newSchedulesCmd(a *app) *cobra.Command {
+	var (
+		s      settings
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "schedules [--json]",
+		Short: "List cron rebuilds, the maintenance rescan and watched images",
+		Long: `schedules lists every schedule of the configuration (schedules, rescan,
+watch) with its next fire, its last fire and that fire's outcome, as the
+state file recorded them. It validates the schedules first and names the
+entry that is wrong.`,
+		Example: `  depsd schedules
+  depsd schedules --config /etc/depsd/depsd.yaml --json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cfg, err := s.load(a)
+			if err != nil {
+				return err
+			}
+			if err := cfg.Scheduler.Validate(nil); err != nil {
+				return err
+			}
+			st, err := openStore(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			entries, err := daemon.ListSchedules(ctx, cfg.Scheduler, st, nil)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a.stdout, map[string]any{"schedules": entries})
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KIND\tTARGET\tSCHEDULE\tNEXT\tLAST\tOUTCOME")
+			for _, e := range entries {
+				spec := e.Spec
+				if e.Timezone != "" {
+					spec += " (" + e.Timezone + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Kind, e.Target, spec, when(e.Next), when(e.LastFire), orDash(e.LastOutcome))
+			}
+			return tw.Flush()
+		},
 	}
-	cfg, err := c.load()
-	if err != nil {
-		return fail(stderr, "schedules", err)
-	}
-	if err := cfg.Scheduler.Validate(nil); err != nil {
-		return fail(stderr, "schedules", err)
-	}
-	st, err := openStore(ctx, cfg)
-	if err != nil {
-		return fail(stderr, "schedules", err)
-	}
-	defer st.Close()
-	entries, err := daemon.ListSchedules(ctx, cfg.Scheduler, st, nil)
-	if err != nil {
-		return fail(stderr, "schedules", err)
-	}
-	if *asJSON {
-		return printJSON(stdout, stderr, map[string]any{"schedules": entries})
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tTARGET\tSCHEDULE\tNEXT\tLAST\tOUTCOME")
-	for _, e := range entries {
-		spec := e.Spec
-		if e.Timezone != "" {
-			spec += " (" + e.Timezone + ")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Kind, e.Target, spec, when(e.Next), when(e.LastFire), orDash(e.LastOutcome))
-	}
-	tw.Flush()
-	return exitOK
+	s.addCommon(cmd.Flags(), "info")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }
 
 func when(t time.Time) string {

@@ -1,110 +1,65 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"strings"
 	"time"
 
-	"gitlab.com/depsd/depsd/chain"
+	"github.com/spf13/cobra"
+
 	"gitlab.com/depsd/depsd/daemon"
 )
 
-// runServe implements `depsd serve`: the webhook receiver, chain engine and
-// HTTP API until SIGTERM.
-func runServe(ctx context.Context, args []string, stderr io.Writer) int {
-	c := newCommand("serve", "serve [--listen ADDR] [--mode chain|first-level] [flags]", stderr, true)
-	listen := c.fs.String("listen", "127.0.0.1:8080", "HTTP address: POST /hooks/gitlab, /healthz, /readyz, /metrics, /api/v1/...")
-	c.addModeFlag()
-	c.fs.StringVar(&c.secretFile, "webhook-secret-file", "", "file holding the X-Gitlab-Token secret (default $DEPSD_WEBHOOK_SECRET_FILE, hooks.secret_file, or $DEPSD_WEBHOOK_SECRET)")
-	reconcile := c.fs.Duration("reconcile-interval", time.Minute, "how often the status of pipelines depsd created is polled, in case a webhook never arrives")
-	expiry := c.fs.Duration("chain-expiry", 7*24*time.Hour, "a chain still unfinished after this long expires")
-	if code, ok := c.parse(args); !ok {
-		return code
-	}
-	cfg, err := c.load()
-	if err != nil {
-		return fail(stderr, "serve", err)
-	}
-	log := c.logger(stderr)
-	gl, err := newScopedGitLab(cfg, log)
-	if err != nil {
-		return fail(stderr, "serve", err)
-	}
-	d, err := daemon.New(ctx, daemon.Options{
-		Config: cfg, GitLab: gl, Listen: *listen, Mode: engineMode(cfg), ReconcileInterval: *reconcile, ChainExpiry: *expiry, Logger: log,
-	})
-	if err != nil {
-		return fail(stderr, "serve", err)
-	}
-	if err := d.Run(ctx); err != nil {
-		return fail(stderr, "serve", err)
-	}
-	return exitOK
-}
+// newServeCmd: the webhook receiver, chain engine and HTTP API until
+// SIGTERM.
+func newServeCmd(a *app) *cobra.Command {
+	var (
+		s         settings
+		listen    string
+		reconcile time.Duration
+		expiry    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve [--listen ADDR] [--mode chain|first-level]",
+		Short: "Receive webhooks and rebuild downstream projects in order",
+		Long: `serve runs depsd: it scans the scope at start, receives GitLab's pipeline
+and push webhooks at POST /hooks/gitlab, and when a project's pipeline
+succeeds it triggers the projects downstream, wave after wave, each exactly
+once. It runs the schedules and watches external images, and answers
+/healthz, /readyz, /metrics and /api/v1/... on the same address. On SIGTERM
+it finishes the requests in flight and stops; work recorded but not done
+is picked up at the next start.
 
-// runRebuild implements `depsd rebuild PROJECT [--dry-run]`: start a chain
-// at PROJECT. The chain lives in the state file, so a running daemon
-// advances it; the first pipeline is created right away when GitLab is
-// configured.
-func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newCommand("rebuild", "rebuild [--dry-run] PROJECT", stderr, true)
-	dryRun := c.fs.Bool("dry-run", false, "print the waves that would be built, change nothing")
-	c.addModeFlag()
-	if code, ok := c.parse(args); !ok {
-		return code
+serve refuses to start without a webhook secret (DEPSD_WEBHOOK_SECRET,
+DEPSD_WEBHOOK_SECRET_FILE, --webhook-secret-file or hooks.secret_file).`,
+		Example: `  depsd serve --listen 127.0.0.1:8080
+  depsd serve --config /etc/depsd/depsd.yaml --mode first-level`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cfg, err := s.load(a)
+			if err != nil {
+				return err
+			}
+			log := s.logger(a.stderr)
+			gl, err := newScopedGitLab(cfg, log)
+			if err != nil {
+				return err
+			}
+			d, err := daemon.New(ctx, daemon.Options{
+				Config: cfg, GitLab: gl, Listen: listen, ReconcileInterval: reconcile, ChainExpiry: expiry, Logger: log,
+			})
+			if err != nil {
+				return err
+			}
+			return d.Run(ctx)
+		},
 	}
-	if c.fs.NArg() != 1 {
-		c.fs.Usage()
-		return exitUsage
-	}
-	project := c.fs.Arg(0)
-	st, g, code := openProjectGraph(ctx, c, stderr, "rebuild", project)
-	if st == nil {
-		return code
-	}
-	defer st.Close()
-	if *dryRun {
-		for i, wave := range chain.RebuildPlan(g, project) {
-			fmt.Fprintf(stdout, "wave %d: %s\n", i, strings.Join(wave, " "))
-		}
-		return exitOK
-	}
-	cfg, _ := c.load()
-	log := c.logger(stderr)
-	ecfg := chain.Config{Store: st, Graph: st.Graph, Logger: log, Mode: engineMode(cfg)}
-	gl, glErr := newGitLab(cfg, log)
-	if glErr == nil {
-		ecfg.GitLab = gl
-	}
-	engine, err := chain.New(ecfg)
-	if err != nil {
-		return fail(stderr, "rebuild", err)
-	}
-	id, err := engine.Rebuild(ctx, project, chain.Reason{Kind: chain.ReasonRebuild, Detail: "depsd rebuild"})
-	if err != nil {
-		return fail(stderr, "rebuild", err)
-	}
-	fmt.Fprintf(stdout, "chain %d started at %s\n", id, project)
-	if glErr != nil {
-		fmt.Fprintf(stdout, "GitLab is not configured here (%v): a running depsd serve on %s creates the pipelines\n", glErr, cfg.State)
-		return exitOK
-	}
-	if _, err := engine.SendPending(ctx); err != nil {
-		return fail(stderr, "rebuild", err)
-	}
-	view, err := engine.Chain(ctx, id)
-	if err != nil {
-		return fail(stderr, "rebuild", err)
-	}
-	for _, m := range view.Members {
-		if m.PipelineID != 0 {
-			fmt.Fprintf(stdout, "%s: pipeline %d %s\n", m.Project, m.PipelineID, m.PipelineURL)
-		} else if m.State == chain.Failed {
-			fmt.Fprintf(stdout, "%s: failed: %s\n", m.Project, m.Why)
-		}
-	}
-	fmt.Fprintln(stdout, "depsd serve triggers the rest as their upstreams succeed; follow it with: depsd chains", id)
-	return exitOK
+	fs := cmd.Flags()
+	s.addCommon(fs, "info")
+	s.addGitLab(fs)
+	s.addMode(fs)
+	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "HTTP address: POST /hooks/gitlab, /healthz, /readyz, /metrics, /api/v1/...")
+	fs.StringVar(&s.secretFile, "webhook-secret-file", "", "file holding the X-Gitlab-Token secret (default $DEPSD_WEBHOOK_SECRET_FILE, hooks.secret_file, or $DEPSD_WEBHOOK_SECRET)")
+	fs.DurationVar(&reconcile, "reconcile-interval", time.Minute, "how often the status of pipelines depsd created is polled, in case a webhook never arrives")
+	fs.DurationVar(&expiry, "chain-expiry", 7*24*time.Hour, "a chain still unfinished after this long expires")
+	return cmd
 }

@@ -48,6 +48,8 @@ func (s *Server) ClearFaults() {
 //	GET /projects/:id
 //	GET /projects/:id/repository/files/:file_path/raw
 //	GET /projects/:id/repository/branches/:branch
+//	GET /projects/:id/repository/tree
+//	GET /projects/:id/repository/blobs/:sha/raw
 //	POST /projects/:id/pipeline
 //	GET /projects/:id/pipelines
 //	GET /projects/:id/pipelines/:pipeline_id

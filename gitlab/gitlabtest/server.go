@@ -61,6 +61,9 @@ type Options struct {
 	// own (SetPipelineBehavior) run. The zero value is manual: pipelines
 	// stay "created" until SetPipelineStatus moves them.
 	Pipelines Behavior
+	// PipelineCreationLimit throttles POST /projects/:id/pipeline as
+	// GitLab's pipeline creation rate limit does; zero: no limit.
+	PipelineCreationLimit PipelineCreationLimit
 	// Version is the GitLab version sent in webhook User-Agent headers
 	// ("GitLab/<version>"). Defaults to DefaultVersion.
 	Version string
@@ -87,7 +90,8 @@ type Server struct {
 	Token string
 
 	registryHost string
-	now          func() time.Time
+	now          func() time.Time // GitLab's millisecond precision
+	preciseNow   func() time.Time // the clock itself, for Pipeline.Requested
 	throttle     time.Duration
 	latency      atomic.Int64
 	http         *httptest.Server
@@ -117,6 +121,8 @@ type Server struct {
 	behaviors       map[int64]*behaviorState // by project id
 	runs            int                      // simulated pipelines not yet finished
 	hooksOut        hookState
+	createLimit     PipelineCreationLimit
+	createCounts    *createThrottle
 }
 
 // New starts a fake GitLab on a loopback port.
@@ -139,6 +145,7 @@ func New(opts Options) *Server {
 	// Stored times have GitLab's millisecond precision, so what the API
 	// answers equals what the fake reports.
 	s.now = func() time.Time { return clock().UTC().Truncate(time.Millisecond) }
+	s.preciseNow = clock
 	if s.throttle == 0 {
 		s.throttle = time.Hour
 	}
@@ -158,6 +165,7 @@ func New(opts Options) *Server {
 	}
 	s.changed = make(chan struct{})
 	s.defaultBehavior = opts.Pipelines
+	s.createLimit = opts.PipelineCreationLimit
 	s.behaviors = map[int64]*behaviorState{}
 	s.hooksOut.init()
 	s.http = httptest.NewServer(s.routes())
@@ -225,6 +233,8 @@ func (s *Server) routes() http.Handler {
 		{"GET /projects/:id", s.getProject},
 		{"GET /projects/:id/repository/files/:file_path/raw", s.getRawFile},
 		{"GET /projects/:id/repository/branches/:branch", s.getBranch},
+		{"GET /projects/:id/repository/tree", s.listTree},
+		{"GET /projects/:id/repository/blobs/:sha/raw", s.getRawBlob},
 		{"POST /projects/:id/pipeline", s.createPipeline},
 		{"GET /projects/:id/pipelines", s.listPipelines},
 		{"GET /projects/:id/pipelines/:pipeline_id", s.getPipeline},

@@ -19,6 +19,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"gitlab.com/depsd/depsd/internal/realtest"
 )
 
 // Binary is where Debian installs the registry.
@@ -26,13 +28,12 @@ const Binary = "docker-registry"
 
 // Start runs a registry with its storage in a temporary directory until
 // the test ends, and returns its host:port. It skips the test when the
-// registry is not installed (apt-get install docker-registry).
+// registry is not installed (apt-get install docker-registry), or fails
+// it where the registry is expected (realtest.Require: CI=true, ...).
 func Start(t testing.TB) string {
 	t.Helper()
 	bin, err := exec.LookPath(Binary)
-	if err != nil {
-		t.Skipf("%s is not installed (apt-get install -y docker-registry): %v", Binary, err)
-	}
+	realtest.Require(t, realtest.Registry, err == nil, fmt.Sprintf("apt-get install -y docker-registry: %v", err))
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cfg := fmt.Sprintf(`version: 0.1

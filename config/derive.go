@@ -1,0 +1,74 @@
+package config
+
+import (
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/scan"
+)
+
+// This file is the one place where the validated configuration becomes the
+// options of the packages that do the work, so `depsd serve` and the other
+// commands cannot read the same setting two ways.
+
+// ChainMode is the chain engine's mode for the configured mode.
+func (c Config) ChainMode() chain.Mode {
+	if c.Mode == ModeFirstLevel {
+		return chain.FirstLevel
+	}
+	return chain.Full
+}
+
+// GitLabScope is the configured scope in the gitlab package's terms.
+func (c Config) GitLabScope() gitlab.Scope {
+	return gitlab.Scope{Groups: c.Scope.Groups, Projects: c.Scope.Projects, Exclude: c.Scope.Exclude}
+}
+
+// InstanceHost is the host of gitlab.url, lower case, which .gitlab-deps
+// URLs must name; "" when no URL is configured.
+func (c Config) InstanceHost() string {
+	return HostOf(c.GitLab.URL)
+}
+
+// HostOf is the lower-case host name of a URL, "" when it has none.
+func HostOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+// ScanOptions are the scan package's options for this configuration.
+func (c Config) ScanOptions(log *slog.Logger, now func() time.Time) scan.Options {
+	return scan.Options{
+		Scope: c.GitLabScope(), Containerfiles: c.Containerfiles, Registry: c.Registry,
+		InstanceHost: c.InstanceHost(), Concurrency: c.GitLab.Concurrency, Now: now, Logger: log,
+	}
+}
+
+// GitLabClient builds the API client; it fails when the URL or the token
+// is missing.
+func (c Config) GitLabClient(log *slog.Logger) (*gitlab.Client, error) {
+	if err := c.RequireGitLab(); err != nil {
+		return nil, err
+	}
+	retries := c.GitLab.MaxRetries
+	if retries == 0 {
+		retries = -1 // the gitlab package reads 0 as "default"
+	}
+	return gitlab.New(gitlab.Config{
+		BaseURL:           c.GitLab.URL,
+		Token:             c.GitLab.Token,
+		Concurrency:       c.GitLab.Concurrency,
+		RequestsPerMinute: c.GitLab.RequestsPerMinute,
+		MaxRetries:        retries,
+		HTTPClient:        &http.Client{Timeout: c.GitLab.Timeout},
+		Logger:            log,
+	})
+}
