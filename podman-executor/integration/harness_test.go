@@ -98,17 +98,28 @@ func setup(m *testing.M) int {
 	return m.Run()
 }
 
-// expectPodman says why podman must be there (CI=true, or CONTAINER_HOST
-// set), or "" when the tests may skip without it.
-func expectPodman(getenv func(string) string) string {
-	if getenv("CI") == "true" {
+// expected says why a real component must be there -- CI=true,
+// DEPSD_REQUIRE naming it (or "all"), or, for podman, CONTAINER_HOST set --
+// or "" when its tests may skip without it. It is the rule of depsd's
+// internal/realtest, restated because this module imports nothing from
+// depsd.
+func expected(component string, getenv func(string) string) string {
+	if strings.EqualFold(strings.TrimSpace(getenv("CI")), "true") {
 		return "CI=true"
 	}
-	if h := getenv("CONTAINER_HOST"); h != "" {
+	for _, name := range strings.Split(getenv("DEPSD_REQUIRE"), ",") {
+		if name = strings.TrimSpace(name); strings.EqualFold(name, "all") || strings.EqualFold(name, component) {
+			return "DEPSD_REQUIRE=" + getenv("DEPSD_REQUIRE")
+		}
+	}
+	if h := getenv("CONTAINER_HOST"); component == "podman" && h != "" {
 		return "CONTAINER_HOST=" + h
 	}
 	return ""
 }
+
+// expectPodman is expected("podman", getenv).
+func expectPodman(getenv func(string) string) string { return expected("podman", getenv) }
 
 // runner behaves like gitlab-runner towards the driver, for one test.
 type runner struct {

@@ -54,8 +54,8 @@ func startRegistry(t *testing.T, tags ...string) *registry {
 		t.Skip(shared.skip)
 	}
 	if _, err := os.Stat(registryBinary); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but %s is missing (Debian package docker-registry): %v", registryBinary, err)
+		if why := expected("docker-registry", os.Getenv); why != "" {
+			t.Fatalf("%s but %s is missing (Debian package docker-registry): %v", why, registryBinary, err)
 		}
 		t.Skipf("%s not installed (Debian package docker-registry): %v", registryBinary, err)
 	}
