@@ -40,6 +40,21 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 		}
 		g.Mounts = append(g.Mounts, spec.Mount{Type: "bind", Source: m.Source, Destination: m.Destination, Options: opts})
 	}
+	if len(s.Volumes) > 0 {
+		mounts, named, overlays, err := specgen.GenVolumeMounts(s.Volumes)
+		if err != nil {
+			return "", fmt.Errorf("create container %s: volumes: %w", s.Name, err)
+		}
+		for _, m := range mounts {
+			g.Mounts = append(g.Mounts, m)
+		}
+		for _, v := range named {
+			g.Volumes = append(g.Volumes, v)
+		}
+		for _, v := range overlays {
+			g.OverlayVolumes = append(g.OverlayVolumes, v)
+		}
+	}
 	if len(s.Networks) > 0 {
 		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
 		g.Networks = make(map[string]types.PerNetworkOptions, len(s.Networks))
@@ -67,6 +82,16 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 		return "", fmt.Errorf("create container %s: %w", s.Name, notFound(err))
 	}
 	return resp.ID, nil
+}
+
+// ValidateVolume checks a volume spec as podman's -v does
+// ("[host-dir|volume-name:]ctr-dir[:options]", options checked by
+// containers/common: ro, rw, z, Z, U, O, shared, slave, private, ...).
+func ValidateVolume(v string) error {
+	if _, _, _, err := specgen.GenVolumeMounts([]string{v}); err != nil {
+		return fmt.Errorf("volume %q: %w", v, err)
+	}
+	return nil
 }
 
 // Inspect returns what is known about one container, including whether an

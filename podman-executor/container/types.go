@@ -31,6 +31,9 @@ type Spec struct {
 	Env        map[string]string
 	Labels     map[string]string
 	Mounts     []Mount
+	// Volumes are podman -v specs ("host:ctr[:opts]", "name:ctr", "ctr"),
+	// read by podman's own parser (see ValidateVolume).
+	Volumes []string
 	// Networks the container joins, each with its DNS aliases. Empty means
 	// podman's default network.
 	Networks map[string][]string

@@ -12,6 +12,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/docker/go-units"
+
+	"gitlab.com/depsd/depsd/podman-executor/container"
 )
 
 // DefaultConfigPath is read when neither --config nor
@@ -44,7 +46,9 @@ type Config struct {
 	// gitlab-runner-helper), mounted read-only as gitlab-runner on the
 	// job's PATH. Empty: looked up on the host PATH; "none" disables it.
 	HelperBinary string `toml:"helper_binary"`
-	// Volumes are extra bind mounts, "host:container[:ro]".
+	// Volumes are extra volumes as podman's -v reads them:
+	// "host-dir:ctr-dir[:options]" or "volume-name:ctr-dir[:options]",
+	// options ro, rw, z, Z, U, O, ... (containers/common's parser).
 	Volumes []string `toml:"volumes"`
 	// Network is a podman network every job container joins.
 	Network string `toml:"network"`
@@ -213,12 +217,12 @@ func (c Config) validate() error {
 		return errors.New("driver config: cpus and pids_limit must not be negative")
 	}
 	for _, v := range c.Volumes {
-		if _, err := parseVolume(v); err != nil {
-			return err
+		if err := container.ValidateVolume(v); err != nil {
+			return fmt.Errorf("driver config: %w", err)
 		}
 	}
 	for _, g := range append(append([]string{}, c.AllowedImages...), c.AllowedServices...) {
-		if _, err := compileGlob(g); err != nil {
+		if err := validGlob(g); err != nil {
 			return fmt.Errorf("driver config: allowed glob %q: %w", g, err)
 		}
 	}

@@ -281,8 +281,8 @@ func (e *Executor) ensureImageWith(ctx context.Context, image, policy, platform 
 	return err
 }
 
-// mounts are the job container's bind mounts: the job's cache directory,
-// the runner helper and the configured extra volumes.
+// mounts are the job container's bind mounts: the job's cache directory
+// and the runner helper (the configured volumes go in Spec.Volumes).
 func (e *Executor) mounts(id Identity) ([]container.Mount, error) {
 	root := filepath.Join(e.Config.CacheHostDir, "runner-"+clean(id.Runner), "project-"+clean(id.Project))
 	cache := filepath.Join(root, cacheData)
@@ -304,18 +304,10 @@ func (e *Executor) mounts(id Identity) ([]container.Mount, error) {
 	} else {
 		e.progress("WARNING: no runner helper configured: artifacts and caches will not work")
 	}
-	for _, v := range e.Config.Volumes {
-		m, err := parseVolume(v)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, m)
-	}
 	return ms, nil
 }
 
-// jobSpec describes the job container.
-// main is the job container's main process: the stage channel's loop,
+// jobSpec describes the job container; main is the job container's main process: the stage channel's loop,
 // or keepAlive.
 func (e *Executor) jobSpec(id Identity, image string, mounts []container.Mount, main []string) (container.Spec, error) {
 	mem, err := e.Config.memoryBytes()
@@ -332,6 +324,7 @@ func (e *Executor) jobSpec(id Identity, image string, mounts []container.Mount, 
 		Platform:   opts.ExecutorOpts.Docker.Platform,
 		Labels:     id.Labels("job", e.now()),
 		Mounts:     mounts,
+		Volumes:    e.Config.Volumes,
 		Memory:     mem,
 		CPUs:       e.Config.CPUs,
 		PidsLimit:  e.Config.PidsLimit,
