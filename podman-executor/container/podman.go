@@ -2,10 +2,13 @@ package container
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -90,6 +93,20 @@ func (p *Podman) Pull(ctx context.Context, ref string, o PullOptions, progress i
 	}
 	if o.Auth.Username != "" {
 		opts = opts.WithUsername(o.Auth.Username).WithPassword(o.Auth.Password)
+	}
+	if o.Auth.IdentityToken != "" {
+		// The bindings send a token only from an auth file.
+		dir, err := os.MkdirTemp("", "podman-executor-token-")
+		if err != nil {
+			return fmt.Errorf("pull %s: %w", ref, err)
+		}
+		defer os.RemoveAll(dir)
+		file := filepath.Join(dir, "auth.json")
+		b, _ := json.Marshal(map[string]any{"auths": map[string]any{o.Auth.Registry: map[string]string{"identitytoken": o.Auth.IdentityToken}}})
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			return fmt.Errorf("pull %s: %w", ref, err)
+		}
+		opts = opts.WithAuthfile(file)
 	}
 	if o.SkipTLSVerify {
 		opts = opts.WithSkipTLSVerify(true)

@@ -97,6 +97,10 @@ type Auth struct {
 	AuthFile string // host path of a containers-auth.json / docker config.json
 	Username string
 	Password string
+	// IdentityToken is an OAuth2 refresh token for Registry (docker
+	// config.json's identitytoken), used instead of a password.
+	IdentityToken string
+	Registry      string
 }
 
 // PullOptions say how to pull an image.

@@ -261,8 +261,15 @@ func (e *Executor) ensureImageWith(ctx context.Context, image, policy, platform 
 	if policy == "always" {
 		opts.Policy = "always"
 	}
+	scratch, err := os.MkdirTemp("", "podman-executor-auth-")
+	if err != nil {
+		return fmt.Errorf("pull %s: %w", image, err)
+	}
+	defer os.RemoveAll(scratch)
 	var source string
-	opts.Auth, source = credentials(image, e.Job, e.Config)
+	if opts.Auth, source, err = credentials(image, e.Job, e.Config, scratch); err != nil {
+		return err
+	}
 	how := ""
 	if platform != "" {
 		how = " for platform " + platform
@@ -274,7 +281,7 @@ func (e *Executor) ensureImageWith(ctx context.Context, image, policy, platform 
 		how += " (insecure registry: no TLS verification)"
 	}
 	e.progress("Pulling image %s%s", image, how)
-	err := e.Engine.Pull(ctx, image, opts, e.Stdout)
+	err = e.Engine.Pull(ctx, image, opts, e.Stdout)
 	if err != nil && !opts.SkipTLSVerify && strings.Contains(err.Error(), "HTTP response to HTTPS client") {
 		return fmt.Errorf("%w (a plain-HTTP registry must be listed in the driver config's insecure_registries)", err)
 	}
