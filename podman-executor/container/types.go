@@ -74,6 +74,13 @@ type ImageConfig struct {
 	Healthcheck []string
 }
 
+// Volume is a podman named volume as the executor sees it.
+type Volume struct {
+	Name    string
+	Labels  map[string]string
+	Created time.Time
+}
+
 // Network is a podman network as the executor sees it.
 type Network struct {
 	Name    string

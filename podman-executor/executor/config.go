@@ -39,6 +39,10 @@ type Config struct {
 	// BuildsDir and CacheDir are paths inside the job container.
 	BuildsDir string `toml:"builds_dir"`
 	CacheDir  string `toml:"cache_dir"`
+	// BuildsVolume keeps BuildsDir in a podman volume per runner, project
+	// and concurrent id, so the next job fetches incrementally instead of
+	// cloning; gc removes volumes unused for gc_cache_max_age.
+	BuildsVolume bool `toml:"builds_volume"`
 	// CacheHostDir holds one cache directory per runner and project; it is
 	// mounted at CacheDir and survives the job.
 	CacheHostDir string `toml:"cache_host_dir"`

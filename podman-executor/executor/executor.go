@@ -54,6 +54,12 @@ type Engine interface {
 	RunHealthCheck(ctx context.Context, name string) (string, error)
 	// Logs returns a container's last tail log lines.
 	Logs(ctx context.Context, name string, tail int) ([]string, error)
+	// CreateVolume creates a labelled named volume unless it exists;
+	// RemoveVolume returns container.ErrInUse (wrapped) while a container
+	// uses it.
+	CreateVolume(ctx context.Context, name string, labels map[string]string) error
+	ListVolumes(ctx context.Context, labels map[string]string) ([]container.Volume, error)
+	RemoveVolume(ctx context.Context, name string) error
 	// Local reports whether the service shares this host's filesystem
 	// (a local unix socket), so host directories can be bind-mounted and
 	// stages can reach the job container through package channel.

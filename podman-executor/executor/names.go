@@ -48,6 +48,12 @@ func (id Identity) JobName() string {
 // NetworkName is the per-job network on which services are reachable.
 func (id Identity) NetworkName() string { return id.JobName() + "-net" }
 
+// BuildsVolumeName is the podman volume holding the builds directory of
+// one runner, project and concurrent slot (builds_volume = true).
+func (id Identity) BuildsVolumeName() string {
+	return fmt.Sprintf("podman-executor-builds-r%s-p%s-c%s", clean(id.Runner), clean(id.Project), clean(id.Concurrent))
+}
+
 // ServiceName is the name of the job's i-th service container.
 func (id Identity) ServiceName(i int) string { return fmt.Sprintf("%s-svc%d", id.JobName(), i) }
 

@@ -113,6 +113,13 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if e.Config.BuildsVolume {
+		vol, err := e.buildsVolume(ctx, id)
+		if err != nil {
+			return err
+		}
+		spec.Volumes = append(spec.Volumes, vol+":"+e.Config.BuildsDir)
+	}
 	var started []startedService
 	if len(services) > 0 {
 		hosts, st, err := e.startServices(ctx, id, services)
@@ -148,6 +155,34 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	}
 	e.progress("Job container %s is running", name)
 	return e.waitForServices(ctx, id.NetworkName(), started)
+}
+
+// buildsVolume creates (once) the volume holding the builds directory
+// and marks it used now, for gc.
+func (e *Executor) buildsVolume(ctx context.Context, id Identity) (string, error) {
+	name := id.BuildsVolumeName()
+	labels := id.Labels("builds", e.now())
+	delete(labels, LabelGroup) // outlives the job: cleanup leaves it
+	delete(labels, LabelJob)
+	if err := e.Engine.CreateVolume(ctx, name, labels); err != nil {
+		return "", err
+	}
+	marker := e.buildsMarker(name)
+	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+		return "", fmt.Errorf("mark builds volume: %w", err)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		return "", fmt.Errorf("mark builds volume: %w", err)
+	}
+	now := e.now()
+	_ = os.Chtimes(marker, now, now)
+	e.progress("Using builds volume %s at %s", name, e.Config.BuildsDir)
+	return name, nil
+}
+
+// buildsMarker is touched on every use of a builds volume.
+func (e *Executor) buildsMarker(volume string) string {
+	return filepath.Join(e.Config.CacheHostDir, "builds-volumes", volume+".last-used")
 }
 
 // makeChannel creates the job's state directory (0700) and its stage
