@@ -55,6 +55,9 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 			g.OverlayVolumes = append(g.OverlayVolumes, v)
 		}
 	}
+	if s.HostNetwork {
+		g.NetNS = specgen.Namespace{NSMode: specgen.Host}
+	}
 	if len(s.Networks) > 0 {
 		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
 		g.Networks = make(map[string]types.PerNetworkOptions, len(s.Networks))

@@ -35,9 +35,12 @@ func (p *Podman) ListVolumes(ctx context.Context, labels map[string]string) ([]V
 	if err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
+	// podman 4.3 ORs several label filters on volumes: check them all here.
 	out := make([]Volume, 0, len(list))
 	for _, v := range list {
-		out = append(out, Volume{Name: v.Name, Labels: v.Labels, Created: v.CreatedAt})
+		if hasLabels(v.Labels, labels) {
+			out = append(out, Volume{Name: v.Name, Labels: v.Labels, Created: v.CreatedAt})
+		}
 	}
 	return out, nil
 }

@@ -38,9 +38,11 @@ type Spec struct {
 	// podman's default network.
 	Networks map[string][]string
 	HostAdd  []string // extra /etc/hosts lines, "name:ip"
-	Hostname string
-	WorkDir  string
-	User     string // user[:group] the main process runs as; "" = the image's
+	// HostNetwork runs the container in the host's network namespace.
+	HostNetwork bool
+	Hostname    string
+	WorkDir     string
+	User        string // user[:group] the main process runs as; "" = the image's
 	// Platform ("os/arch[/variant]") selects the image variant; "" = the host's.
 	Platform   string
 	Memory     int64   // bytes; 0 = unlimited

@@ -56,6 +56,14 @@ type Config struct {
 	Volumes []string `toml:"volumes"`
 	// Network is a podman network every job container joins.
 	Network string `toml:"network"`
+	// NetworkMode "host" runs the job (and helper) containers in the
+	// host's network namespace; services are then refused.
+	NetworkMode string `toml:"network_mode"`
+	// HelperImage, when set, is an image with git and the runner helper:
+	// the stages that fetch sources and handle caches and artifacts run in
+	// a container of it sharing the job's builds directory, so job images
+	// need neither.
+	HelperImage string `toml:"helper_image"`
 	// Memory ("2g"), CPUs (1.5) and PidsLimit limit each container.
 	Memory     string  `toml:"memory"`
 	CPUs       float64 `toml:"cpus"`
@@ -210,6 +218,11 @@ func (c Config) validate() error {
 		default:
 			return fmt.Errorf("driver config: allowed_pull_policies entry %q: want always, if-not-present or never", p)
 		}
+	}
+	switch c.NetworkMode {
+	case "", "bridge", "host":
+	default:
+		return fmt.Errorf("driver config: network_mode %q: want \"bridge\" or \"host\"", c.NetworkMode)
 	}
 	if c.WaitForServicesTimeout < -1 {
 		return fmt.Errorf("driver config: wait_for_services_timeout %d: want seconds, or -1 to disable", c.WaitForServicesTimeout)

@@ -109,6 +109,11 @@ func (e *Executor) channelDir(name string) string {
 	return filepath.Join(e.jobStateDir(name), "channel")
 }
 
+// helperChannelDir is the stage channel of the job's helper container.
+func (e *Executor) helperChannelDir(name string) string {
+	return filepath.Join(e.jobStateDir(name), "helper-channel")
+}
+
 // jobStateDir is the per-job directory under state_dir.
 func (e *Executor) jobStateDir(name string) string {
 	return filepath.Join(e.Config.StateDir, clean(name))

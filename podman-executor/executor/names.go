@@ -54,6 +54,9 @@ func (id Identity) BuildsVolumeName() string {
 	return fmt.Sprintf("podman-executor-builds-r%s-p%s-c%s", clean(id.Runner), clean(id.Project), clean(id.Concurrent))
 }
 
+// HelperName is the name of the job's helper container (helper_image).
+func (id Identity) HelperName() string { return id.JobName() + "-helper" }
+
 // ServiceName is the name of the job's i-th service container.
 func (id Identity) ServiceName(i int) string { return fmt.Sprintf("%s-svc%d", id.JobName(), i) }
 

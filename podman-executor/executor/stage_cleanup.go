@@ -41,6 +41,15 @@ func (e *Executor) removeGroup(ctx context.Context, group string) error {
 			errs = append(errs, err)
 		}
 	}
+	vols, err := e.Engine.ListVolumes(ctx, sel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, v := range vols {
+		if err := e.Engine.RemoveVolume(ctx, v.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if e.Config.StateDir != "" {
 		if err := os.RemoveAll(e.jobStateDir(group)); err != nil {
 			errs = append(errs, err)

@@ -69,6 +69,9 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 			return &JobError{Msg: "service: " + err.Error()}
 		}
 	}
+	if e.Config.NetworkMode == "host" && len(services) > 0 {
+		return &JobError{Msg: "services need a job network, and this runner runs jobs with network_mode = \"host\""}
+	}
 	policies, err := e.pullPolicies(e.Job.Response.Image.PullPolicy)
 	if err != nil {
 		return err
@@ -100,24 +103,18 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	}
 
 	useChannel := e.Engine.Local() && e.Config.StateDir != ""
-	main := keepAlive
-	if useChannel {
-		dir, err := e.makeChannel(name)
-		if err != nil {
-			return err
-		}
-		main = channel.Loop(channel.MountPoint)
-		mounts = append(mounts, container.Mount{Source: dir, Destination: channel.MountPoint})
+	base := mounts
+	main, mounts, err := e.withChannel(name, e.channelDir(name), keepAlive, base, useChannel)
+	if err != nil {
+		return err
 	}
 	spec, err := e.jobSpec(id, image, mounts, main)
 	if err != nil {
 		return err
 	}
-	if e.Config.BuildsVolume {
-		vol, err := e.buildsVolume(ctx, id)
-		if err != nil {
-			return err
-		}
+	if vol, err := e.sharedBuildsVolume(ctx, id); err != nil {
+		return err
+	} else if vol != "" {
 		spec.Volumes = append(spec.Volumes, vol+":"+e.Config.BuildsDir)
 	}
 	var started []startedService
@@ -133,25 +130,16 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 			spec.Networks[e.Config.Network] = nil
 		}
 	}
+	if e.Config.HelperImage != "" {
+		if err := e.startHelper(ctx, id, spec, base, useChannel); err != nil {
+			return err
+		}
+	}
 	if _, err := e.Engine.Create(ctx, spec); err != nil {
 		return err
 	}
-	if err := e.Engine.Start(ctx, name); err != nil {
-		return err
-	}
-	info, err := e.Engine.Inspect(ctx, name)
-	if err != nil {
-		return err
-	}
-	if !info.Running {
-		return fmt.Errorf("job container %s stopped right after start: does image %s have sh, and does its entrypoint run its command (else set `image: entrypoint: [\"\"]`)?", name, image)
-	}
-	if useChannel {
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := channel.Ready(rctx, e.channelDir(name), e.alive(ctx, name)); err != nil {
-			return fmt.Errorf("job container %s: %w", name, err)
-		}
+	if err := e.startAndWait(ctx, name, e.channelDir(name), useChannel); err != nil {
+		return fmt.Errorf("%w: does image %s have sh, and does its entrypoint run its command (else set `image: entrypoint: [\"\"]`)?", err, image)
 	}
 	e.progress("Job container %s is running", name)
 	return e.waitForServices(ctx, id.NetworkName(), started)
@@ -185,21 +173,101 @@ func (e *Executor) buildsMarker(volume string) string {
 	return filepath.Join(e.Config.CacheHostDir, "builds-volumes", volume+".last-used")
 }
 
-// makeChannel creates the job's state directory (0700) and its stage
-// channel, and returns the channel's path.
-func (e *Executor) makeChannel(name string) (string, error) {
+// withChannel returns a container's main process and mounts: with the
+// stage channel, the channel loop and the channel directory dir mounted;
+// else fallback and the mounts as they are.
+func (e *Executor) withChannel(name, dir string, fallback []string, mounts []container.Mount, use bool) ([]string, []container.Mount, error) {
+	if !use {
+		return fallback, mounts, nil
+	}
+	if err := e.makeChannel(name, dir); err != nil {
+		return nil, nil, err
+	}
+	ms := append(append([]container.Mount{}, mounts...), container.Mount{Source: dir, Destination: channel.MountPoint})
+	return channel.Loop(channel.MountPoint), ms, nil
+}
+
+// startAndWait starts a created container and waits until it runs (and
+// its stage loop reads, with the channel in dir).
+func (e *Executor) startAndWait(ctx context.Context, name, dir string, useChannel bool) error {
+	if err := e.Engine.Start(ctx, name); err != nil {
+		return err
+	}
+	info, err := e.Engine.Inspect(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !info.Running {
+		return fmt.Errorf("container %s stopped right after start", name)
+	}
+	if useChannel {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := channel.Ready(rctx, dir, e.alive(ctx, name)); err != nil {
+			return fmt.Errorf("container %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// sharedBuildsVolume is the volume holding builds_dir, or "" when it
+// stays in the job container: the persistent builds volume, else with a
+// helper container a volume of this job (removed by cleanup) that both
+// containers mount.
+func (e *Executor) sharedBuildsVolume(ctx context.Context, id Identity) (string, error) {
+	switch {
+	case e.Config.BuildsVolume:
+		return e.buildsVolume(ctx, id)
+	case e.Config.HelperImage != "":
+		name := id.JobName() + "-builds"
+		return name, e.Engine.CreateVolume(ctx, name, id.Labels("builds", e.now()))
+	}
+	return "", nil
+}
+
+// startHelper starts the helper container: helper_image, sharing the job
+// container's builds directory, cache, volumes and networks, running the
+// stages that fetch sources and handle caches and artifacts, so the job
+// image needs neither git nor the runner helper.
+func (e *Executor) startHelper(ctx context.Context, id Identity, job container.Spec, mounts []container.Mount, useChannel bool) error {
+	if err := e.ensureImage(ctx, e.Config.HelperImage, []string{e.Config.PullPolicy}, ""); err != nil {
+		return err
+	}
+	name := id.HelperName()
+	main, mounts, err := e.withChannel(id.JobName(), e.helperChannelDir(id.JobName()), keepAlive, mounts, useChannel)
+	if err != nil {
+		return err
+	}
+	s := job
+	s.Name, s.Image = name, e.Config.HelperImage
+	s.Entrypoint, s.Command = main, []string{}
+	s.User, s.Platform = "", ""
+	s.Labels = id.Labels("helper", e.now())
+	s.Mounts = mounts
+	if _, err := e.Engine.Create(ctx, s); err != nil {
+		return err
+	}
+	if err := e.startAndWait(ctx, name, e.helperChannelDir(id.JobName()), useChannel); err != nil {
+		return fmt.Errorf("helper container: %w: does helper_image %s have sh?", err, e.Config.HelperImage)
+	}
+	e.progress("Helper container %s (%s) is running", name, e.Config.HelperImage)
+	return nil
+}
+
+// makeChannel creates the job's state directory (0700) and the stage
+// channel dir in it.
+func (e *Executor) makeChannel(name, dir string) error {
 	if err := os.MkdirAll(e.Config.StateDir, 0o700); err != nil {
-		return "", fmt.Errorf("state_dir: %w", err)
+		return fmt.Errorf("state_dir: %w", err)
 	}
 	job := e.jobStateDir(name)
 	if err := os.Mkdir(job, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", fmt.Errorf("state_dir: %w", err)
+		return fmt.Errorf("state_dir: %w", err)
 	}
 	if err := os.Chmod(job, 0o700); err != nil {
-		return "", fmt.Errorf("state_dir: %w", err)
+		return fmt.Errorf("state_dir: %w", err)
 	}
-	dir := e.channelDir(name)
-	return dir, channel.Create(dir)
+	return channel.Create(dir)
 }
 
 // alive returns a check that fails once the job container stops.
@@ -385,6 +453,7 @@ func (e *Executor) jobSpec(id Identity, image string, mounts []container.Mount, 
 	if e.Config.Network != "" {
 		s.Networks = map[string][]string{e.Config.Network: nil}
 	}
+	s.HostNetwork = e.Config.NetworkMode == "host"
 	return s, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"gitlab.com/depsd/depsd/podman-executor/channel"
@@ -27,6 +28,13 @@ func signalCommand(pidFile, sig string) []string {
 		"p=$(cat " + pidFile + " 2>/dev/null) || exit 0; kill -" + sig + " $(t $p) 2>/dev/null; exit 0"}
 }
 
+// helperStage reports whether a stage runs in the helper container (with
+// helper_image), as with GitLab's docker executor: everything but the
+// user's own scripts (build_script, step_*, after_script).
+func helperStage(stage string) bool {
+	return stage != "build_script" && stage != "after_script" && !strings.HasPrefix(stage, "step_")
+}
+
 // execResult is how an exec ended.
 type execResult struct {
 	code int
@@ -43,7 +51,11 @@ func (e *Executor) RunStage(ctx context.Context, scriptPath, stage string) error
 		return fmt.Errorf("open script: %w", err)
 	}
 	defer script.Close()
-	name := e.Job.Identity().JobName()
+	id := e.Job.Identity()
+	name, dir := id.JobName(), e.channelDir(id.JobName())
+	if e.Config.HelperImage != "" && helperStage(stage) {
+		name, dir = id.HelperName(), e.helperChannelDir(id.JobName())
+	}
 	pidFile := "/tmp/.podman-executor-" + clean(stage) + ".pid"
 
 	// The stage outlives ctx on purpose: on cancel, stopStage ends the
@@ -51,7 +63,7 @@ func (e *Executor) RunStage(ctx context.Context, scriptPath, stage string) error
 	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelExec()
 	done := make(chan execResult, 1)
-	if dir := e.channelDir(name); e.Config.StateDir != "" && channel.Exists(dir) {
+	if e.Config.StateDir != "" && channel.Exists(dir) {
 		// Prepared with a stage channel: no podman call unless the stage
 		// must be stopped or the container looks gone.
 		id := clean(stage) + "-" + strconv.Itoa(os.Getpid())
