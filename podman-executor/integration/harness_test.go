@@ -129,6 +129,10 @@ type runner struct {
 	cache      string   // cache_host_dir
 	state      string   // state_dir
 	extraEnv   []string // more driver environment (benchmarks)
+	// cred runs the driver as another user (rootless); newDir then makes
+	// the directories it needs, owned by that user.
+	cred   *syscall.Credential
+	newDir func() string
 }
 
 func newRunner(t testing.TB, extraConfig string) *runner {
@@ -172,11 +176,18 @@ type job struct {
 }
 
 func (r *runner) newJob(id int) *job {
+	tmp := ""
+	if r.newDir != nil {
+		tmp = r.newDir()
+	} else {
+		tmp = r.t.TempDir()
+	}
 	j := &job{ID: strconv.Itoa(id), Project: "42", Concurrent: "0", Image: r.env.image,
-		Scripts: map[string]string{}, tmp: r.t.TempDir()}
+		Scripts: map[string]string{}, tmp: tmp}
 	if err := os.WriteFile(filepath.Join(j.tmp, "response.json"), []byte(`{"id":`+j.ID+`}`), 0o600); err != nil {
 		r.t.Fatal(err)
 	}
+	r.own(filepath.Join(j.tmp, "response.json"))
 	return j
 }
 
@@ -270,6 +281,7 @@ func (r *runner) start(j *job, args ...string) (*exec.Cmd, *output) {
 	r.t.Helper()
 	cmd := exec.Command(r.env.bin, args...)
 	cmd.Env = r.environ(j)
+	r.asUser(cmd)
 	var out output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -294,11 +306,28 @@ func (r *runner) call(j *job, args ...string) result {
 	return result{code: cmd.ProcessState.ExitCode(), out: out.String()}
 }
 
+// own gives path to r.cred's user, if set.
+func (r *runner) own(path string) {
+	if r.cred != nil {
+		if err := os.Chown(path, int(r.cred.Uid), int(r.cred.Gid)); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// asUser makes cmd run as r.cred's user, if set.
+func (r *runner) asUser(cmd *exec.Cmd) {
+	if r.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred}
+	}
+}
+
 // config runs the config stage and keeps its job_env for later calls.
 func (r *runner) config(j *job) {
 	r.t.Helper()
 	cmd := exec.Command(r.env.bin, "config")
 	cmd.Env = r.environ(j)
+	r.asUser(cmd)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
@@ -345,6 +374,7 @@ func (r *runner) runJob(j *job) jobRun {
 			if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
 				r.t.Fatal(err)
 			}
+			r.own(script)
 			res := r.call(j, "run", script, stage)
 			jr.stages[stage] = res
 			log.WriteString(res.out)
