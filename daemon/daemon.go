@@ -13,13 +13,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scan"
@@ -43,9 +46,26 @@ type Options struct {
 	PollInterval time.Duration
 	// DrainTimeout bounds the graceful shutdown. Default 15 s.
 	DrainTimeout time.Duration
+	// CatchUpInterval is how often the leader reads the pipelines of the
+	// projects with something downstream for successes whose webhook never
+	// came (and once at the start of its term). Default 5 min.
+	CatchUpInterval time.Duration
+	// ReplicaID names this process among the replicas sharing the store
+	// (status, leader lease, logs). Default: host name and listen port (see
+	// defaultReplicaID).
+	ReplicaID string
+	// LeaderLease is how long the leader's lease lasts without renewal: a
+	// dead leader is replaced within two of these. Default 15 s.
+	LeaderLease time.Duration
 	// Listening, if set, receives the bound address once the server
 	// accepts connections.
 	Listening func(addr string)
+	// UIListen, if set, is a second address serving the dashboard, the
+	// API and the metrics, which Listen then no longer serves (it keeps
+	// the webhook and the health checks). UIListening receives its bound
+	// address.
+	UIListen    string
+	UIListening func(addr string)
 	// GitLab is the API client (the command builds it from Config; tests
 	// and the demo point it at the fake). Required.
 	GitLab *gitlab.Client
@@ -66,10 +86,19 @@ type Daemon struct {
 	metrics *metrics
 	state   *graphState
 	server  *http.Server
+	ui      *http.Server // nil unless Options.UIListen is set
+	// hooks is the last webhook check of the maintenance job, for the
+	// dashboard's health page.
+	hooks atomic.Pointer[dashboard.HookStatus]
 	// scanning serialises the daemon's scans (start, maintenance, pushes):
 	// the store would refuse an older one finishing after a newer one, and
 	// the work would be wasted.
 	scanning sync.Mutex
+	elector  *elector
+	// incarnation is this process: the replica id and a random suffix. It
+	// signs the outbox claims, and its liveness lease is renewed while the
+	// process runs (see keepAlive).
+	incarnation string
 }
 
 // New opens the store and builds the pieces; nothing runs yet.
@@ -86,6 +115,19 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.ReconcileInterval <= 0 {
+		opts.ReconcileInterval = time.Minute
+	}
+	if opts.CatchUpInterval <= 0 {
+		opts.CatchUpInterval = 5 * time.Minute
+	}
+	if opts.LeaderLease <= 0 {
+		opts.LeaderLease = 15 * time.Second
+	}
+	if opts.ReplicaID == "" {
+		opts.ReplicaID = defaultReplicaID(opts.Listen)
+	}
+	opts.Logger = opts.Logger.With("replica", opts.ReplicaID)
 	cfg := opts.Config
 	if opts.Mode == "" {
 		opts.Mode = cfg.ChainMode()
@@ -106,8 +148,11 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.store = st
 	d.state = newGraphState()
+	d.elector = &elector{st: st, id: opts.ReplicaID, ttl: opts.LeaderLease, now: opts.Now,
+		log: opts.Logger.With("component", "leader")}
+	d.incarnation = newIncarnation(opts.ReplicaID)
 	d.engine, err = chain.New(chain.Config{
-		Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
+		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
 		Expiry: opts.ChainExpiry, ReconcileInterval: opts.ReconcileInterval, PollInterval: opts.PollInterval,
 		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
@@ -125,16 +170,29 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
-	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready}
-	d.server = &http.Server{
-		Handler:           a.routes(),
+	dash, err := d.newDashboard()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready, status: d.Status, dashboard: dash}
+	mainMux, uiMux := a.routes(opts.UIListen != "")
+	d.server = d.newServer(mainMux)
+	if uiMux != nil {
+		d.ui = d.newServer(uiMux)
+	}
+	return d, nil
+}
+
+func (d *Daemon) newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
-	return d, nil
 }
 
 // Engine is the daemon's chain engine (the demo reads chains through it).
@@ -150,15 +208,27 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	sched, err := d.newScheduler()
-	if err != nil {
+	// Checked here so that a bad schedule stops every replica at start;
+	// the leader builds its own for each term.
+	if _, err := d.newScheduler(); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", d.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
 	}
-	d.log.Info("serving", "addr", ln.Addr().String(), "mode", d.engine.Mode())
+	var uiLn net.Listener
+	if d.ui != nil {
+		if uiLn, err = net.Listen("tcp", d.opts.UIListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s (ui): %w", d.opts.UIListen, err)
+		}
+		d.log.Info("serving the dashboard", "addr", uiLn.Addr().String())
+		if d.opts.UIListening != nil {
+			d.opts.UIListening(uiLn.Addr().String())
+		}
+	}
+	d.log.Info("serving", "addr", ln.Addr().String(), "mode", d.engine.Mode(), "store", string(d.store.Kind()))
 	if d.opts.Listening != nil {
 		d.opts.Listening(ln.Addr().String())
 	}
@@ -172,8 +242,21 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	g.Go(func() error { return d.engine.Run(gctx) })
-	g.Go(func() error { return sched.Run(gctx) })
+	if d.ui != nil {
+		g.Go(func() error {
+			if err := d.ui.Serve(uiLn); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("ui http server: %w", err)
+			}
+			return nil
+		})
+	}
+	// Every replica applies webhook events and sends actions (each claimed
+	// in the store); one at a time leads.
+	g.Go(func() error { return d.keepAlive(gctx) })
+	g.Go(func() error { return d.engine.RunInbox(gctx) })
+	g.Go(func() error { return d.engine.RunOutbox(gctx) })
+	g.Go(func() error { return d.elector.run(gctx, d.lead) })
+	g.Go(func() error { return d.followScans(gctx) })
 	g.Go(func() error { return d.exportQueueDepth(gctx) })
 	g.Go(func() error {
 		// Shutdown: on SIGTERM (ctx) or a failed component (gctx), refuse
@@ -186,6 +269,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.DrainTimeout)
 		defer cancel()
 		err := d.server.Shutdown(drainCtx)
+		if d.ui != nil {
+			err = errors.Join(err, d.ui.Shutdown(drainCtx))
+		}
 		stopWork()
 		if err != nil {
 			return fmt.Errorf("drain: requests still running after %s: %w", d.opts.DrainTimeout, err)
@@ -248,6 +334,9 @@ func (d *Daemon) ready(ctx context.Context) error {
 	if !d.state.loaded() {
 		return errors.New("graph not loaded yet")
 	}
+	if err := d.store.Ping(ctx); err != nil {
+		return err
+	}
 	if _, err := d.engine.Stats(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
@@ -273,3 +362,15 @@ func (d *Daemon) exportQueueDepth(ctx context.Context) error {
 
 // Graph returns the graph the daemon currently works with.
 func (d *Daemon) Graph(ctx context.Context) (*deps.Graph, error) { return d.state.graph(ctx) }
+
+// defaultReplicaID is the host name and the listen port: two replicas on
+// one host listen on different ports, and a replica restarted after a
+// crash is the same replica, so it takes its leader lease back at once
+// instead of waiting for it to expire. With port 0, the pid stands in.
+func defaultReplicaID(listen string) string {
+	host, _ := os.Hostname()
+	if _, port, err := net.SplitHostPort(listen); err == nil && port != "" && port != "0" {
+		return host + "-" + port
+	}
+	return fmt.Sprintf("%s-pid%d", host, os.Getpid())
+}

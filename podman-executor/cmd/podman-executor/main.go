@@ -114,7 +114,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		usage(stdout, global)
 		return 0
 	case "version":
-		fmt.Fprintln(stdout, executor.Name, executor.Version)
+		fmt.Fprintln(stdout, executor.Name, buildVersion())
 		return 0
 	case "config", "prepare", "cleanup":
 		if len(args) > 1 {
