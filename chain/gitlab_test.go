@@ -3,7 +3,6 @@ package chain_test
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/store/storetest"
 )
 
 // glEnv runs the engine against the fake GitLab over HTTP, through the real
@@ -39,7 +39,7 @@ func newGitLabEnv(t *testing.T, empty []string, edges ...string) *glEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "depsd.db")
+	path := storetest.State(t)
 	s, err := store.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/store/storetest"
 )
 
 // clock is a settable time source: tests never sleep.
@@ -160,7 +160,7 @@ var t0 = time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
 // edges: "up>down" pairs; lone projects as "p".
 func newEnv(t *testing.T, mode chain.Mode, edges ...string) *env {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "depsd.db")
+	path := storetest.State(t)
 	s, err := store.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)

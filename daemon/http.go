@@ -14,34 +14,76 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/store"
 )
 
 // api is what the HTTP endpoints read.
 type api struct {
-	store   *store.Store
-	engine  *chain.Engine
-	webhook http.Handler
-	metrics *metrics
-	ready   func(ctx context.Context) error
-	status  func(ctx context.Context) (Status, error)
+	store     *store.Store
+	engine    *chain.Engine
+	webhook   http.Handler
+	metrics   *metrics
+	ready     func(ctx context.Context) error
+	status    func(ctx context.Context) (Status, error)
+	dashboard *dashboard.Dashboard
 }
 
-// routes is depsd's HTTP surface.
-func (a *api) routes() http.Handler {
+// routes is depsd's HTTP surface: the webhook and health checks on the
+// main listener, and the read-only views (dashboard, API, metrics) on the
+// UI listener, which is the main one too unless --ui-listen gives it an
+// address of its own (so GitLab need reach only the webhook).
+func (a *api) routes(separateUI bool) (main, ui http.Handler) {
 	mux := http.NewServeMux()
 	mux.Handle("POST /hooks/gitlab", a.webhook)
+	a.health(mux)
+	if !separateUI {
+		a.views(mux)
+		return mux, nil
+	}
+	uiMux := http.NewServeMux()
+	a.health(uiMux)
+	a.views(uiMux)
+	return mux, uiMux
+}
+
+func (a *api) health(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
+}
+
+// views are the read-only views: metrics, the JSON API, the dashboard.
+func (a *api) views(mux *http.ServeMux) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/v1/graph", a.graph)
 	mux.HandleFunc("GET /api/v1/chains", a.chains)
 	mux.HandleFunc("GET /api/v1/chains/{id}", a.chain)
 	mux.HandleFunc("GET /api/v1/status", a.statusHandler)
-	return mux
+	if a.dashboard != nil { // tests of the API alone build none
+		a.dashboard.Register(mux)
+	}
+}
+
+// newDashboard builds the dashboard over the daemon's store, engine,
+// schedules, last webhook check and GitLab client (for rebuild estimates).
+func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
+	return dashboard.New(dashboard.Options{
+		Store: d.store, Chains: d.engine, History: d.gitlab, Now: d.opts.Now,
+		Logger: d.log.With("component", "dashboard"),
+		Schedules: func(ctx context.Context) ([]scheduler.Entry, error) {
+			return ListSchedules(ctx, d.opts.Config.Scheduler, d.store, d.log)
+		},
+		Hooks: func() dashboard.HookStatus {
+			if s := d.hooks.Load(); s != nil {
+				return *s
+			}
+			return dashboard.HookStatus{URL: d.opts.Config.Hooks.URL}
+		},
+	})
 }
 
 // readyz answers 200 when the store answers and a scan has loaded the graph.

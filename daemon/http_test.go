@@ -33,7 +33,8 @@ func TestAPIRejectsBadQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &api{store: st, engine: engine, webhook: http.NotFoundHandler(), metrics: newMetrics(), ready: func(context.Context) error { return nil }}
-	srv := httptest.NewServer(a.routes())
+	h, _ := a.routes(false)
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	tests := []struct {
 		query string

@@ -2,7 +2,6 @@ package scheduler_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/store/storetest"
 )
 
 // wait bounds how long a test waits for something that should happen at
@@ -26,7 +26,9 @@ func openStore(t *testing.T, path string) *store.Store {
 	return s
 }
 
-func storePath(t *testing.T) string { return filepath.Join(t.TempDir(), "depsd.db") }
+func storePath(t *testing.T) string { return storetest.State(t) }
+
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // rebuild is one call of the fake Rebuilder.
 type rebuild struct {
