@@ -47,7 +47,7 @@ func HostOf(rawURL string) string {
 // ScanOptions are the scan package's options for this configuration.
 func (c Config) ScanOptions(log *slog.Logger, now func() time.Time) scan.Options {
 	return scan.Options{
-		Scope: c.GitLabScope(), Containerfiles: c.Containerfiles, Registry: c.Registry,
+		Scope: c.GitLabScope(), Containerfiles: c.Containerfiles, Registry: c.Registry, Analysis: c.Analysis(),
 		InstanceHost: c.InstanceHost(), Concurrency: c.GitLab.Concurrency, Now: now, Logger: log,
 	}
 }

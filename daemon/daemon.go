@@ -15,12 +15,14 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scan"
@@ -58,6 +60,12 @@ type Options struct {
 	// Listening, if set, receives the bound address once the server
 	// accepts connections.
 	Listening func(addr string)
+	// UIListen, if set, is a second address serving the dashboard, the
+	// API and the metrics, which Listen then no longer serves (it keeps
+	// the webhook and the health checks). UIListening receives its bound
+	// address.
+	UIListen    string
+	UIListening func(addr string)
 	// GitLab is the API client (the command builds it from Config; tests
 	// and the demo point it at the fake). Required.
 	GitLab *gitlab.Client
@@ -78,6 +86,10 @@ type Daemon struct {
 	metrics *metrics
 	state   *graphState
 	server  *http.Server
+	ui      *http.Server // nil unless Options.UIListen is set
+	// hooks is the last webhook check of the maintenance job, for the
+	// dashboard's health page.
+	hooks atomic.Pointer[dashboard.HookStatus]
 	// scanning serialises the daemon's scans (start, maintenance, pushes):
 	// the store would refuse an older one finishing after a newer one, and
 	// the work would be wasted.
@@ -158,16 +170,29 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
-	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready, status: d.Status}
-	d.server = &http.Server{
-		Handler:           a.routes(),
+	dash, err := d.newDashboard()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready, status: d.Status, dashboard: dash}
+	mainMux, uiMux := a.routes(opts.UIListen != "")
+	d.server = d.newServer(mainMux)
+	if uiMux != nil {
+		d.ui = d.newServer(uiMux)
+	}
+	return d, nil
+}
+
+func (d *Daemon) newServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
-	return d, nil
 }
 
 // Engine is the daemon's chain engine (the demo reads chains through it).
@@ -192,6 +217,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
 	}
+	var uiLn net.Listener
+	if d.ui != nil {
+		if uiLn, err = net.Listen("tcp", d.opts.UIListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s (ui): %w", d.opts.UIListen, err)
+		}
+		d.log.Info("serving the dashboard", "addr", uiLn.Addr().String())
+		if d.opts.UIListening != nil {
+			d.opts.UIListening(uiLn.Addr().String())
+		}
+	}
 	d.log.Info("serving", "addr", ln.Addr().String(), "mode", d.engine.Mode(), "store", string(d.store.Kind()))
 	if d.opts.Listening != nil {
 		d.opts.Listening(ln.Addr().String())
@@ -206,6 +242,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		return nil
 	})
+	if d.ui != nil {
+		g.Go(func() error {
+			if err := d.ui.Serve(uiLn); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("ui http server: %w", err)
+			}
+			return nil
+		})
+	}
 	// Every replica applies webhook events and sends actions (each claimed
 	// in the store); one at a time leads.
 	g.Go(func() error { return d.keepAlive(gctx) })
@@ -225,6 +269,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.DrainTimeout)
 		defer cancel()
 		err := d.server.Shutdown(drainCtx)
+		if d.ui != nil {
+			err = errors.Join(err, d.ui.Shutdown(drainCtx))
+		}
 		stopWork()
 		if err != nil {
 			return fmt.Errorf("drain: requests still running after %s: %w", d.opts.DrainTimeout, err)

@@ -4,41 +4,86 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/store"
 )
 
 // api is what the HTTP endpoints read.
 type api struct {
-	store   *store.Store
-	engine  *chain.Engine
-	webhook http.Handler
-	metrics *metrics
-	ready   func(ctx context.Context) error
-	status  func(ctx context.Context) (Status, error)
+	store     *store.Store
+	engine    *chain.Engine
+	webhook   http.Handler
+	metrics   *metrics
+	ready     func(ctx context.Context) error
+	status    func(ctx context.Context) (Status, error)
+	dashboard *dashboard.Dashboard
 }
 
-// routes is depsd's HTTP surface.
-func (a *api) routes() http.Handler {
+// routes is depsd's HTTP surface: the webhook and health checks on the
+// main listener, and the read-only views (dashboard, API, metrics) on the
+// UI listener, which is the main one too unless --ui-listen gives it an
+// address of its own (so GitLab need reach only the webhook).
+func (a *api) routes(separateUI bool) (main, ui http.Handler) {
 	mux := http.NewServeMux()
 	mux.Handle("POST /hooks/gitlab", a.webhook)
+	a.health(mux)
+	if !separateUI {
+		a.views(mux)
+		return mux, nil
+	}
+	uiMux := http.NewServeMux()
+	a.health(uiMux)
+	a.views(uiMux)
+	return mux, uiMux
+}
+
+func (a *api) health(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
+}
+
+// views are the read-only views: metrics, the JSON API, the dashboard.
+func (a *api) views(mux *http.ServeMux) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/v1/graph", a.graph)
 	mux.HandleFunc("GET /api/v1/chains", a.chains)
 	mux.HandleFunc("GET /api/v1/chains/{id}", a.chain)
 	mux.HandleFunc("GET /api/v1/status", a.statusHandler)
-	return mux
+	if a.dashboard != nil { // tests of the API alone build none
+		a.dashboard.Register(mux)
+	}
+}
+
+// newDashboard builds the dashboard over the daemon's store, engine,
+// schedules, last webhook check and GitLab client (for rebuild estimates).
+func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
+	return dashboard.New(dashboard.Options{
+		Store: d.store, Chains: d.engine, History: d.gitlab, Now: d.opts.Now,
+		Logger: d.log.With("component", "dashboard"),
+		Schedules: func(ctx context.Context) ([]scheduler.Entry, error) {
+			return ListSchedules(ctx, d.opts.Config.Scheduler, d.store, d.log)
+		},
+		Hooks: func() dashboard.HookStatus {
+			if s := d.hooks.Load(); s != nil {
+				return *s
+			}
+			return dashboard.HookStatus{URL: d.opts.Config.Hooks.URL}
+		},
+	})
 }
 
 // readyz answers 200 when the store answers and a scan has loaded the graph.
@@ -63,6 +108,10 @@ func (a *api) graph(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) chains(w http.ResponseWriter, r *http.Request) {
 	f := chain.Filter{State: chain.State(r.URL.Query().Get("state"))}
+	if f.State != "" && !slices.Contains(chain.States(), f.State) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("state %q: want one of %s", f.State, stateList()))
+		return
+	}
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -75,6 +124,9 @@ func (a *api) chains(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
+	}
+	if views == nil {
+		views = []chain.ChainView{} // [] rather than null: no chains
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"chains": views})
 }
@@ -94,6 +146,15 @@ func (a *api) chain(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, view)
 	}
+}
+
+// stateList is "running, blocked, ..." for error messages.
+func stateList() string {
+	names := make([]string, 0, len(chain.States()))
+	for _, s := range chain.States() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

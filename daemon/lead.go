@@ -29,6 +29,9 @@ func (d *Daemon) lead(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return sched.Run(gctx) })
+	// The health page's webhook states: looked at once per term, by the
+	// leader only, so that replicas do not each list every project's hooks.
+	g.Go(func() error { d.checkHooksAtStart(gctx); return nil })
 	g.Go(func() error {
 		return d.every(gctx, jobReconcile, d.opts.ReconcileInterval, func(ctx context.Context) error {
 			_, err := d.engine.Reconcile(ctx)

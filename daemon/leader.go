@@ -93,11 +93,17 @@ func (e *elector) term(ctx context.Context, lease store.Lease, lead func(context
 				e.log.Error("leader work failed", "err", err)
 			}
 		case <-tick.C:
-			l, err := e.st.TryLease(ctx, leaderLease, e.id, e.now(), e.ttl)
+			// A renewal that hangs (the store unreachable) must not keep
+			// this replica leading past its lease.
+			rctx, rcancel := context.WithDeadline(ctx, expires.Add(-e.ttl/6))
+			l, err := e.st.TryLease(rctx, leaderLease, e.id, e.now(), e.ttl)
+			rcancel()
 			switch {
 			case err != nil:
-				// Step down before the lease can pass to another replica.
-				if !e.now().Add(e.ttl / 6).Before(expires) {
+				// Step down while the lease still holds: the next attempt
+				// comes a tick later, and by then another replica may
+				// have taken the expired lease.
+				if !e.now().Add(e.ttl/3 + e.ttl/6).Before(expires) {
 					reason = "lease could not be renewed: " + err.Error()
 				} else {
 					e.log.Warn("leader: renewing the lease failed", "err", err)

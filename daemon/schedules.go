@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scheduler"
@@ -63,17 +64,42 @@ func (d *Daemon) maintenance(ctx context.Context) error {
 		d.log.Info("no hooks.url configured: hooks are not repaired")
 		return nil
 	}
-	cfg := d.opts.Config
-	projects, err := d.gitlab.ListProjects(ctx, gitlab.Scope{Groups: cfg.Scope.Groups, Projects: cfg.Scope.Projects, Exclude: cfg.Scope.Exclude})
-	if err != nil {
-		return fmt.Errorf("hooks sync: %w", err)
-	}
-	rep, err := d.gitlab.SyncHooks(ctx, projects, gitlab.HookSpec{URL: hooks.URL, SecretToken: hooks.Secret}, false)
+	rep, err := d.syncHooks(ctx, false)
 	if n := rep.Changed(); n > 0 {
 		d.log.Warn("hooks repaired", "changed", n, "reenabled", rep.Count(gitlab.HookReenabled), "created", rep.Count(gitlab.HookCreated),
 			"still_disabled", rep.Count(gitlab.HookStillDisabled))
 	}
 	return err
+}
+
+// syncHooks gives every project in scope depsd's hook (dryRun: only
+// looks), and keeps what it found for the dashboard's health page.
+func (d *Daemon) syncHooks(ctx context.Context, dryRun bool) (gitlab.HookReport, error) {
+	cfg := d.opts.Config
+	hooks := cfg.Hooks
+	projects, err := d.gitlab.ListProjects(ctx, gitlab.Scope{Groups: cfg.Scope.Groups, Projects: cfg.Scope.Projects, Exclude: cfg.Scope.Exclude})
+	if err != nil {
+		return gitlab.HookReport{}, fmt.Errorf("hooks sync: %w", err)
+	}
+	rep, err := d.gitlab.SyncHooks(ctx, projects, gitlab.HookSpec{URL: hooks.URL, SecretToken: hooks.Secret}, dryRun)
+	checked := dashboard.HookStatus{URL: hooks.URL, CheckedAt: d.opts.Now(), Report: rep}
+	if err != nil {
+		checked.Err = err.Error()
+	}
+	d.hooks.Store(&checked)
+	return rep, err
+}
+
+// checkHooksAtStart looks at the projects' hooks once (changing nothing),
+// so that the health page knows their state before the first maintenance
+// run repairs them.
+func (d *Daemon) checkHooksAtStart(ctx context.Context) {
+	if d.opts.Config.Hooks.URL == "" {
+		return
+	}
+	if _, err := d.syncHooks(ctx, true); err != nil && ctx.Err() == nil {
+		d.log.Warn("webhook check at start failed", "err", err)
+	}
 }
 
 // ImageUsers maps the external images the stored projects use to those

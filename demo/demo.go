@@ -2,7 +2,8 @@
 // process and with no setup: it seeds a sample instance, lets the daemon
 // scan it and install its webhooks, starts a rebuild of the base image, and
 // prints the chain as the simulated pipelines run and report back over real
-// HTTP webhooks. It is what `depsd demo` runs.
+// HTTP webhooks. It is what `depsd demo` runs; with Stay it keeps the
+// daemon and its dashboard running afterwards, until interrupted.
 package demo
 
 import (
@@ -32,8 +33,14 @@ type Options struct {
 	PipelineTime time.Duration
 	// StateDir holds the state file. Required (a temporary directory).
 	StateDir string
-	// Timeout bounds the whole demo. Default 2 minutes.
+	// Timeout bounds the demo's story (with Stay, not the serving after
+	// it). Default 2 minutes.
 	Timeout time.Duration
+	// Stay keeps depsd serving (its dashboard) after the story, until ctx
+	// ends.
+	Stay bool
+	// Listen is depsd's address; default 127.0.0.1:0 (a free port).
+	Listen string
 	// Logger receives the daemon's logs. Default: discard.
 	Logger *slog.Logger
 	// Seeded, if set, is called with the simulated GitLab once its
@@ -56,8 +63,14 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-	defer cancel()
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	if !opts.Stay {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
 
 	srv := gitlabtest.New(gitlabtest.Options{Token: "glpat-demo"})
 	defer srv.Close()
@@ -82,7 +95,7 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 
 	listening := make(chan string, 1)
 	d, err := daemon.New(ctx, daemon.Options{
-		Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, Logger: opts.Logger,
+		Config: cfg, Listen: opts.Listen, GitLab: gl, Logger: opts.Logger,
 		ReconcileInterval: 5 * time.Second, PollInterval: 250 * time.Millisecond, DrainTimeout: 5 * time.Second,
 		Listening: func(addr string) { listening <- addr },
 	})
@@ -98,7 +111,14 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 		// The simulated GitLab goes first: its webhook client's idle
 		// connections to the daemon would hold up the daemon's drain.
 		defer srv.Close()
-		return story(gctx, out, d, gl, srv, listening, cfg)
+		storyCtx, cancel := context.WithTimeout(gctx, opts.Timeout)
+		defer cancel()
+		if err := story(storyCtx, out, d, gl, srv, listening, cfg); err != nil || !opts.Stay {
+			return err
+		}
+		fmt.Fprintln(out, "\ndepsd keeps serving the dashboard (and the simulated GitLab runs on); press Ctrl-C to stop")
+		<-gctx.Done()
+		return nil
 	})
 	return g.Wait()
 }
@@ -112,6 +132,7 @@ func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Clie
 		return ctx.Err()
 	}
 	fmt.Fprintf(out, "depsd serve listening on http://%s (scan done)\n", addr)
+	fmt.Fprintf(out, "dashboard: http://%s/\n", addr)
 
 	projects, err := gl.ListProjects(ctx, gitlab.Scope{Groups: cfg.Scope.Groups})
 	if err != nil {

@@ -31,12 +31,30 @@ func sampleProjects() []gitlabtest.Project {
 	}
 }
 
-// seed creates the sample projects on srv; every pipeline runs for
-// pipelineTime and succeeds.
+// pastMinutes is how long each project's earlier pipelines took on the
+// sample instance, so that rebuild estimates have a history to go by.
+func pastMinutes() map[string][]int {
+	return map[string][]int{
+		"infra/images/base": {6, 7, 6}, "infra/images/ruby": {9, 11, 10}, "apps/shop": {14, 12, 13},
+		"infra/tools/lint": {3, 3, 4}, "infra/tools/scan": {5, 4, 5}, "infra/tools/ci": {2, 2, 3},
+	}
+}
+
+// seed creates the sample projects on srv with a history of successful
+// pipelines (apps/docs has none); every new pipeline runs for pipelineTime
+// and succeeds.
 func seed(srv *gitlabtest.Server, pipelineTime time.Duration) error {
+	day := time.Now().Add(-24 * time.Hour)
+	past := pastMinutes()
 	for _, p := range sampleProjects() {
 		if _, err := srv.AddProject(p); err != nil {
 			return fmt.Errorf("seed %s: %w", p.Path, err)
+		}
+		for i, m := range past[p.Path] {
+			start := day.Add(time.Duration(i) * time.Hour)
+			if _, err := srv.AddPastPipeline(p.Path, "", "push", "success", start, start.Add(time.Duration(m)*time.Minute)); err != nil {
+				return fmt.Errorf("seed %s: %w", p.Path, err)
+			}
 		}
 		if err := srv.SetPipelineBehavior(p.Path, gitlabtest.Behavior{Duration: pipelineTime, Outcome: "success"}); err != nil {
 			return fmt.Errorf("seed %s: %w", p.Path, err)

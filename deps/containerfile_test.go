@@ -36,7 +36,7 @@ func TestAnalyzeContainerfileTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, parseErr := AnalyzeContainerfile("Containerfile", src)
+			a, parseErr := AnalyzeContainerfile("Containerfile", src, Options{})
 			got := golden{Dependencies: a.Dependencies, Warnings: a.Warnings}
 			if parseErr != nil {
 				got.Error = parseErr.Error()
@@ -65,5 +65,75 @@ func TestAnalyzeContainerfileTable(t *testing.T) {
 				t.Errorf("err-* cases must fail to parse and others must not; err = %v", parseErr)
 			}
 		})
+	}
+}
+
+// TestAnalyzePlatforms: the platform ARGs take the values of each
+// configured platform, and the dependencies are the union over them.
+func TestAnalyzePlatforms(t *testing.T) {
+	src := []byte(`FROM scratch AS bin-amd64
+FROM registry.example.com/group/arm-tools:1 AS bin-arm64
+FROM bin-$TARGETARCH AS bin
+FROM registry.example.com/group/base:1-${TARGETARCH}${TARGETVARIANT:+-$TARGETVARIANT}
+`)
+	tests := []struct {
+		platforms string
+		want      []string
+	}{
+		{"", []string{"from registry.example.com/group/arm-tools:1", "from registry.example.com/group/base:1-amd64"}},
+		{"linux/amd64", []string{"from registry.example.com/group/arm-tools:1", "from registry.example.com/group/base:1-amd64"}},
+		{"linux/arm/v7", []string{"from registry.example.com/group/arm-tools:1", "from docker.io/library/bin-arm:latest", "from registry.example.com/group/base:1-arm-v7"}},
+		{"linux/amd64, linux/arm64", []string{"from registry.example.com/group/arm-tools:1", "from registry.example.com/group/base:1-amd64", "from registry.example.com/group/base:1-arm64"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.platforms, func(t *testing.T) {
+			var opts Options
+			if tt.platforms != "" {
+				p, err := ParsePlatforms(tt.platforms)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.Platforms = p
+			}
+			a, err := AnalyzeContainerfile("Containerfile", src, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range a.Dependencies {
+				got = append(got, string(d.Kind)+" "+d.Image)
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") || len(a.Warnings) != 0 {
+				t.Errorf("got %q, warnings %v; want %q", got, a.Warnings, tt.want)
+			}
+		})
+	}
+}
+
+func TestParsePlatforms(t *testing.T) {
+	for in, want := range map[string]string{
+		"linux/amd64":                "linux/amd64",
+		"linux/arm":                  "linux/arm/v7",
+		"linux/x86_64,linux/arm64":   "linux/amd64 linux/arm64",
+		"linux/amd64,linux/amd64":    "linux/amd64",
+		"windows/amd64, linux/s390x": "windows/amd64 linux/s390x",
+	} {
+		p, err := ParsePlatforms(in)
+		if err != nil {
+			t.Errorf("%q: %v", in, err)
+			continue
+		}
+		var got []string
+		for _, x := range p {
+			got = append(got, x.String())
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%q: got %q, want %q", in, got, want)
+		}
+	}
+	for _, bad := range []string{"", "linux", "amd64", "linux/amd64,", "linux/bogus-arch!"} {
+		if _, err := ParsePlatforms(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }

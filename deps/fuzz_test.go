@@ -12,13 +12,19 @@ import (
 // whose repository prefixes the image.
 func FuzzAnalyzeContainerfile(f *testing.F) {
 	files, _ := filepath.Glob("testdata/containerfiles/*.Containerfile")
+	more, _ := filepath.Glob("testdata/buildkit/*.Dockerfile")
+	files = append(files, more...)
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)
 		}
 	}
+	platforms, err := ParsePlatforms("linux/amd64,linux/arm/v7")
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		a, err := AnalyzeContainerfile("Containerfile", src)
+		a, err := AnalyzeContainerfile("Containerfile", src, Options{Platforms: platforms})
 		if err != nil {
 			if len(a.Dependencies) != 0 {
 				t.Fatalf("error %v with dependencies %+v", err, a.Dependencies)
@@ -27,6 +33,9 @@ func FuzzAnalyzeContainerfile(f *testing.F) {
 		}
 		lines := strings.Count(string(src), "\n") + 1
 		for _, d := range a.Dependencies {
+			if strings.ContainsRune(d.Image+d.Repository, markOpen) {
+				t.Fatalf("a marker leaked into %+v", d)
+			}
 			if d.Line < 1 || d.Line > lines {
 				t.Fatalf("dependency on line %d of a %d-line file: %+v", d.Line, lines, d)
 			}

@@ -23,6 +23,17 @@ func (s *scope) declare(name string) {
 	s.declared[name] = true
 }
 
+func (s *scope) clone() *scope {
+	c := newScope()
+	for k, v := range s.vals {
+		c.vals[k] = v
+	}
+	for k := range s.declared {
+		c.declared[k] = true
+	}
+	return c
+}
+
 func (s *scope) has(name string) bool {
 	_, ok := s.vals[name]
 	return ok

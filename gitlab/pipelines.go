@@ -18,6 +18,9 @@ type Pipeline struct {
 	WebURL        string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	// Duration is GitLab's `duration`: seconds the pipeline's jobs ran
+	// (queueing excluded); zero until it finished, and absent from lists.
+	Duration time.Duration
 }
 
 // Finished reports whether the pipeline reached a final status.
@@ -41,6 +44,7 @@ func fromPipeline(p *gl.Pipeline) Pipeline {
 		ID: p.ID, ProjectID: p.ProjectID, Ref: p.Ref, SHA: p.SHA, Status: p.Status,
 		Source: string(p.Source), WebURL: p.WebURL,
 		CreatedAt: timeOf(p.CreatedAt), UpdatedAt: timeOf(p.UpdatedAt),
+		Duration: time.Duration(p.Duration) * time.Second,
 	}
 }
 
@@ -100,6 +104,8 @@ type PipelineFilter struct {
 	// Source filters by source; empty means "api", the pipelines depsd
 	// creates. Use "any" for no filter.
 	Source string
+	// Status, if set, keeps pipelines in this status (e.g. "success").
+	Status string
 	// UpdatedAfter, if set, keeps pipelines updated after it.
 	UpdatedAfter time.Time
 	// Limit is the most pipelines returned, newest first. Default 100.
@@ -125,6 +131,9 @@ func (c *Client) ListPipelines(ctx context.Context, projectID int64, f PipelineF
 	case "any":
 	default:
 		opt.Source = gl.Ptr(f.Source)
+	}
+	if f.Status != "" {
+		opt.Status = gl.Ptr(gl.BuildStateValue(f.Status))
 	}
 	if !f.UpdatedAfter.IsZero() {
 		opt.UpdatedAfter = gl.Ptr(f.UpdatedAfter.UTC())
@@ -172,6 +181,26 @@ func (c *Client) PipelineVariables(ctx context.Context, projectID, pipelineID in
 	out := make(map[string]string, len(vs))
 	for _, v := range vs {
 		out[v.Key] = v.Value
+	}
+	return out, nil
+}
+
+// SuccessfulDurations returns GitLab's duration of up to n of the most
+// recent successful pipelines of a project on ref (any source), newest
+// first: what a rebuild estimate goes by. GitLab's pipeline list carries no
+// duration, so each pipeline is read: 1 + n requests per project.
+func (c *Client) SuccessfulDurations(ctx context.Context, projectID int64, ref string, n int) ([]time.Duration, error) {
+	list, err := c.ListPipelines(ctx, projectID, PipelineFilter{Ref: ref, Source: "any", Status: "success", Limit: n})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]time.Duration, 0, len(list))
+	for _, p := range list {
+		full, err := c.GetPipeline(ctx, projectID, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, full.Duration)
 	}
 	return out, nil
 }

@@ -1,6 +1,8 @@
 // Package report renders the stored dependency graph for people and
-// programs: text, JSON, Graphviz DOT and Mermaid. The CLI (`depsd graph`)
-// and the HTTP API (/api/v1/graph) share it, so both say the same.
+// programs: text, JSON, Graphviz DOT, Mermaid and SVG (a layered picture,
+// see Layout), focused on one project with Around, and estimates what a
+// rebuild costs. The CLI (`depsd graph`, `depsd rebuild --dry-run`), the
+// HTTP API (/api/v1/graph) and the dashboard share it, so all say the same.
 package report
 
 import (
@@ -16,12 +18,15 @@ import (
 )
 
 // Formats lists the names Write accepts.
-func Formats() []string { return []string{"text", "json", "dot", "mermaid"} }
+func Formats() []string { return []string{"text", "json", "dot", "mermaid", "svg"} }
 
 // Graph is the JSON document of `depsd graph --format json`.
 type Graph struct {
 	Projects []Project  `json:"projects"`
 	Cycles   [][]string `json:"cycles"`
+	// Focus is the project a view from Around is about; empty for the
+	// whole graph.
+	Focus string `json:"focus,omitempty"`
 }
 
 // Project is one node with its neighbours.
@@ -74,6 +79,12 @@ func Write(w io.Writer, format string, doc Graph) error {
 		return writeDOT(w, doc)
 	case "mermaid":
 		return writeMermaid(w, doc)
+	case "svg":
+		title := "depsd dependency graph"
+		if doc.Focus != "" {
+			title += " around " + doc.Focus
+		}
+		return WriteSVG(w, Layout(doc, LayoutOptions{Focus: doc.Focus}), SVGOptions{Title: title})
 	}
 	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 }

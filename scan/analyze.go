@@ -17,8 +17,9 @@ import (
 //
 // registry, when set, overrides each project's registry prefix with
 // registry/<lower-case path>. instanceHost is the GitLab host that
-// .gitlab-deps URLs must name.
-func Analyze(projects []store.Project, registry, instanceHost string) *deps.Graph {
+// .gitlab-deps URLs must name. opts say how Containerfiles are read (the
+// platforms).
+func Analyze(projects []store.Project, registry, instanceHost string, opts deps.Options) *deps.Graph {
 	prefixes := make(map[string]string, len(projects))
 	byLowerPath := make(map[string]string, len(projects))
 	for _, p := range projects {
@@ -37,7 +38,7 @@ func Analyze(projects []store.Project, registry, instanceHost string) *deps.Grap
 		p := &projects[i]
 		p.Dependencies, p.File = nil, ""
 		for _, f := range p.Files {
-			a := analyzeFile(f, instanceHost)
+			a := analyzeFile(f, instanceHost, opts)
 			if f.Name != deps.GitLabDepsFile {
 				p.File = f.Name
 			}
@@ -68,13 +69,14 @@ func Analyze(projects []store.Project, registry, instanceHost string) *deps.Grap
 	return store.GraphOf(projects)
 }
 
-// analyzeFile parses one stored file. A file that cannot be parsed at all
-// becomes a warning: the project simply declares nothing until it is fixed.
-func analyzeFile(f store.File, instanceHost string) deps.FileAnalysis {
+// analyzeFile parses one stored file. A file that cannot be built becomes
+// a warning with its line: the project declares nothing until it is fixed
+// (its own pipeline fails too).
+func analyzeFile(f store.File, instanceHost string, opts deps.Options) deps.FileAnalysis {
 	if f.Name == deps.GitLabDepsFile {
 		return deps.ParseGitLabDeps(f.Name, f.Content, instanceHost)
 	}
-	a, err := deps.AnalyzeContainerfile(f.Name, f.Content)
+	a, err := deps.AnalyzeContainerfile(f.Name, f.Content, opts)
 	if err != nil {
 		var pe *deps.ParseError
 		line := 0

@@ -65,6 +65,8 @@ type Options struct {
 	// Registry, when set, replaces each project's own registry prefix by
 	// Registry/<project path> for mapping images to projects.
 	Registry string
+	// Analysis says how Containerfiles are read (the platforms).
+	Analysis deps.Options
 	// InstanceHost is the GitLab host; .gitlab-deps URLs on other hosts are
 	// warnings.
 	InstanceHost string
@@ -72,6 +74,10 @@ type Options struct {
 	Concurrency int
 	Now         func() time.Time
 	Logger      *slog.Logger
+	// Progress, if set, is told how many of the listed projects are done,
+	// once the list is known and after each project. Calls do not overlap;
+	// it must return quickly (the CLI draws a progress bar with it).
+	Progress func(done, total int)
 }
 
 // Result summarises a scan.
@@ -118,6 +124,16 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	projects := make([]store.Project, len(listed))
 	var res Result
 	var mu sync.Mutex
+	done := 0
+	progress := func() { // under mu
+		done++
+		if opts.Progress != nil {
+			opts.Progress(done, len(listed))
+		}
+	}
+	if opts.Progress != nil {
+		opts.Progress(0, len(listed))
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
 	for i, lp := range listed {
@@ -131,12 +147,16 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
 			p.HeadCommit, p.HeadCheckedAt = prev.HeadCommit, started
 			res.Unchanged++
+			mu.Lock()
+			progress()
+			mu.Unlock()
 			continue
 		}
 		g.Go(func() error {
 			files, version, read, err := readFiles(gctx, gl, blobs, lp, opts.Containerfiles, names)
 			mu.Lock()
 			defer mu.Unlock()
+			defer progress()
 			res.BlobsRead += read
 			p := &projects[i]
 			switch {
@@ -165,7 +185,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		return Result{}, fmt.Errorf("read dependency files: %w", err)
 	}
 
-	graph := Analyze(projects, opts.Registry, opts.InstanceHost)
+	graph := Analyze(projects, opts.Registry, opts.InstanceHost, opts.Analysis)
 	res.ScanMeta = summarize(projects, graph)
 	res.CyclePaths = graph.Cycles()
 	res.ScanMeta.Cycles = len(res.CyclePaths)

@@ -10,26 +10,35 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 )
 
-// newCheckCmd: exit 0 when every file parsed (warnings allowed), 1 when a
-// file could not be parsed at all, 2 on usage errors.
+// newCheckCmd: exit 0 when every directory was read (warnings allowed), 1
+// when a file cannot be built or a directory cannot be read (its result
+// carries the error), 2 on usage errors.
 func newCheckCmd(a *app) *cobra.Command {
 	var (
 		registry string
 		asJSON   bool
 		files    []string
+		platform string
 	)
 	cmd := &cobra.Command{
-		Use:   "check [--registry HOST] [--json] [--file NAME]... DIR...",
+		Use:   "check [--registry HOST] [--platform OS/ARCH[,...]] [--json] [--file NAME]... DIR...",
 		Short: "Print the dependencies declared by local checkouts",
 		Long: `check reads the Containerfile (or Dockerfile) and .gitlab-deps of each
 directory, as depsd reads them on GitLab, and prints the images and projects
 each depends on, with warnings for what it cannot resolve. It needs no
-GitLab and no state file.
+GitLab and no state file. ARGs are expanded as BuildKit does; the platform
+ARGs (TARGETARCH, BUILDOS, ...) take the values of --platform, and several
+platforms give the union of their dependencies.
 
-Exit status: 0 when every file parsed (warnings allowed), 1 when a file
-cannot be parsed or a directory cannot be read, 2 on a wrong command line.`,
+With --json every directory has a result; one that cannot be checked has an
+"error" with file, line and message.
+
+Exit status: 0 when every directory was read (warnings allowed), 1 when a
+file cannot be built (FROM without an image, an unterminated heredoc, ...)
+or a directory cannot be read, 2 on a wrong command line.`,
 		Example: `  depsd check --registry registry.example.com examples/*
-  depsd check . --json`,
+  depsd check . --json
+  depsd check --platform linux/amd64,linux/arm64 .`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("no directory given")
@@ -37,14 +46,17 @@ cannot be parsed or a directory cannot be read, 2 on a wrong command line.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			platforms, err := deps.ParsePlatforms(platform)
+			if err != nil {
+				return usagef("--platform: %v", err)
+			}
 			failed := false
 			results := []deps.CheckResult{}
 			for _, dir := range args {
-				res, err := deps.CheckDir(dir, files, registry)
+				res, err := deps.CheckDir(dir, files, registry, deps.Options{Platforms: platforms})
 				if err != nil {
 					fmt.Fprintf(a.stderr, "depsd check: %v\n", err)
 					failed = true
-					continue
 				}
 				results = append(results, res)
 			}
@@ -67,6 +79,7 @@ cannot be parsed or a directory cannot be read, 2 on a wrong command line.`,
 	fs.StringVar(&registry, "registry", "", "container registry host of the GitLab instance; images on it name projects")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON document")
 	fs.StringArrayVar(&files, "file", nil, "Containerfile name to look for, in order (repeatable; default Containerfile, Dockerfile)")
+	fs.StringVar(&platform, "platform", deps.DefaultPlatform, "platform(s) to read Containerfiles for, comma-separated: the values of TARGETARCH and the other platform ARGs")
 	return cmd
 }
 
@@ -82,6 +95,17 @@ func printCheckTable(w io.Writer, results []deps.CheckResult) {
 			file = "no Containerfile"
 		}
 		fmt.Fprintf(w, "%s (%s)\n", r.Dir, file)
+		if e := r.Error; e != nil {
+			where := e.File
+			if e.Line > 0 {
+				where += fmt.Sprintf(":%d", e.Line)
+			}
+			if where != "" {
+				where += ": "
+			}
+			fmt.Fprintf(w, "  error: %s%s\n", where, e.Message)
+			continue
+		}
 		if len(r.Dependencies) == 0 {
 			fmt.Fprintln(w, "  no dependencies")
 		} else {
@@ -104,7 +128,14 @@ func printCheckTable(w io.Writer, results []deps.CheckResult) {
 			tw.Flush()
 		}
 		for _, wr := range r.Warnings {
-			fmt.Fprintf(w, "  warning: %s:%d: %s\n", wr.File, wr.Line, wr.Message)
+			switch {
+			case wr.File == "":
+				fmt.Fprintf(w, "  warning: %s\n", wr.Message)
+			case wr.Line == 0:
+				fmt.Fprintf(w, "  warning: %s: %s\n", wr.File, wr.Message)
+			default:
+				fmt.Fprintf(w, "  warning: %s:%d: %s\n", wr.File, wr.Line, wr.Message)
+			}
 		}
 	}
 }

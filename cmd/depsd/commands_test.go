@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 )
@@ -82,6 +83,14 @@ func TestScanGraphDepsRdeps(t *testing.T) {
 		if code, out, _ := depsd(t, "graph", "--format", format); code != exitOK || !strings.Contains(out, "infra/ruby") {
 			t.Errorf("graph --format %s: exit %d\n%s", format, code, out)
 		}
+	}
+	code, out, _ = depsd(t, "graph", "--format", "svg", "--around", "infra/ruby", "--depth", "1")
+	if code != exitOK || !strings.HasPrefix(out, "<svg") || !strings.Contains(out, `data-project="infra/base"`) ||
+		!strings.Contains(out, `data-project="apps/app"`) || strings.Contains(out, `data-project="apps/docs"`) {
+		t.Errorf("graph --format svg --around infra/ruby --depth 1: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := depsd(t, "graph", "--around", "no/such"); code != exitFail || !strings.Contains(errOut, "no/such is not in the scanned graph") {
+		t.Errorf("--around unknown: exit %d %s", code, errOut)
 	}
 	if code, _, _ := depsd(t, "graph", "--format", "yaml"); code != exitUsage {
 		t.Errorf("unknown format: exit %d", code)
@@ -171,12 +180,23 @@ func TestRebuildChainsSchedules(t *testing.T) {
 	if code, out, errOut := depsd(t, "scan", "--group", "infra", "--group", "apps"); code != exitOK {
 		t.Fatalf("scan: %d %s %s", code, out, errOut)
 	}
-	want := "wave 0: infra/base\nwave 1: infra/ruby\nwave 2: apps/app\nwave 3: apps/docs\n"
-	if code, out, _ := depsd(t, "rebuild", "--dry-run", "infra/base"); code != exitOK || out != want {
+	// History for the estimate: base took 4 and 6 minutes, docs 10.
+	now := time.Now()
+	for _, h := range []struct {
+		path string
+		took time.Duration
+	}{{"infra/base", 4 * time.Minute}, {"infra/base", 6 * time.Minute}, {"apps/docs", 10 * time.Minute}} {
+		if _, err := srv.AddPastPipeline(h.path, "", "push", "success", now.Add(-time.Hour), now.Add(-time.Hour+h.took)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "wave 0: infra/base\nwave 1: infra/ruby\nwave 2: apps/app\nwave 3: apps/docs\n" +
+		"estimate: 15m00s wall time (critical path infra/base → infra/ruby → apps/app → apps/docs), 15m00s of pipelines in total, for 4 projects\n"
+	if code, out, _ := depsd(t, "rebuild", "--dry-run", "infra/base"); code != exitOK || !strings.HasPrefix(out, want) || !strings.Contains(out, "no history (counted as 0): apps/app infra/ruby") {
 		t.Errorf("rebuild --dry-run: exit %d\n%s", code, out)
 	}
-	if n := len(srv.Pipelines("infra/base")); n != 0 {
-		t.Fatalf("dry run created %d pipelines", n)
+	if n := len(srv.Pipelines("infra/base")); n != 2 {
+		t.Fatalf("dry run created %d pipelines", n-2)
 	}
 	code, out, errOut := depsd(t, "rebuild", "infra/ruby")
 	if code != exitOK || !strings.Contains(out, "chain 1 started at infra/ruby") || !strings.Contains(out, "infra/ruby: pipeline") {
@@ -236,7 +256,7 @@ func TestServeRefusesWithoutSecret(t *testing.T) {
 		t.Errorf("serve without a secret: exit %d, %s", code, errOut)
 	}
 	t.Setenv("DEPSD_WEBHOOK_SECRET", "s")
-	if code, _, errOut := depsd(t, "serve", "--group", "infra", "--mode", "sometimes"); code != exitFail || !strings.Contains(errOut, `mode "sometimes"`) {
+	if code, _, errOut := depsd(t, "serve", "--group", "infra", "--mode", "sometimes"); code != exitUsage || !strings.Contains(errOut, `"sometimes" for "--mode" flag: want one of full, first-level`) {
 		t.Errorf("bad mode: exit %d, %s", code, errOut)
 	}
 }

@@ -13,17 +13,22 @@ func newDemoCmd(a *app) *cobra.Command {
 	var (
 		s            settings
 		pipelineTime time.Duration
+		stay         bool
+		listen       string
 	)
 	cmd := &cobra.Command{
-		Use:   "demo [--pipeline-time D]",
+		Use:   "demo [--pipeline-time D] [--stay [--listen ADDR]]",
 		Short: "Run depsd end to end against a simulated GitLab",
 		Long: `demo needs no setup: it starts a simulated GitLab in-process with a few
 projects whose images depend on each other, lets depsd serve scan it and
 install its webhooks, starts a rebuild of the base image and shows the
-chain building in dependency order, each image exactly once. The state
-lives in a temporary directory that is removed at the end.`,
+chain building in dependency order, each image exactly once. It prints the
+dashboard's URL; with --stay depsd keeps serving it (and the simulated
+GitLab) after the story, until Ctrl-C. The state lives in a temporary
+directory that is removed at the end.`,
 		Example: `  depsd demo
-  depsd demo --pipeline-time 100ms`,
+  depsd demo --pipeline-time 100ms
+  depsd demo --stay --listen 127.0.0.1:8080`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := os.MkdirTemp("", "depsd-demo-")
@@ -31,10 +36,12 @@ lives in a temporary directory that is removed at the end.`,
 				return err
 			}
 			defer os.RemoveAll(dir)
-			return demo.Run(cmd.Context(), a.stdout, demo.Options{PipelineTime: pipelineTime, StateDir: dir, Logger: s.logger(a.stderr)})
+			return demo.Run(cmd.Context(), a.stdout, demo.Options{PipelineTime: pipelineTime, StateDir: dir, Stay: stay, Listen: listen, Logger: s.logger(a.stderr)})
 		},
 	}
 	s.addCommon(cmd.Flags(), "error")
 	cmd.Flags().DurationVar(&pipelineTime, "pipeline-time", time.Second, "how long each simulated pipeline runs")
+	cmd.Flags().BoolVar(&stay, "stay", false, "keep serving the dashboard after the demo, until Ctrl-C")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "depsd's address (dashboard, webhook); port 0 picks a free one")
 	return cmd
 }

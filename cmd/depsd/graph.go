@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,22 +17,24 @@ func newGraphCmd(a *app) *cobra.Command {
 	var (
 		s      settings
 		format string
+		around string
+		depth  int
 	)
 	cmd := &cobra.Command{
-		Use:   "graph [--format text|json|dot|mermaid]",
+		Use:   "graph [--format text|json|dot|mermaid|svg] [--around PROJECT [--depth N]]",
 		Short: "Print the scanned dependency graph",
 		Long: `graph prints the dependency graph of the last depsd scan: each project with
 its upstreams, downstreams and external images, the warnings of its files,
 and the cycles (which depsd never follows). json is what GET /api/v1/graph
-answers; dot and mermaid draw it.`,
+answers; dot and mermaid draw it, and svg is the picture of the dashboard
+(columns in build order). --around keeps PROJECT, what it is built from and
+everything built from it: the dashboard's focus view.`,
 		Example: `  depsd graph
+  depsd graph --format svg --around infra/images/ruby --depth 2 > ruby.svg
   depsd graph --format dot | dot -Tsvg > graph.svg
   depsd graph --format json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(report.Formats(), format) {
-				return usagef("--format %q: want one of %s", format, strings.Join(report.Formats(), ", "))
-			}
 			ctx := cmd.Context()
 			st, err := openScanned(ctx, a, &s)
 			if err != nil {
@@ -44,11 +45,19 @@ answers; dot and mermaid draw it.`,
 			if err != nil {
 				return err
 			}
-			return report.Write(a.stdout, format, report.Build(projects, store.GraphOf(projects)))
+			doc := report.Build(projects, store.GraphOf(projects))
+			if around != "" {
+				if doc, err = report.Around(doc, around, depth); err != nil {
+					return err
+				}
+			}
+			return report.Write(a.stdout, format, doc)
 		},
 	}
 	s.addCommon(cmd.Flags(), "info")
-	cmd.Flags().StringVar(&format, "format", "text", "output format: "+strings.Join(report.Formats(), ", "))
+	enumVar(cmd.Flags(), &format, "format", "text", report.Formats(), "output format: "+strings.Join(report.Formats(), ", "))
+	cmd.Flags().StringVar(&around, "around", "", "only PROJECT, its upstreams and all its downstreams (the dashboard's focus view)")
+	cmd.Flags().IntVar(&depth, "depth", 0, "with --around: at most N edges away from PROJECT (0: no bound)")
 	return cmd
 }
 
@@ -146,7 +155,7 @@ func openScanned(ctx context.Context, a *app, s *settings) (*store.Store, error)
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, cfg)
+	st, err := openExisting(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -24,7 +23,10 @@ func newRebuildCmd(a *app) *cobra.Command {
 first, then everything downstream in waves. The chain is recorded in the
 state file, so a running depsd serve advances it; when GitLab is configured
 here, rebuild also creates PROJECT's pipeline right away. --dry-run prints
-the waves and changes nothing.`,
+the waves and changes nothing; with GitLab configured it also estimates the
+rebuild from each member's last successful default-branch pipelines: the
+wall time along the critical path, the pipeline time in total, and the
+members with no history.`,
 		Example: `  depsd rebuild --dry-run infra/images/base
   depsd rebuild infra/images/base`,
 		Args: exactArgs(1, "one PROJECT"),
@@ -38,10 +40,7 @@ the waves and changes nothing.`,
 			defer st.Close()
 			out := a.stdout
 			if dryRun {
-				for i, wave := range chain.RebuildPlan(g, project) {
-					fmt.Fprintf(out, "wave %d: %s\n", i, strings.Join(wave, " "))
-				}
-				return nil
+				return dryRunRebuild(ctx, a, &s, st, g, project)
 			}
 			cfg, err := s.load(a)
 			if err != nil {
@@ -88,6 +87,6 @@ the waves and changes nothing.`,
 	s.addCommon(fs, "info")
 	s.addGitLab(fs)
 	s.addMode(fs)
-	fs.BoolVar(&dryRun, "dry-run", false, "print the waves that would be built, change nothing")
+	fs.BoolVar(&dryRun, "dry-run", false, "print the waves that would be built and their estimated time, change nothing")
 	return cmd
 }

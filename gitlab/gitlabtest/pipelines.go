@@ -117,6 +117,37 @@ func (s *Server) AddPipeline(projectPath, ref, source, status string) (int64, er
 	return pl.id, nil
 }
 
+// AddPastPipeline records a pipeline that ran before now, as history: it
+// was created and started at started and ended in status (success, failed
+// or canceled) at finished, so the API reports its `duration` (whole
+// seconds between start and end, as GitLab does for a pipeline whose jobs
+// ran back to back). No webhook is posted for it. It returns its id.
+func (s *Server) AddPastPipeline(projectPath, ref, source, status string, started, ended time.Time) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(projectPath)
+	if !ok {
+		return 0, fmt.Errorf("add past pipeline to %s: project not found", projectPath)
+	}
+	ref = cmp.Or(ref, p.defaultBranch)
+	c, ok := p.resolve(ref)
+	if !ok {
+		return 0, fmt.Errorf("add past pipeline to %s: ref %s not found", projectPath, ref)
+	}
+	if !finished(status) || status == "skipped" {
+		return 0, fmt.Errorf("add past pipeline to %s: status %q is not success, failed or canceled", projectPath, status)
+	}
+	if started.After(ended) || ended.After(s.now()) {
+		return 0, fmt.Errorf("add past pipeline to %s: want started <= ended <= now, got %s and %s", projectPath, started, ended)
+	}
+	pl := s.newPipeline(p, ref, c.sha, cmp.Or(source, "push"), nil)
+	pl.status = status
+	pl.createdAt, pl.startedAt = started.UTC(), started.UTC()
+	pl.finishedAt, pl.updatedAt = ended.UTC(), ended.UTC()
+	s.notify()
+	return pl.id, nil
+}
+
 // SetPipelineStatus changes a pipeline's status, stamping updated_at,
 // started_at and finished_at as GitLab would, and posts a Pipeline Hook
 // event when the status changed. A simulated pipeline is taken over: its

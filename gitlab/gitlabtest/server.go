@@ -4,7 +4,8 @@
 // It keeps an in-memory instance (groups, projects with commits and files,
 // pipelines, project hooks) and answers the endpoints depsd uses with the JSON
 // shapes, status codes and pagination headers GitLab documents. Faults
-// (latency, 429 with Retry-After, 5xx) can be injected and every request is
+// (latency, 429 with Retry-After, 5xx) can be injected, GitLab's pipeline
+// creation rate limit switched on (PipelineCreationLimit), and every request is
 // counted per endpoint, so callers can assert how many requests an operation
 // cost. All methods are safe for concurrent use. Nothing here depends on the
 // testing package: the demo runs it in-process.

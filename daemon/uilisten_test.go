@@ -1,0 +1,123 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+)
+
+// With --ui-listen, GitLab's address serves the webhook and the health
+// checks only; the dashboard, API and metrics are on the UI address.
+// Without it, one address serves everything.
+func TestUIListenerSeparatesTheViews(t *testing.T) {
+	srv := gitlabtest.New(gitlabtest.Options{Token: "t"})
+	t.Cleanup(srv.Close)
+	if _, err := srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM debian:12\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(ui bool) (mainURL, uiURL string) {
+		cfg := config.Defaults()
+		cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
+		cfg.Scope.Groups = []string{"g"}
+		cfg.State = filepath.Join(t.TempDir(), "depsd.db")
+		cfg.Hooks.Secret = "s"
+		addrs := make(chan string, 2)
+		opts := Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, Listening: func(a string) { addrs <- "main " + a }}
+		if ui {
+			opts.UIListen = "127.0.0.1:0"
+			opts.UIListening = func(a string) { addrs <- "ui " + a }
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		d, err := New(ctx, opts)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+		want := 1
+		if ui {
+			want = 2
+		}
+		for range want {
+			select {
+			case a := <-addrs:
+				kind, addr, _ := strings.Cut(a, " ")
+				if kind == "ui" {
+					uiURL = "http://" + addr
+				} else {
+					mainURL = "http://" + addr
+				}
+			case err := <-done:
+				t.Fatalf("daemon ended: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("daemon not listening")
+			}
+		}
+		return mainURL, uiURL
+	}
+	status := func(method, url string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader("{}"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	mainURL, uiURL := start(true)
+	for _, tc := range []struct {
+		method, url string
+		want        int
+	}{
+		{"POST", mainURL + "/hooks/gitlab", http.StatusUnauthorized}, // served: no token
+		{"GET", mainURL + "/healthz", http.StatusOK},
+		{"GET", mainURL + "/", http.StatusNotFound},
+		{"GET", mainURL + "/graph", http.StatusNotFound},
+		{"GET", mainURL + "/api/v1/chains", http.StatusNotFound},
+		{"GET", mainURL + "/metrics", http.StatusNotFound},
+		{"GET", uiURL + "/", http.StatusOK},
+		{"GET", uiURL + "/graph", http.StatusOK},
+		{"GET", uiURL + "/projects/g/app", http.StatusOK},
+		{"GET", uiURL + "/health", http.StatusOK},
+		{"GET", uiURL + "/api/v1/chains", http.StatusOK},
+		{"GET", uiURL + "/metrics", http.StatusOK},
+		{"GET", uiURL + "/readyz", http.StatusOK},
+		{"POST", uiURL + "/hooks/gitlab", http.StatusNotFound},
+	} {
+		if got := status(tc.method, tc.url); got != tc.want {
+			t.Errorf("%s %s: %d, want %d", tc.method, tc.url, got, tc.want)
+		}
+	}
+
+	one, _ := start(false)
+	for _, path := range []string{"/", "/graph", "/health", "/api/v1/chains", "/metrics"} {
+		if got := status("GET", one+path); got != http.StatusOK {
+			t.Errorf("without --ui-listen, GET %s: %d", path, got)
+		}
+	}
+	if got := status("POST", one+"/hooks/gitlab"); got != http.StatusUnauthorized {
+		t.Errorf("without --ui-listen, the webhook: %d", got)
+	}
+}

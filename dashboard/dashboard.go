@@ -1,0 +1,172 @@
+// Package dashboard is depsd's read-only web face, served by `depsd serve`:
+// the chains (running ones update live), the dependency graph as a picture
+// with focus views, a page per project (its files, warnings, neighbours,
+// pipelines, schedules and what a rebuild would cost) and the health of the
+// installation (webhooks, scans, schedules, watched images). Pages are
+// rendered on the server with html/template; a few lines of JavaScript
+// refresh the live parts. Everything it serves is embedded in the binary:
+// no framework, nothing fetched from the internet.
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Store is what the pages read of the stored scan; *store.Store implements
+// it. Calls may be concurrent and only read.
+type Store interface {
+	// Projects returns every scanned project, sorted by path.
+	Projects(ctx context.Context) ([]store.Project, error)
+	// Project returns one project or an error wrapping store.ErrNotFound.
+	Project(ctx context.Context, path string) (store.Project, error)
+	// LastScan returns the newest stored scan; ok is false before the first.
+	LastScan(ctx context.Context) (m store.ScanMeta, ok bool, err error)
+}
+
+// Chains reads the chains; *chain.Engine implements it.
+type Chains interface {
+	Chains(ctx context.Context, f chain.Filter) ([]chain.ChainView, error)
+	// Chain returns one chain or an error wrapping chain.ErrNotFound.
+	Chain(ctx context.Context, id int64) (chain.ChainView, error)
+	Stats(ctx context.Context) (chain.Stats, error)
+}
+
+// HookStatus is what depsd last learned about the projects' webhooks.
+type HookStatus struct {
+	// URL is the hook URL depsd maintains (hooks.url); empty when it is
+	// not configured, and then depsd does not check hooks.
+	URL string
+	// CheckedAt is when the report was made; zero before the first check.
+	CheckedAt time.Time
+	Report    gitlab.HookReport
+	// Err is why the last check failed for some projects, if it did.
+	Err string
+}
+
+// Options are what the dashboard reads. Store and Chains are required.
+type Options struct {
+	Store  Store
+	Chains Chains
+	// Schedules lists the cron schedules, jobs and watched images with
+	// their state; nil shows none.
+	Schedules func(ctx context.Context) ([]scheduler.Entry, error)
+	// Hooks returns the last webhook check; nil shows the state as unknown.
+	Hooks func() HookStatus
+	// History reads pipeline durations for rebuild estimates; nil leaves
+	// the estimate out.
+	History report.PipelineHistory
+	// EstimateTimeout bounds the GitLab requests one page makes for an
+	// estimate (default 3 s); members not read in time count as without
+	// history and are read again by the next page.
+	EstimateTimeout time.Duration
+	// MaxFullGraph is the most projects the graph page draws whole; larger
+	// graphs get an overview and focus views. Default 150.
+	MaxFullGraph int
+	Now          func() time.Time
+	Logger       *slog.Logger
+}
+
+// Dashboard serves the pages. Build it with New.
+type Dashboard struct {
+	opts    Options
+	pages   map[string]*template.Template
+	log     *slog.Logger
+	graph   graphCache
+	history historyCache
+}
+
+// New parses the templates; a template error is a bug caught by the tests.
+func New(opts Options) (*Dashboard, error) {
+	if opts.Store == nil || opts.Chains == nil {
+		return nil, errors.New("dashboard: Store and Chains are required")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.EstimateTimeout <= 0 {
+		opts.EstimateTimeout = 3 * time.Second
+	}
+	if opts.MaxFullGraph <= 0 {
+		opts.MaxFullGraph = 150
+	}
+	d := &Dashboard{opts: opts, pages: map[string]*template.Template{}, log: opts.Logger}
+	d.history.entries = map[string]historyEntry{}
+	funcs := templateFuncs(opts.Now)
+	for _, page := range []string{"chains", "chain", "graph", "project", "health", "error"} {
+		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, fmt.Errorf("dashboard template %s: %w", page, err)
+		}
+		d.pages[page] = t
+	}
+	return d, nil
+}
+
+// Register adds the dashboard's routes to mux: /, /chains/{id}, /graph,
+// /graph.svg, /projects/{path}, /health and /static/.
+func (d *Dashboard) Register(mux *http.ServeMux) {
+	static, _ := fs.Sub(staticFS, "static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
+	mux.HandleFunc("GET /{$}", d.chainsPage)
+	mux.HandleFunc("GET /chains/{id}", d.chainPage)
+	mux.HandleFunc("GET /graph", d.graphPage)
+	mux.HandleFunc("GET /graph.svg", d.graphSVG)
+	mux.HandleFunc("GET /projects/{path...}", d.projectPage)
+	mux.HandleFunc("GET /health", d.healthPage)
+}
+
+func cacheFor(d time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", fmt.Sprintf("max-age=%d", int(d.Seconds())))
+		h.ServeHTTP(w, r)
+	})
+}
+
+// graphCache keeps the graph document of the last stored scan, rebuilt
+// when a newer scan is stored: reading 2,000 projects with their files for
+// every page would be wasted.
+type graphCache struct {
+	mu   sync.Mutex
+	scan time.Time
+	data *graphData
+}
+
+// historyCache keeps each project's typical pipeline duration for a while,
+// so that reloading a project page does not ask GitLab again.
+type historyCache struct {
+	mu      sync.Mutex
+	entries map[string]historyEntry
+}
+
+type historyEntry struct {
+	typical time.Duration
+	known   bool // false: no successful pipeline
+	at      time.Time
+}
+
+// historyTTL is how long a read pipeline history is reused.
+const historyTTL = 15 * time.Minute

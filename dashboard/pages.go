@@ -1,0 +1,554 @@
+package dashboard
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/store"
+)
+
+// page is what every template gets: the page's own data and the layout's.
+type page struct {
+	Title string
+	Nav   string // the nav entry to mark current
+	Data  any
+}
+
+// render writes the whole page, or only the template named by ?part= (the
+// live parts the script refreshes), buffered so that a template error
+// becomes a clean 500 rather than half a page.
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, code int, name string, p page, parts ...string) {
+	tmpl, data := "layout", any(p)
+	if part := r.URL.Query().Get("part"); part != "" {
+		if !slices.Contains(parts, part) {
+			d.fail(w, r, http.StatusBadRequest, fmt.Errorf("unknown part %q", part))
+			return
+		}
+		tmpl, data = part, p.Data
+	}
+	var buf bytes.Buffer
+	if err := d.pages[name].ExecuteTemplate(&buf, tmpl, data); err != nil {
+		d.log.Error("render page", "page", name, "err", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
+}
+
+// fail renders the error page: what went wrong, in the user's terms.
+func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, code int, err error) {
+	if code >= 500 {
+		d.log.Error("dashboard page failed", "path", r.URL.Path, "err", err)
+	}
+	var buf bytes.Buffer
+	if terr := d.pages["error"].ExecuteTemplate(&buf, "layout", page{Title: http.StatusText(code), Data: map[string]any{"Code": code, "Err": err.Error()}}); terr != nil {
+		http.Error(w, err.Error(), code)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
+}
+
+// chainsPage: the active chains first (refreshed live), then history.
+func (d *Dashboard) chainsPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	all, err := d.opts.Chains.Chains(ctx, chain.Filter{Limit: 50})
+	if err != nil {
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	var active, history []chainView
+	for _, c := range all {
+		if c.State == chain.Merged {
+			continue
+		}
+		v := viewChain(c)
+		if c.State.Active() {
+			active = append(active, v)
+		} else {
+			history = append(history, v)
+		}
+	}
+	// Running before blocked, each newest first (as listed).
+	slices.SortStableFunc(active, func(a, b chainView) int {
+		return boolRank(a.State == chain.Running) - boolRank(b.State == chain.Running)
+	})
+	d.render(w, r, http.StatusOK, "chains", page{Title: "Chains", Nav: "chains", Data: map[string]any{"Active": active, "History": history}}, "active")
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 0
+	}
+	return 1
+}
+
+// chainPage: one chain, refreshed live while active.
+func (d *Dashboard) chainPage(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		d.fail(w, r, http.StatusBadRequest, fmt.Errorf("chain id %q: want a number", r.PathValue("id")))
+		return
+	}
+	c, err := d.opts.Chains.Chain(r.Context(), id)
+	switch {
+	case errors.Is(err, chain.ErrNotFound):
+		d.fail(w, r, http.StatusNotFound, fmt.Errorf("there is no chain %d", id))
+		return
+	case err != nil:
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "chain", page{Title: fmt.Sprintf("Chain %d", id), Nav: "chains", Data: viewChain(c)}, "chain")
+}
+
+// graphView is the graph page's data.
+type graphView struct {
+	Scanned  bool
+	Focus    string
+	Depth    int
+	Mode     string // "full", "focus" or "overview"
+	Total    int    // projects in the graph
+	Shown    int    // projects in the picture
+	Edges    int
+	Projects []string // for the search box
+	SVG      template.HTML
+	// Columns lists the pictured projects column by column: the text
+	// alternative of the picture.
+	Columns    [][]string
+	Upstream   []string // focus: every project it is built from
+	Downstream []string // focus: every project built from it
+	Cycles     [][]string
+	Error      string
+}
+
+// graphPage draws the whole graph when it is small, an overview of the
+// projects most others build on when it is large, and the focus view of
+// one project (?focus=P&depth=N) at any size.
+func (d *Dashboard) graphPage(w http.ResponseWriter, r *http.Request) {
+	data, err := d.loadGraph(r.Context())
+	if err != nil {
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	v := graphView{Scanned: data.scanned, Total: len(data.doc.Projects), Edges: data.g.EdgeCount(), Cycles: data.doc.Cycles}
+	for _, p := range data.doc.Projects {
+		v.Projects = append(v.Projects, p.Path)
+	}
+	doc, opts, err := d.pictured(data, r.URL.Query(), &v)
+	code := http.StatusOK
+	if err != nil {
+		v.Error, code = err.Error(), http.StatusBadRequest
+		doc, opts, v.Mode = report.Graph{}, report.LayoutOptions{}, "none"
+	}
+	pic := report.Layout(doc, opts)
+	v.Shown = pic.Projects
+	if v.Mode == "focus" {
+		v.Cycles = doc.Cycles
+	}
+	for _, n := range pic.Nodes {
+		if n.External {
+			continue
+		}
+		for len(v.Columns) <= n.Layer {
+			v.Columns = append(v.Columns, nil)
+		}
+		v.Columns[n.Layer] = append(v.Columns[n.Layer], n.Name)
+	}
+	v.Columns = slices.DeleteFunc(v.Columns, func(c []string) bool { return len(c) == 0 })
+	for _, c := range v.Columns {
+		sort.Strings(c)
+	}
+	if len(doc.Projects) > 0 {
+		var svg bytes.Buffer
+		title := "Dependency graph"
+		if v.Focus != "" {
+			title += " around " + v.Focus
+		}
+		report.WriteSVG(&svg, pic, report.SVGOptions{Title: title, Link: func(n report.Node) string {
+			if n.External {
+				return ""
+			}
+			return focusURL(n.Name)
+		}})
+		v.SVG = template.HTML(svg.String()) // drawn by report.WriteSVG, which escapes every name
+	}
+	d.render(w, r, code, "graph", page{Title: "Graph", Nav: "graph", Data: v})
+}
+
+// pictured picks what the graph page draws.
+func (d *Dashboard) pictured(data *graphData, q url.Values, v *graphView) (report.Graph, report.LayoutOptions, error) {
+	if focus := strings.TrimSpace(q.Get("focus")); focus != "" {
+		v.Focus, v.Mode = focus, "focus"
+		if s := q.Get("depth"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				return report.Graph{}, report.LayoutOptions{}, fmt.Errorf("depth %q: want 0 (no bound) or a positive number", s)
+			}
+			v.Depth = n
+		}
+		doc, err := report.Around(data.doc, focus, v.Depth)
+		if err != nil {
+			return report.Graph{}, report.LayoutOptions{}, err
+		}
+		v.Upstream, v.Downstream = ancestors(data, focus), data.g.Affected(focus)
+		return doc, report.LayoutOptions{Focus: focus}, nil
+	}
+	if len(data.doc.Projects) <= d.opts.MaxFullGraph {
+		v.Mode = "full"
+		return data.doc, report.LayoutOptions{}, nil
+	}
+	v.Mode = "overview"
+	keep, notes := hubs(data, overviewSize)
+	return report.Subset(data.doc, keep), report.LayoutOptions{Notes: notes}, nil
+}
+
+// overviewSize is how many projects the overview of a large graph draws.
+const overviewSize = 40
+
+// hubs picks the n projects with the most (transitive) downstreams, the
+// ones a person usually wants to find, and notes how many each has.
+func hubs(data *graphData, n int) (map[string]bool, map[string]string) {
+	type hub struct {
+		path     string
+		affected int
+	}
+	var all []hub
+	for _, p := range data.doc.Projects {
+		if len(p.Downstream) > 0 {
+			all = append(all, hub{p.Path, len(data.g.Affected(p.Path))})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].affected > all[j].affected })
+	keep, notes := map[string]bool{}, map[string]string{}
+	for _, h := range all[:min(n, len(all))] {
+		keep[h.path] = true
+		notes[h.path] = fmt.Sprintf("%d downstream", h.affected)
+	}
+	return keep, notes
+}
+
+// ancestors is every project p is built from, directly or not, sorted.
+func ancestors(data *graphData, p string) []string {
+	seen := map[string]bool{p: true}
+	queue := []string{p}
+	for i := 0; i < len(queue); i++ {
+		for _, u := range data.g.Upstream(queue[i]) {
+			if !seen[u] {
+				seen[u] = true
+				queue = append(queue, u)
+			}
+		}
+	}
+	out := queue[1:]
+	sort.Strings(out)
+	return out
+}
+
+// graphSVG is the picture alone, as `depsd graph --format svg [--around]`
+// writes it.
+func (d *Dashboard) graphSVG(w http.ResponseWriter, r *http.Request) {
+	data, err := d.loadGraph(r.Context())
+	if err != nil {
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	doc := data.doc
+	if focus := r.URL.Query().Get("focus"); focus != "" {
+		depth := 0
+		if s := r.URL.Query().Get("depth"); s != "" {
+			if depth, err = strconv.Atoi(s); err != nil {
+				d.fail(w, r, http.StatusBadRequest, fmt.Errorf("depth %q: want a number", s))
+				return
+			}
+		}
+		if doc, err = report.Around(doc, focus, depth); err != nil {
+			d.fail(w, r, http.StatusBadRequest, err)
+			return
+		}
+	}
+	var buf bytes.Buffer
+	if err := report.Write(&buf, "svg", doc); err != nil {
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Write(buf.Bytes())
+}
+
+// projectView is the project page's data.
+type projectView struct {
+	store.Project
+	Files      []fileView
+	Upstream   []string
+	Downstream []string
+	External   []string
+	OnCycle    bool
+	Pipelines  []pipelineRow
+	Schedules  []scheduler.Entry
+	Estimate   *report.Estimate
+	Unread     int    // members whose history could not be read
+	NoEstimate string // why there is no estimate
+}
+
+func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	path := strings.Trim(r.PathValue("path"), "/")
+	p, err := d.opts.Store.Project(ctx, path)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		d.fail(w, r, http.StatusNotFound, fmt.Errorf("project %s is not in the scanned graph", path))
+		return
+	case err != nil:
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	data, err := d.loadGraph(ctx)
+	if err != nil {
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	v := projectView{Project: p, Files: viewFiles(p), Upstream: data.g.Upstream(path), Downstream: data.g.Downstream(path)}
+	if rp, ok := data.byPath[path]; ok {
+		v.External = rp.External
+	}
+	for _, c := range data.doc.Cycles {
+		v.OnCycle = v.OnCycle || slices.Contains(c, path)
+	}
+	chains, err := d.opts.Chains.Chains(ctx, chain.Filter{Project: path, Limit: 20})
+	if err != nil {
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	v.Pipelines = projectPipelines(chains, path)
+	if d.opts.Schedules != nil {
+		entries, err := d.opts.Schedules(ctx)
+		if err != nil {
+			d.log.Warn("schedules not listed", "err", err)
+		}
+		for _, e := range entries {
+			if e.Target == path || slices.Contains(e.Projects, path) {
+				v.Schedules = append(v.Schedules, e)
+			}
+		}
+	}
+	switch {
+	case v.OnCycle:
+		v.NoEstimate = "The project is on a dependency cycle: depsd never rebuilds it in a chain."
+	case !data.g.Has(path):
+		v.NoEstimate = "The project is not in the graph of the last scan."
+	default:
+		est, unread := d.estimate(ctx, data, path)
+		v.Estimate, v.Unread = &est, unread
+		if d.opts.History == nil {
+			v.NoEstimate = "GitLab is not configured: no durations to estimate from."
+		}
+	}
+	d.render(w, r, http.StatusOK, "project", page{Title: path, Nav: "graph", Data: v})
+}
+
+// hookRow is one project's webhook, as the last check found it.
+type hookRow struct {
+	Project string
+	State   string // ok, missing, disabled, failing, unknown
+	Done    string // what depsd did about it
+	Reasons []string
+}
+
+// hookState maps what SyncHooks did (or, in a dry run, would do) to the
+// state the hook was found in.
+func hookState(c gitlab.HookChange, dryRun bool) (state, done string) {
+	if dryRun {
+		state, _ = hookState(c, false)
+		switch c.Action {
+		case gitlab.HookUnchanged, gitlab.HookTemporarilyDisabled:
+			return state, ""
+		case gitlab.HookUpdated:
+			return "ok", "settings differ: the maintenance run repairs them"
+		}
+		return state, "the maintenance run repairs it"
+	}
+	switch c.Action {
+	case gitlab.HookCreated:
+		return "missing", "created"
+	case gitlab.HookReenabled:
+		return "disabled", "re-enabled"
+	case gitlab.HookStillDisabled:
+		return "disabled", "re-enabling failed"
+	case gitlab.HookTemporarilyDisabled:
+		return "failing", "GitLab retries it by itself"
+	case gitlab.HookUpdated:
+		return "ok", "settings repaired"
+	case gitlab.HookDeletedDuplicate:
+		return "ok", "duplicate deleted"
+	}
+	return "ok", ""
+}
+
+// healthView is the health page's data.
+type healthView struct {
+	Scan      store.ScanMeta
+	Scanned   bool
+	Stats     chain.Stats
+	StatsErr  string
+	Hooks     HookStatus
+	HookRows  []hookRow
+	HookCount map[string]int
+	Schedules []scheduler.Entry
+	Watches   []scheduler.Entry
+	SchedErr  string
+}
+
+func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	data, err := d.loadGraph(ctx)
+	if err != nil {
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	v := healthView{Scan: data.scan, Scanned: data.scanned, HookCount: map[string]int{}}
+	if v.Stats, err = d.opts.Chains.Stats(ctx); err != nil {
+		v.StatsErr = err.Error()
+	}
+	if d.opts.Hooks != nil {
+		v.Hooks = d.opts.Hooks()
+	}
+	found := map[string]hookRow{}
+	for _, c := range v.Hooks.Report.Changes {
+		state, done := hookState(c, v.Hooks.Report.DryRun)
+		if prev, ok := found[c.Project]; ok && prev.State != "ok" {
+			continue // a duplicate's deletion does not hide a worse state
+		}
+		found[c.Project] = hookRow{Project: c.Project, State: state, Done: done, Reasons: c.Reasons}
+	}
+	for _, p := range data.doc.Projects {
+		row, ok := found[p.Path]
+		if !ok {
+			row = hookRow{Project: p.Path, State: "unknown"}
+		}
+		v.HookRows = append(v.HookRows, row)
+		v.HookCount[row.State]++
+	}
+	// Problems first, then by path.
+	rank := map[string]int{"disabled": 0, "failing": 1, "missing": 2, "unknown": 3, "ok": 4}
+	slices.SortStableFunc(v.HookRows, func(a, b hookRow) int { return rank[a.State] - rank[b.State] })
+	if d.opts.Schedules != nil {
+		entries, err := d.opts.Schedules(ctx)
+		if err != nil {
+			v.SchedErr = err.Error()
+		}
+		for _, e := range entries {
+			if e.Kind == scheduler.KindWatch {
+				v.Watches = append(v.Watches, e)
+			} else {
+				v.Schedules = append(v.Schedules, e)
+			}
+		}
+	}
+	d.render(w, r, http.StatusOK, "health", page{Title: "Health", Nav: "health", Data: v})
+}
+
+// projectURL is the project page of path; each segment is escaped.
+func projectURL(path string) string {
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return "/projects/" + strings.Join(segs, "/")
+}
+
+// focusURL is the graph page focused on path.
+func focusURL(path string) string { return "/graph?focus=" + url.QueryEscape(path) }
+
+// templateFuncs are the helpers the templates use; now is the clock.
+func templateFuncs(now func() time.Time) template.FuncMap {
+	return template.FuncMap{
+		"projectURL": projectURL,
+		"focusURL":   focusURL,
+		"icon":       stateIcon,
+		"when": func(t time.Time) string {
+			if t.IsZero() {
+				return "never"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05 UTC")
+		},
+		"whenp": func(t *time.Time) string {
+			if t == nil || t.IsZero() {
+				return "-"
+			}
+			return t.UTC().Format("15:04:05")
+		},
+		"ago": func(t time.Time) string {
+			if t.IsZero() {
+				return "never"
+			}
+			d := now().Sub(t)
+			if d < 0 {
+				return "in " + report.FormatDuration(-d)
+			}
+			return report.FormatDuration(d) + " ago"
+		},
+		"dur":  report.FormatDuration,
+		"join": strings.Join,
+		"short": func(s string, n int) string {
+			if len(s) <= n {
+				return s
+			}
+			return s[:n]
+		},
+		"add": func(a, b int) int { return a + b },
+		"typical": func(e *report.Estimate, p string) string {
+			if d, ok := e.Typical[p]; ok {
+				return report.FormatDuration(d)
+			}
+			return "no history"
+		},
+	}
+}
+
+// stateIcon gives every state a glyph so that states differ without
+// colour (chains, members, hooks).
+func stateIcon(state any) string {
+	switch fmt.Sprint(state) {
+	case "success", "finished", "ok":
+		return "✓"
+	case "failed", "disabled":
+		return "✗"
+	case "running":
+		return "▶"
+	case "triggered", "pending":
+		return "▷"
+	case "waiting":
+		return "◷"
+	case "blocked":
+		return "⊘"
+	case "canceled":
+		return "■"
+	case "expired":
+		return "⌛"
+	case "failing":
+		return "!"
+	case "missing":
+		return "∅"
+	case "merged":
+		return "⇢"
+	}
+	return "?"
+}

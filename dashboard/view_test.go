@@ -1,0 +1,188 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/store"
+)
+
+func TestChainMembersByWave(t *testing.T) {
+	c := chain.ChainView{ID: 3, State: chain.Running, Members: []chain.MemberView{
+		{Project: "app", State: chain.Waiting, Upstreams: []string{"lint", "ruby"}},
+		{Project: "base", State: chain.Success},
+		{Project: "lint", State: chain.MemberRunning, Upstreams: []string{"base"}},
+		{Project: "ruby", State: chain.Failed, Upstreams: []string{"base", "outside"}},
+	}}
+	v := viewChain(c)
+	var waves [][]string
+	for _, w := range v.Waves {
+		var names []string
+		for _, m := range w.Members {
+			names = append(names, m.Project)
+		}
+		waves = append(waves, names)
+	}
+	if want := [][]string{{"base"}, {"lint", "ruby"}, {"app"}}; !slices.EqualFunc(waves, want, slices.Equal) {
+		t.Errorf("waves %v, want %v", waves, want)
+	}
+	if !v.Live || len(v.Counts) != 4 || v.Counts[0].State != chain.MemberRunning {
+		t.Errorf("live %v counts %+v", v.Live, v.Counts)
+	}
+}
+
+func TestFilesMarkTheLinesThatMatter(t *testing.T) {
+	p := store.Project{File: "Containerfile", Files: []store.File{
+		{Name: ".gitlab-deps", Content: []byte("# comment\ng/lib\n")},
+		{Name: "Containerfile", Content: []byte("ARG V\nFROM r/g/base:${V}\nCOPY --from=alpine:3 / /\n")},
+	},
+		Dependencies: []deps.Dependency{
+			{Kind: deps.KindGitLabDeps, Line: 2, Project: "g/lib"},
+			{Kind: deps.KindCopyFrom, Line: 3, Image: "docker.io/library/alpine:3"},
+		},
+		Warnings: []deps.Warning{{File: "Containerfile", Line: 2, Message: "ARG V has no value"}},
+	}
+	files := viewFiles(p)
+	if len(files) != 2 || files[0].Name != "Containerfile" {
+		t.Fatalf("files %+v: the analysed file comes first", files)
+	}
+	cf, gd := files[0], files[1]
+	if cf.Marked != 2 || len(cf.Lines[1].Warns) != 1 || !strings.Contains(cf.Lines[2].Notes[0], "COPY --from external image docker.io/library/alpine:3") {
+		t.Errorf("Containerfile: %+v", cf)
+	}
+	if gd.Marked != 1 || gd.Lines[1].Notes[0] != "declared upstream project g/lib" {
+		t.Errorf(".gitlab-deps: %+v", gd)
+	}
+}
+
+func TestHookStates(t *testing.T) {
+	for _, tc := range []struct {
+		action gitlab.HookAction
+		dry    bool
+		state  string
+	}{
+		{gitlab.HookCreated, true, "missing"}, {gitlab.HookCreated, false, "missing"},
+		{gitlab.HookReenabled, true, "disabled"}, {gitlab.HookStillDisabled, false, "disabled"},
+		{gitlab.HookTemporarilyDisabled, true, "failing"}, {gitlab.HookUnchanged, true, "ok"},
+		{gitlab.HookUpdated, false, "ok"},
+	} {
+		if state, _ := hookState(gitlab.HookChange{Action: tc.action}, tc.dry); state != tc.state {
+			t.Errorf("%s (dry run %v): %s, want %s", tc.action, tc.dry, state, tc.state)
+		}
+	}
+}
+
+// fakes for the handler tests.
+type fakeStore struct{ projects []store.Project }
+
+func (f fakeStore) Projects(context.Context) ([]store.Project, error) { return f.projects, nil }
+func (f fakeStore) Project(_ context.Context, path string) (store.Project, error) {
+	for _, p := range f.projects {
+		if p.Path == path {
+			return p, nil
+		}
+	}
+	return store.Project{}, store.ErrNotFound
+}
+func (f fakeStore) LastScan(context.Context) (store.ScanMeta, bool, error) {
+	return store.ScanMeta{StartedAt: time.Unix(1, 0), Projects: len(f.projects)}, true, nil
+}
+
+type fakeChains []chain.ChainView
+
+func (f fakeChains) Chains(context.Context, chain.Filter) ([]chain.ChainView, error) { return f, nil }
+func (f fakeChains) Chain(_ context.Context, id int64) (chain.ChainView, error) {
+	for _, c := range f {
+		if c.ID == id {
+			return c, nil
+		}
+	}
+	return chain.ChainView{}, chain.ErrNotFound
+}
+func (f fakeChains) Stats(context.Context) (chain.Stats, error) { return chain.Stats{}, nil }
+
+func TestPagesAnswerInTheUsersTerms(t *testing.T) {
+	projects := []store.Project{
+		{Path: "g/base", ID: 1, DefaultBranch: "main", Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: "debian:12"}}},
+		{Path: "g/app", ID: 2, DefaultBranch: "main", Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: "r/g/base", Project: "g/base"}}},
+	}
+	d, err := New(Options{Store: fakeStore{projects}, Chains: fakeChains{{ID: 7, State: chain.Finished, Roots: []string{"g/base"},
+		Members: []chain.MemberView{{Project: "g/base", State: chain.Success, PipelineID: 11, PipelineURL: "https://gitlab.example/g/base/-/pipelines/11"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	d.Register(mux)
+	for _, tc := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/", 200, `href="/chains/7"`},
+		{"/chains/7", 200, "https://gitlab.example/g/base/-/pipelines/11"},
+		{"/chains/7?part=chain", 200, `<section class="chain" id="chain-7"`},
+		{"/chains/8", 404, "there is no chain 8"},
+		{"/chains/x", 400, "chain id &#34;x&#34;: want a number"},
+		{"/chains/7?part=nope", 400, "unknown part"},
+		{"/graph", 200, `data-project="g/app"`},
+		{"/graph?focus=g/app", 200, `class="dg-node dg-focus" data-project="g/app"`},
+		{"/graph?focus=g/none", 400, "project g/none is not in the scanned graph"},
+		{"/graph?focus=g/app&depth=-1", 400, "depth"},
+		{"/graph.svg?focus=g/base", 200, `<svg xmlns="http://www.w3.org/2000/svg"`},
+		{"/projects/g/app", 200, `<li><a href="/projects/g/base">g/base</a></li>`},
+		{"/projects/g/base", 200, "no history"},
+		{"/projects/g/none", 404, "project g/none is not in the scanned graph"},
+		{"/health", 200, "Last scan"},
+		{"/static/live.js", 200, "data-live-src"},
+	} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("GET %s: %d, want %d with %q\n%.600s", tc.path, rec.Code, tc.code, tc.want, rec.Body.String())
+		}
+	}
+}
+
+// BenchmarkGraphHandler2000 renders the graph page of 2,000 projects on
+// the server (no browser): the overview, and a focus view.
+func BenchmarkGraphHandler2000(b *testing.B) {
+	var projects []store.Project
+	from := func(p string) []deps.Dependency {
+		return []deps.Dependency{{Kind: deps.KindFrom, Image: "r/" + p, Project: p}}
+	}
+	for i := range 5 {
+		projects = append(projects, store.Project{Path: fmt.Sprintf("images/base-%d", i), Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: fmt.Sprintf("debian:%d", i)}}})
+	}
+	for i := range 45 {
+		projects = append(projects, store.Project{Path: fmt.Sprintf("images/runtime-%d", i), Dependencies: from(fmt.Sprintf("images/base-%d", i%5))})
+	}
+	for i := range 1950 {
+		projects = append(projects, store.Project{Path: fmt.Sprintf("apps/app-%d", i), Dependencies: from(fmt.Sprintf("images/runtime-%d", i%45))})
+	}
+	d, err := New(Options{Store: fakeStore{projects}, Chains: fakeChains{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	d.Register(mux)
+	for _, path := range []string{"/graph", "/graph?focus=images/runtime-3", "/graph?focus=images/base-0"} {
+		b.Run(path, func(b *testing.B) {
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+				if rec.Code != 200 {
+					b.Fatal(rec.Code)
+				}
+			}
+		})
+	}
+}
