@@ -41,6 +41,10 @@ func (s *Store) RecordEvent(ctx context.Context, key string, ev chain.Event) (du
 		if err := ctx.Err(); err != nil {
 			return false, fmt.Errorf("record event %s: %w", key, err)
 		}
+		// Bounded well inside GitLab's 10 s webhook timeout, so that an
+		// unreachable database is answered 503 rather than a timeout.
+		stmtCtx, cancel := context.WithTimeout(stmtCtx, 5*time.Second)
+		defer cancel()
 		res, err := s.db.ExecContext(stmtCtx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
 			VALUES (nextval('events_seq'), $1, $2, $3, $4, '') ON CONFLICT (key) DO NOTHING`,
 			key, ev.Kind(), string(payload), encodeTime(time.Now()))
