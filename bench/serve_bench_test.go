@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -54,18 +53,11 @@ type served struct {
 	done   chan error
 }
 
-// daemonClient is the GitLab client `depsd serve` builds from cfg (as
-// cmd/depsd does): at the defaults a user gets, 8 requests in flight and
-// 2,000 requests a minute.
+// daemonClient is the GitLab client `depsd serve` builds from cfg: at the
+// defaults a user gets, 8 requests in flight and 2,000 requests a minute.
 func daemonClient(b *testing.B, cfg config.Config) *gitlab.Client {
 	b.Helper()
-	retries := cfg.GitLab.MaxRetries
-	if retries == 0 {
-		retries = -1
-	}
-	gl, err := gitlab.New(gitlab.Config{BaseURL: cfg.GitLab.URL, Token: cfg.GitLab.Token,
-		Concurrency: cfg.GitLab.Concurrency, RequestsPerMinute: cfg.GitLab.RequestsPerMinute, MaxRetries: retries,
-		HTTPClient: &http.Client{Timeout: cfg.GitLab.Timeout}})
+	gl, err := cfg.GitLabClient(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -83,7 +75,7 @@ func serve(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, groups []string
 	cfg := config.Defaults()
 	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, srv.Token
 	cfg.Scope.Groups = groups
-	cfg.State = filepath.Join(b.TempDir(), "depsd.db")
+	cfg.State = benchState(b)
 	cfg.Hooks.Secret = hookSecret
 	setup, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: srv.Token, RequestsPerMinute: -1, Concurrency: 16})
 	if err != nil {
@@ -94,8 +86,7 @@ func serve(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, groups []string
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := scan.Run(ctx, setup, st, scan.Options{Scope: gitlab.Scope{Groups: groups},
-		Containerfiles: cfg.Containerfiles, Registry: cfg.Registry}); err != nil {
+	if _, err := scan.Run(ctx, setup, st, cfg.ScanOptions(nil, nil)); err != nil {
 		b.Fatal(err)
 	}
 	st.Close()

@@ -38,11 +38,16 @@ type Action struct {
 	Attempts      int
 	NextAttemptAt time.Time
 	LeaseUntil    time.Time // a worker holds it until then; zero when free
-	LastError     string
-	PipelineID    int64
-	PipelineURL   string
-	CreatedAt     time.Time
-	SentAt        time.Time
+	// ClaimedBy is the Config.Owner of the engine that holds the lease
+	// ("" for an engine without one). When that owner's liveness lease
+	// (Tx.DueAction) has run out, the claim is void before LeaseUntil: a
+	// replica that died mid-send does not hold its actions for minutes.
+	ClaimedBy   string
+	LastError   string
+	PipelineID  int64
+	PipelineURL string
+	CreatedAt   time.Time
+	SentAt      time.Time
 }
 
 // Variables are the pipeline variables of the action's pipeline.

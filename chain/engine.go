@@ -34,6 +34,15 @@ type Config struct {
 	PollInterval time.Duration
 	// ReconcileInterval is how often Run calls Reconcile. Default 1 min.
 	ReconcileInterval time.Duration
+	// CatchUpWindow bounds how far back CatchUp reads a project's
+	// pipelines. Default 7 days.
+	CatchUpWindow time.Duration
+	// Owner names this engine's process incarnation in the claims it
+	// makes (Action.ClaimedBy). Set it only when the process keeps its
+	// liveness lease "alive:<Owner>" renewed (the daemon does): other
+	// replicas then take over its claims as soon as that lease runs out.
+	// Empty: claims last their full Lease.
+	Owner string
 	// SendConcurrency bounds the pipeline creations in flight: a rebuild
 	// of a base image can release hundreds at once. Default 4 (the GitLab
 	// client bounds its own requests too).
@@ -104,6 +113,7 @@ func New(cfg Config) (*Engine, error) {
 	def(&cfg.EventRetention, 7*24*time.Hour)
 	def(&cfg.PollInterval, 5*time.Second)
 	def(&cfg.ReconcileInterval, time.Minute)
+	def(&cfg.CatchUpWindow, 7*24*time.Hour)
 	if cfg.SendConcurrency <= 0 {
 		cfg.SendConcurrency = 4
 	}

@@ -82,7 +82,9 @@ type Tx interface {
 	// UpdateAction replaces the stored action with the same id.
 	UpdateAction(ctx context.Context, a Action) error
 	// DueAction returns the pending action due first (NextAttemptAt <= now)
-	// whose lease, if any, has run out.
+	// whose lease, if any, has run out, or whose ClaimedBy owner is no
+	// longer alive (its "alive:<owner>" lease, see store.TryLease, expired
+	// or is missing).
 	DueAction(ctx context.Context, now time.Time) (Action, bool, error)
 	// NextDue returns when the earliest pending action falls due (its next
 	// attempt or the end of its lease, whichever is later).
@@ -101,6 +103,13 @@ type Tx interface {
 
 	// Project returns a stored project's GitLab id and default branch.
 	Project(ctx context.Context, path string) (Project, bool, error)
+
+	// CatchUpCursor returns how far the catch-up has read a project's
+	// pipelines (the newest updated_at seen); ok is false for a project it
+	// never read.
+	CatchUpCursor(ctx context.Context, projectID int64) (at time.Time, ok bool, err error)
+	// SetCatchUpCursor stores it.
+	SetCatchUpCursor(ctx context.Context, projectID int64, at time.Time) error
 }
 
 // Project is what the engine needs to know of a stored project.

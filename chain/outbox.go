@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -79,6 +80,7 @@ func (e *Engine) claim(ctx context.Context) (a Action, chainID int64, ok bool, e
 			}
 			next.Attempts++
 			next.LeaseUntil = t.now.Add(e.cfg.Lease)
+			next.ClaimedBy = e.cfg.Owner
 			if err := t.tx.UpdateAction(ctx, next); err != nil {
 				return err
 			}
@@ -129,19 +131,41 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64) (done bool, 
 			}
 			permanent := gitlab.IsPermanent(err)
 			log.Warn("create pipeline failed", "err", err, "permanent", permanent)
-			return false, e.recordError(ctx, a, err, permanent)
+			return false, e.retryStore(ctx, log, func() error { return e.recordError(ctx, a, err, permanent) })
 		}
 	}
 	// The pipeline exists now: record it even if shutdown began meanwhile,
 	// or the action would wait out its lease to be adopted.
-	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Lease/2)
 	defer cancel()
-	if err := e.recordSent(recCtx, a, p); err != nil {
+	if err := e.retryStore(recCtx, log, func() error { return e.recordSent(recCtx, a, p) }); err != nil {
 		return false, err
 	}
 	e.obs.PipelineCreated(a.Project, adopted)
 	log.Info("pipeline created for chain member", "pipeline_id", p.ID, "adopted", adopted)
 	return true, nil
+}
+
+// retryStore runs record until it succeeds or ctx ends, waiting a little
+// longer after each failure. What the worker records after talking to
+// GitLab must not be dropped because the store was briefly unreachable (a
+// database restart): the action would stay claimed until its lease ran out,
+// stalling its chain for minutes.
+func (e *Engine) retryStore(ctx context.Context, log *slog.Logger, record func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := record()
+		if err == nil {
+			return nil
+		}
+		log.Warn("recording the outcome of a send failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 // findSent looks for a pipeline carrying the action's id among the

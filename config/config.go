@@ -13,10 +13,14 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"gitlab.com/depsd/depsd/scheduler"
 )
@@ -31,18 +35,27 @@ type Config struct {
 	// Registry, when set, is the registry host whose images name projects by
 	// path, instead of each project's container_registry_image_prefix.
 	Registry string `yaml:"registry"`
-	// State is the SQLite file depsd keeps its state in.
+	// State is where depsd keeps its state: an SQLite file path, or a
+	// postgres:// (postgresql://) URL for several serve replicas.
 	State string `yaml:"state"`
-	Hooks Hooks  `yaml:"hooks"`
-	// Mode is how successes propagate: "chain" (everything downstream, in
+	// CatchUpInterval is how often serve's leader looks for successes of
+	// upstream projects whose webhook never arrived (and once when it
+	// takes the lead).
+	CatchUpInterval time.Duration `yaml:"catch_up_interval"`
+	Hooks           Hooks         `yaml:"hooks"`
+	// Mode is how successes propagate: "full" (everything downstream, in
 	// order, once) or "first-level" (direct dependents on every success,
 	// as the original gitlab-deps). serve and rebuild must agree, so it is
-	// configuration rather than a flag of one command.
+	// configuration rather than a flag of one command. "chain", the old
+	// name of "full", is accepted with a warning.
 	Mode string `yaml:"mode"`
 	// Schedules, the maintenance rescan and image watching (schedules,
 	// catch_up, rescan, watch, watch_external, watch_interval,
 	// registry_auth_file at the top level).
 	Scheduler scheduler.Config `yaml:",inline"`
+	// Warnings are notes for the user about the configuration, such as a
+	// deprecated spelling, collected by Validate; commands print them.
+	Warnings []string `yaml:"-"`
 }
 
 // GitLab says how to reach the GitLab API.
@@ -73,11 +86,30 @@ type Hooks struct {
 	Secret     string `yaml:"-"`
 }
 
-// The values of Mode.
+// The values of Mode; the names are those of the chain engine, which the
+// logs and the API show.
 const (
-	ModeChain      = "chain"
+	// ModeFull rebuilds everything downstream of a success, in dependency
+	// order, each project once.
+	ModeFull = "full"
+	// ModeFirstLevel triggers the direct dependents on every success, as
+	// the original gitlab-deps did.
 	ModeFirstLevel = "first-level"
+	// modeChainDeprecated is what ModeFull was called in depsd.yaml before
+	// the names were unified; it is still accepted, with a warning.
+	modeChainDeprecated = "chain"
 )
+
+// Modes are the accepted values of mode.
+func Modes() []string { return []string{ModeFull, ModeFirstLevel} }
+
+// warnf notes a warning for the command to show.
+func (c *Config) warnf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if !slices.Contains(c.Warnings, msg) {
+		c.Warnings = append(c.Warnings, msg)
+	}
+}
 
 // Defaults returns the configuration used where nothing else says.
 func Defaults() Config {
@@ -88,9 +120,10 @@ func Defaults() Config {
 			MaxRetries:        5,
 			Timeout:           30 * time.Second,
 		},
-		Containerfiles: []string{"Containerfile", "Dockerfile"},
-		State:          "depsd.db",
-		Mode:           ModeChain,
+		Containerfiles:  []string{"Containerfile", "Dockerfile"},
+		State:           "depsd.db",
+		CatchUpInterval: 5 * time.Minute,
+		Mode:            ModeFull,
 	}
 }
 
@@ -117,9 +150,6 @@ func (e *FileError) Error() string {
 	b.WriteString(e.File)
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	if e.Key != "" {
-		fmt.Fprintf(&b, ": %s", e.Key)
 	}
 	fmt.Fprintf(&b, ": %s", e.Msg)
 	return b.String()
@@ -158,19 +188,45 @@ func Load(src Source) (Config, error) {
 	return cfg, nil
 }
 
-// decode reads YAML strictly: an unknown key is an error naming it, so a
-// typo does not silently fall back to a default.
+// decode reads YAML strictly: every unknown key and every value of the
+// wrong kind is reported at once, with its line and the key's full name,
+// so a typo does not silently fall back to a default.
 func decode(file string, data []byte, cfg *Config) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return lineError(file, err, " (not valid YAML)")
+	}
+	var problems Problems
+	checkKeys(file, &doc, reflect.TypeFor[Config](), "", &problems)
+	if len(problems) > 0 {
+		return problems
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
 		var te *yaml.TypeError
 		if errors.As(err, &te) && len(te.Errors) > 0 {
-			return &FileError{File: file, Msg: strings.Join(te.Errors, "; ")}
+			for _, msg := range te.Errors {
+				problems = append(problems, lineError(file, errors.New(msg), ""))
+			}
+			return problems
 		}
-		return &FileError{File: file, Msg: err.Error()}
+		return lineError(file, err, "")
 	}
 	return nil
+}
+
+// yamlLine matches the "line N: msg" the YAML library and the scheduler's
+// decoders put in their errors.
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// lineError turns a decoder error into file:line: msg.
+func lineError(file string, err error, suffix string) *FileError {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &FileError{File: file, Line: line, Msg: m[2] + suffix}
+	}
+	return &FileError{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ") + suffix}
 }
 
 func applyEnv(cfg *Config, env func(string) (string, bool)) {
@@ -219,13 +275,18 @@ func (c *Config) ResolveSecrets(readFile func(string) ([]byte, error)) error {
 // RequireGitLab checks what commands that talk to GitLab need on top of
 // Validate: a URL and a token.
 func (c *Config) RequireGitLab() error {
+	return c.missingGitLab().orNil()
+}
+
+func (c *Config) missingGitLab() Problems {
+	var errs Problems
 	if c.GitLab.URL == "" {
-		return errors.New("gitlab.url is not set (flag --gitlab-url, env GITLAB_URL, or gitlab.url in depsd.yaml)")
+		errs = append(errs, errors.New("gitlab.url is not set (flag --gitlab-url, env GITLAB_URL, or gitlab.url in depsd.yaml)"))
 	}
 	if c.GitLab.Token == "" {
-		return errors.New("no GitLab token: set GITLAB_TOKEN, GITLAB_TOKEN_FILE or gitlab.token_file")
+		errs = append(errs, errors.New("no GitLab token: set GITLAB_TOKEN, GITLAB_TOKEN_FILE or gitlab.token_file"))
 	}
-	return nil
+	return errs
 }
 
 // RequireScope checks that commands working on the whole scope (scan,
@@ -237,65 +298,87 @@ func (c *Config) RequireScope() error {
 	return nil
 }
 
-// Validate checks the values that are set, naming the key of the first
-// bad one.
+// RequireServe checks everything depsd serve needs on top of Validate, and
+// lists every missing setting at once.
+func (c *Config) RequireServe() error {
+	errs := c.missingGitLab()
+	if err := c.RequireScope(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Hooks.Secret == "" {
+		errs = append(errs, errors.New("no webhook secret: depsd serve refuses to accept unauthenticated webhooks (set DEPSD_WEBHOOK_SECRET, DEPSD_WEBHOOK_SECRET_FILE, --webhook-secret-file or hooks.secret_file)"))
+	}
+	return errs.orNil()
+}
+
+// Validate checks the values that are set and reports every bad one at
+// once (as Problems), naming its key and what is allowed. It also turns the
+// deprecated spelling of a value into the current one, noting a warning in
+// Warnings.
 func (c *Config) Validate() error {
+	var errs Problems
+	if c.Mode == modeChainDeprecated {
+		c.Mode = ModeFull
+		c.warnf("mode: %q is the old name of %q; write mode: %s (the old name still works)", modeChainDeprecated, ModeFull, ModeFull)
+	}
 	if c.GitLab.URL != "" {
 		u, err := url.Parse(c.GitLab.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("gitlab.url %q: want an http(s) URL such as https://gitlab.example.com", c.GitLab.URL)
-		}
-		if u.User != nil {
-			return errors.New("gitlab.url must not carry credentials: use GITLAB_TOKEN or gitlab.token_file")
+			errs = append(errs, fmt.Errorf("gitlab.url %q: want an http(s) URL such as https://gitlab.example.com", c.GitLab.URL))
+		} else if u.User != nil {
+			errs = append(errs, errors.New("gitlab.url must not carry credentials: use GITLAB_TOKEN or gitlab.token_file"))
 		}
 	}
 	if c.GitLab.Concurrency < 1 || c.GitLab.Concurrency > 64 {
-		return fmt.Errorf("gitlab.concurrency %d: want 1 to 64", c.GitLab.Concurrency)
+		errs = append(errs, fmt.Errorf("gitlab.concurrency %d: want 1 to 64", c.GitLab.Concurrency))
 	}
 	if c.GitLab.RequestsPerMinute < 1 {
-		return fmt.Errorf("gitlab.requests_per_minute %d: want at least 1", c.GitLab.RequestsPerMinute)
+		errs = append(errs, fmt.Errorf("gitlab.requests_per_minute %d: want at least 1", c.GitLab.RequestsPerMinute))
 	}
 	if c.GitLab.MaxRetries < 0 || c.GitLab.MaxRetries > 20 {
-		return fmt.Errorf("gitlab.max_retries %d: want 0 to 20", c.GitLab.MaxRetries)
+		errs = append(errs, fmt.Errorf("gitlab.max_retries %d: want 0 to 20", c.GitLab.MaxRetries))
+	}
+	if c.CatchUpInterval <= 0 {
+		errs = append(errs, fmt.Errorf("catch_up_interval %s: want a positive duration such as 5m", c.CatchUpInterval))
 	}
 	if c.GitLab.Timeout <= 0 {
-		return fmt.Errorf("gitlab.timeout %s: want a positive duration such as 30s", c.GitLab.Timeout)
+		errs = append(errs, fmt.Errorf("gitlab.timeout %s: want a positive duration such as 30s", c.GitLab.Timeout))
 	}
 	for i, g := range c.Scope.Groups {
 		if err := checkPath(g, 1); err != nil {
-			return fmt.Errorf("scope.groups[%d] %q: %v", i, g, err)
+			errs = append(errs, fmt.Errorf("scope.groups[%d] %q: %v", i, g, err))
 		}
 	}
 	for i, p := range c.Scope.Projects {
 		if err := checkPath(p, 2); err != nil {
-			return fmt.Errorf("scope.projects[%d] %q: %v", i, p, err)
+			errs = append(errs, fmt.Errorf("scope.projects[%d] %q: %v", i, p, err))
 		}
 	}
 	for i, e := range c.Scope.Exclude {
 		if _, err := path.Match(strings.ReplaceAll(e, "**", "*"), ""); err != nil || e == "" {
-			return fmt.Errorf("scope.exclude[%d] %q: not a valid glob", i, e)
+			errs = append(errs, fmt.Errorf("scope.exclude[%d] %q: not a valid glob", i, e))
 		}
 	}
 	if len(c.Containerfiles) == 0 {
-		return errors.New("containerfiles is empty: name at least one file, e.g. Containerfile")
+		errs = append(errs, errors.New("containerfiles is empty: name at least one file, e.g. Containerfile"))
 	}
 	for i, f := range c.Containerfiles {
 		if f == "" || strings.HasPrefix(f, "/") || strings.Contains(f, "..") {
-			return fmt.Errorf("containerfiles[%d] %q: want a path relative to the repository root", i, f)
+			errs = append(errs, fmt.Errorf("containerfiles[%d] %q: want a path relative to the repository root", i, f))
 		}
 	}
 	if c.State == "" {
-		return errors.New("state is empty: name the SQLite file (--state, DEPSD_STATE)")
+		errs = append(errs, errors.New("state is empty: name the SQLite file (--state, DEPSD_STATE)"))
 	}
-	if c.Mode != ModeChain && c.Mode != ModeFirstLevel {
-		return fmt.Errorf("mode %q: want chain or first-level", c.Mode)
+	if c.Mode != ModeFull && c.Mode != ModeFirstLevel {
+		errs = append(errs, fmt.Errorf("mode %q: want %s", c.Mode, strings.Join(Modes(), " or ")))
 	}
 	if c.Hooks.URL != "" {
 		if u, err := url.Parse(c.Hooks.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("hooks.url %q: want the http(s) URL GitLab should post to", c.Hooks.URL)
+			errs = append(errs, fmt.Errorf("hooks.url %q: want the http(s) URL GitLab should post to", c.Hooks.URL))
 		}
 	}
-	return nil
+	return errs.orNil()
 }
 
 // checkPath accepts a GitLab full path of at least minSegments segments.

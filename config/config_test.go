@@ -121,17 +121,24 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 	tests := []struct {
 		name, file, want string
 	}{
-		{"unknown key", "gitlab:\n  urll: x\n", "field urll not found"},
-		{"wrong type", "gitlab:\n  concurrency: many\n", "line 2"},
+		{"unknown key", "gitlab:\n  urll: x\n", "depsd.yaml:2: gitlab.urll is not a known key: did you mean gitlab.url? (known: url, token_file, concurrency"},
+		{"unknown top-level key", "gitlab:\n  url: https://g.example.com\nschedule: []\n", "depsd.yaml:3: schedule is not a known key: did you mean schedules?"},
+		{"wrong type", "gitlab:\n  concurrency: many\n", "depsd.yaml:2: gitlab.concurrency: many is not a whole number; write e.g. 8"},
+		{"duration without unit", "gitlab:\n  timeout: 5\n", "depsd.yaml:2: gitlab.timeout: 5 is not a duration; write e.g. 30s"},
+		{"scheduler duration", "watch_interval: hourly\n", "depsd.yaml:1: watch_interval: hourly is not a duration"},
+		{"list expected", "scope:\n  groups: infra\n", "depsd.yaml:2: scope.groups: want a list"},
+		{"nested list entry", "schedules:\n  - project: a/b\n    crn: x\n", "depsd.yaml:3: schedules[0].crn is not a known key: did you mean schedules[0].cron?"},
+		{"token in the file", "gitlab:\n  token: glpat-x\n", "gitlab.token is never read from the file"},
+		{"not YAML", "gitlab:\n  url: [\n", "(not valid YAML)"},
 		{"bad url", "gitlab:\n  url: gitlab.example.com\n", "gitlab.url"},
 		{"concurrency", "gitlab:\n  concurrency: 0\n", "gitlab.concurrency"},
-		{"bad duration", "gitlab:\n  timeout: soon\n", "line 2"},
+		{"bad duration", "gitlab:\n  timeout: soon\n", "depsd.yaml:2: gitlab.timeout: soon is not a duration"},
 		{"bad glob", "scope:\n  exclude: ['[']\n", "scope.exclude[0]"},
 		{"project path", "scope:\n  projects: [single]\n", "scope.projects[0]"},
 		{"no files", "containerfiles: []\n", "containerfiles"},
 		{"absolute file", "containerfiles: [/etc/passwd]\n", "containerfiles[0]"},
 		{"hook url", "hooks:\n  url: not a url\n", "hooks.url"},
-		{"mode", "mode: sometimes\n", "mode \"sometimes\""},
+		{"mode", "mode: sometimes\n", `mode "sometimes": want full or first-level`},
 		{"token in url", "gitlab:\n  url: https://user:glpat-x@gitlab.example.com\n", "must not carry credentials"},
 	}
 	for _, tt := range tests {
@@ -156,5 +163,56 @@ func TestEmptySecretFileIsAnError(t *testing.T) {
 	err := cfg.ResolveSecrets(fakeFS{"/t": "\n"}.read)
 	if err == nil || !strings.Contains(err.Error(), "gitlab.token_file") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestEveryProblemAtOnce: a user fixes the file in one go, not one error
+// per run (issue 12: serve reported one missing setting per run).
+func TestEveryProblemAtOnce(t *testing.T) {
+	_, err := Load(Source{ReadFile: fakeFS{"depsd.yaml": "gitlab:\n  urll: x\n  timeout: 5\nmod: full\n"}.read})
+	var p Problems
+	if !errors.As(err, &p) || len(p) != 3 {
+		t.Fatalf("err = %v, want 3 problems", err)
+	}
+	for _, want := range []string{"3 problems", "depsd.yaml:2: gitlab.urll", "depsd.yaml:3: gitlab.timeout", "depsd.yaml:4: mod is not a known key: did you mean mode?"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v\nlacks %q", err, want)
+		}
+	}
+
+	cfg, err := Load(Source{ReadFile: fakeFS{"depsd.yaml": "gitlab:\n  concurrency: 0\n  max_retries: 99\ncontainerfiles: []\n"}.read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); !errors.As(err, &p) || len(p) != 3 {
+		t.Errorf("Validate = %v, want 3 problems", err)
+	}
+	cfg = Defaults()
+	err = cfg.RequireServe()
+	if !errors.As(err, &p) || len(p) != 4 {
+		t.Fatalf("RequireServe = %v, want 4 problems", err)
+	}
+	for _, want := range []string{"gitlab.url is not set", "no GitLab token", "scope is empty", "no webhook secret"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v\nlacks %q", err, want)
+		}
+	}
+}
+
+// TestModeOldNameStillWorks: the mode is called full everywhere (config,
+// logs, API); the old config spelling chain still works, with a warning.
+func TestModeOldNameStillWorks(t *testing.T) {
+	cfg, err := Load(Source{ReadFile: fakeFS{"depsd.yaml": "mode: chain\n"}.read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Mode != ModeFull || len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], "write mode: full") {
+		t.Errorf("mode %q, warnings %q", cfg.Mode, cfg.Warnings)
+	}
+	if Defaults().Mode != "full" {
+		t.Errorf("default mode %q", Defaults().Mode)
 	}
 }

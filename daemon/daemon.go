@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,17 @@ type Options struct {
 	PollInterval time.Duration
 	// DrainTimeout bounds the graceful shutdown. Default 15 s.
 	DrainTimeout time.Duration
+	// CatchUpInterval is how often the leader reads the pipelines of the
+	// projects with something downstream for successes whose webhook never
+	// came (and once at the start of its term). Default 5 min.
+	CatchUpInterval time.Duration
+	// ReplicaID names this process among the replicas sharing the store
+	// (status, leader lease, logs). Default: host name and listen port (see
+	// defaultReplicaID).
+	ReplicaID string
+	// LeaderLease is how long the leader's lease lasts without renewal: a
+	// dead leader is replaced within two of these. Default 15 s.
+	LeaderLease time.Duration
 	// Listening, if set, receives the bound address once the server
 	// accepts connections.
 	Listening func(addr string)
@@ -75,13 +87,18 @@ type Daemon struct {
 	state   *graphState
 	server  *http.Server
 	ui      *http.Server // nil unless Options.UIListen is set
-	// hooks is the last webhook check of the maintenance job, for the
-	// dashboard's health page.
+	// hooks is the last webhook check (at the start of a leader's term,
+	// then by each maintenance run), for the dashboard's health page.
 	hooks atomic.Pointer[dashboard.HookStatus]
 	// scanning serialises the daemon's scans (start, maintenance, pushes):
 	// the store would refuse an older one finishing after a newer one, and
 	// the work would be wasted.
 	scanning sync.Mutex
+	elector  *elector
+	// incarnation is this process: the replica id and a random suffix. It
+	// signs the outbox claims, and its liveness lease is renewed while the
+	// process runs (see keepAlive).
+	incarnation string
 }
 
 // New opens the store and builds the pieces; nothing runs yet.
@@ -98,6 +115,19 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.ReconcileInterval <= 0 {
+		opts.ReconcileInterval = time.Minute
+	}
+	if opts.CatchUpInterval <= 0 {
+		opts.CatchUpInterval = 5 * time.Minute
+	}
+	if opts.LeaderLease <= 0 {
+		opts.LeaderLease = 15 * time.Second
+	}
+	if opts.ReplicaID == "" {
+		opts.ReplicaID = defaultReplicaID(opts.Listen)
+	}
+	opts.Logger = opts.Logger.With("replica", opts.ReplicaID)
 	cfg := opts.Config
 	if opts.Mode == "" {
 		opts.Mode = cfg.ChainMode()
@@ -118,8 +148,11 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.store = st
 	d.state = newGraphState()
+	d.elector = &elector{st: st, id: opts.ReplicaID, ttl: opts.LeaderLease, now: opts.Now,
+		log: opts.Logger.With("component", "leader")}
+	d.incarnation = newIncarnation(opts.ReplicaID)
 	d.engine, err = chain.New(chain.Config{
-		Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
+		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
 		Expiry: opts.ChainExpiry, ReconcileInterval: opts.ReconcileInterval, PollInterval: opts.PollInterval,
 		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
@@ -142,7 +175,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
-	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready, dashboard: dash}
+	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready, status: d.Status, dashboard: dash}
 	mainMux, uiMux := a.routes(opts.UIListen != "")
 	d.server = d.newServer(mainMux)
 	if uiMux != nil {
@@ -175,8 +208,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	sched, err := d.newScheduler()
-	if err != nil {
+	// Checked here so that a bad schedule stops every replica at start;
+	// the leader builds its own for each term.
+	if _, err := d.newScheduler(); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", d.opts.Listen)
@@ -194,7 +228,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.opts.UIListening(uiLn.Addr().String())
 		}
 	}
-	d.log.Info("serving", "addr", ln.Addr().String(), "mode", d.engine.Mode())
+	d.log.Info("serving", "addr", ln.Addr().String(), "mode", d.engine.Mode(), "store", string(d.store.Kind()))
 	if d.opts.Listening != nil {
 		d.opts.Listening(ln.Addr().String())
 	}
@@ -216,10 +250,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return nil
 		})
 	}
-	g.Go(func() error { return d.engine.Run(gctx) })
-	g.Go(func() error { return sched.Run(gctx) })
+	// Every replica applies webhook events and sends actions (each claimed
+	// in the store); one at a time leads.
+	g.Go(func() error { return d.keepAlive(gctx) })
+	g.Go(func() error { return d.engine.RunInbox(gctx) })
+	g.Go(func() error { return d.engine.RunOutbox(gctx) })
+	g.Go(func() error { return d.elector.run(gctx, d.lead) })
+	g.Go(func() error { return d.followScans(gctx) })
 	g.Go(func() error { return d.exportQueueDepth(gctx) })
-	g.Go(func() error { d.checkHooksAtStart(gctx); return nil })
 	g.Go(func() error {
 		// Shutdown: on SIGTERM (ctx) or a failed component (gctx), refuse
 		// new requests and finish those in flight, then stop the workers.
@@ -296,6 +334,9 @@ func (d *Daemon) ready(ctx context.Context) error {
 	if !d.state.loaded() {
 		return errors.New("graph not loaded yet")
 	}
+	if err := d.store.Ping(ctx); err != nil {
+		return err
+	}
 	if _, err := d.engine.Stats(ctx); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
@@ -321,3 +362,15 @@ func (d *Daemon) exportQueueDepth(ctx context.Context) error {
 
 // Graph returns the graph the daemon currently works with.
 func (d *Daemon) Graph(ctx context.Context) (*deps.Graph, error) { return d.state.graph(ctx) }
+
+// defaultReplicaID is the host name and the listen port: two replicas on
+// one host listen on different ports, and a replica restarted after a
+// crash is the same replica, so it takes its leader lease back at once
+// instead of waiting for it to expire. With port 0, the pid stands in.
+func defaultReplicaID(listen string) string {
+	host, _ := os.Hostname()
+	if _, port, err := net.SplitHostPort(listen); err == nil && port != "" && port != "0" {
+		return host + "-" + port
+	}
+	return fmt.Sprintf("%s-pid%d", host, os.Getpid())
+}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,11 +22,13 @@ import (
 
 // api is what the HTTP endpoints read.
 type api struct {
-	store     *store.Store
-	engine    *chain.Engine
-	webhook   http.Handler
-	metrics   *metrics
-	ready     func(ctx context.Context) error
+	store   *store.Store
+	engine  *chain.Engine
+	webhook http.Handler
+	metrics *metrics
+	ready   func(ctx context.Context) error
+	status  func(ctx context.Context) (Status, error)
+	// dashboard is the web UI over the same reads.
 	dashboard *dashboard.Dashboard
 }
 
@@ -58,11 +63,15 @@ func (a *api) views(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/graph", a.graph)
 	mux.HandleFunc("GET /api/v1/chains", a.chains)
 	mux.HandleFunc("GET /api/v1/chains/{id}", a.chain)
-	a.dashboard.Register(mux)
+	mux.HandleFunc("GET /api/v1/status", a.statusHandler)
+	if a.dashboard != nil {
+		a.dashboard.Register(mux)
+	}
 }
 
 // newDashboard builds the dashboard over the daemon's store, engine,
-// schedules, last webhook check and GitLab client (for rebuild estimates).
+// schedules, replicas, last webhook check and GitLab client (for rebuild
+// estimates).
 func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
 	return dashboard.New(dashboard.Options{
 		Store: d.store, Chains: d.engine, History: d.gitlab, Now: d.opts.Now,
@@ -76,7 +85,26 @@ func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
 			}
 			return dashboard.HookStatus{URL: d.opts.Config.Hooks.URL}
 		},
+		Replicas: func(ctx context.Context) (dashboard.Replicas, error) {
+			st, err := d.Status(ctx)
+			return replicasView(st), err
+		},
 	})
+}
+
+// replicasView is Status in the dashboard's terms.
+func replicasView(st Status) dashboard.Replicas {
+	v := dashboard.Replicas{This: st.Replica, Leading: st.Leading, Store: string(st.Store), StorePath: st.StorePath}
+	if l := st.Leader; l != nil {
+		v.Leader = &dashboard.Lease{Holder: l.Replica, Since: l.Since, ExpiresAt: l.ExpiresAt, Expired: l.Expired}
+	}
+	for _, r := range st.Replicas {
+		v.Live = append(v.Live, dashboard.Lease{Holder: r.Incarnation, Since: r.Since, ExpiresAt: r.ExpiresAt})
+	}
+	for _, j := range st.Jobs {
+		v.Jobs = append(v.Jobs, dashboard.JobRun{Name: j.Name, Replica: j.Replica, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Err: j.Error})
+	}
+	return v
 }
 
 // readyz answers 200 when the store answers and a scan has loaded the graph.
@@ -101,6 +129,10 @@ func (a *api) graph(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) chains(w http.ResponseWriter, r *http.Request) {
 	f := chain.Filter{State: chain.State(r.URL.Query().Get("state"))}
+	if f.State != "" && !slices.Contains(chain.States(), f.State) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("state %q: want one of %s", f.State, stateList()))
+		return
+	}
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
@@ -113,6 +145,9 @@ func (a *api) chains(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
+	}
+	if views == nil {
+		views = []chain.ChainView{} // [] rather than null: no chains
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"chains": views})
 }
@@ -134,6 +169,15 @@ func (a *api) chain(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// stateList is "running, blocked, ..." for error messages.
+func stateList() string {
+	names := make([]string, 0, len(chain.States()))
+	for _, s := range chain.States() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -144,4 +188,15 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+// statusHandler shows this replica, the store, the leader and the last run
+// of each background job.
+func (a *api) statusHandler(w http.ResponseWriter, r *http.Request) {
+	st, err := a.status(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
 }

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"gitlab.com/depsd/depsd/buildinfo"
 )
 
 // metrics are depsd's Prometheus metrics, on a registry of their own (no
@@ -62,7 +64,13 @@ func newMetrics() *metrics {
 			Name: "depsd_schedule_fires_total", Help: "Schedule fires (rebuild, job such as the maintenance rescan, image watch check), by outcome.",
 		}, []string{"kind", "outcome"}),
 	}
-	m.registry.MustRegister(m.fires, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
+	info := buildinfo.Get()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "depsd_build_info", Help: "Always 1; the labels say which build of depsd runs.",
+		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion},
+	})
+	buildInfo.Set(1)
+	m.registry.MustRegister(buildInfo, m.fires, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
 		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

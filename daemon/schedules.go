@@ -29,12 +29,16 @@ func (d *Daemon) newScheduler() (*scheduler.Scheduler, error) {
 		Resolver: registry.New(registry.Options{AuthFile: cfg.RegistryAuthFile}),
 		Clock:    d.opts.SchedulerClock,
 		Logger:   d.log.With("component", "scheduler"),
+		Owner:    d.opts.ReplicaID,
 		Observe: func(f scheduler.Fired) {
 			outcome := "ok"
 			if f.Err != nil {
 				outcome = "error"
 			}
 			d.metrics.fires.WithLabelValues(string(f.Kind), outcome).Inc()
+			if job := firedJob(f.Kind); job != "" {
+				d.recordJob(context.Background(), job, f.Started, f.Err)
+			}
 		},
 	})
 	if err != nil {
@@ -86,9 +90,10 @@ func (d *Daemon) syncHooks(ctx context.Context, dryRun bool) (gitlab.HookReport,
 	return rep, err
 }
 
-// checkHooksAtStart looks at the projects' hooks once (changing nothing),
-// so that the health page knows their state before the first maintenance
-// run repairs them.
+// checkHooksAtStart looks at the projects' hooks once at the start of a
+// leader's term (changing nothing), so that the health page knows their
+// state before the first maintenance run repairs them. Only the leader
+// looks: replicas would multiply the requests.
 func (d *Daemon) checkHooksAtStart(ctx context.Context) {
 	if d.opts.Config.Hooks.URL == "" {
 		return
@@ -129,4 +134,18 @@ func ListSchedules(ctx context.Context, cfg scheduler.Config, st *store.Store, l
 		return nil, err
 	}
 	return s.List(ctx)
+}
+
+// firedJob names the background job a scheduler fire belongs to in
+// `depsd status`.
+func firedJob(k scheduler.Kind) string {
+	switch k {
+	case scheduler.KindRebuild:
+		return jobSchedules
+	case scheduler.KindJob:
+		return jobMaintenance
+	case scheduler.KindWatch:
+		return jobImageWatch
+	}
+	return ""
 }

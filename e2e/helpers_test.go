@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -295,6 +296,9 @@ type serveSetup struct {
 	listen string // 127.0.0.1:PORT
 	logs   *syncBuffer
 	client *http.Client
+	// state, if set, is DEPSD_STATE (a postgres:// URL); default: a file
+	// in dir.
+	state string
 }
 
 // newServeSetup picks a state directory and a free port for depsd serve
@@ -335,7 +339,7 @@ func (s *serveSetup) start(t *testing.T, extraArgs ...string) *serveProc {
 	cmd.Env = append(os.Environ(),
 		"GITLAB_URL="+s.srv.URL,
 		"GITLAB_TOKEN="+s.srv.Token,
-		"DEPSD_STATE="+filepath.Join(s.dir, "depsd.db"),
+		"DEPSD_STATE="+cmp.Or(s.state, filepath.Join(s.dir, "depsd.db")),
 		"DEPSD_WEBHOOK_SECRET="+secret,
 		"DEPSD_CONFIG="+filepath.Join(s.dir, "depsd.yaml"),
 		// A -race binary otherwise waits a second at exit for late reports.

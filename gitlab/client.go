@@ -1,6 +1,7 @@
 package gitlab
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
+
+	"gitlab.com/depsd/depsd/buildinfo"
 )
 
 // Config configures a Client. Zero values take the documented defaults.
@@ -54,6 +57,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives retry and sync messages. Default: discard.
 	Logger *slog.Logger
+	// UserAgent is sent with every request, so GitLab admins can tell
+	// depsd's traffic apart. Default depsd/<version> (package buildinfo).
+	UserAgent string
 	// Sleep waits for d or until ctx ends. Tests inject it so retries do
 	// not really sleep. Default: a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -191,7 +197,7 @@ func New(cfg Config) (*Client, error) {
 		gl.WithHTTPClient(hc),
 		gl.WithoutRetries(),
 		gl.WithCustomLimiter(noLimit{}),
-		gl.WithUserAgent("depsd"),
+		gl.WithUserAgent(cmp.Or(cfg.UserAgent, buildinfo.UserAgent())),
 		gl.WithURLWarningLogger(cfg.Logger),
 		gl.WithCustomLogger(discardLogger{}),
 	)

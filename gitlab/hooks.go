@@ -117,6 +117,9 @@ type HookSpec struct {
 	// hook. GitLab never returns a hook's token, so a changed secret cannot
 	// be detected; use this after changing it.
 	RotateToken bool
+	// Progress, if set, is told by SyncHooks how many projects are done,
+	// at the start and after each project. Calls do not overlap.
+	Progress func(done, total int)
 }
 
 // AddHook creates depsd's hook on a project: push and pipeline events, the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -108,11 +109,18 @@ func (c *Client) SyncHooks(ctx context.Context, projects []Project, spec HookSpe
 	)
 	var g errgroup.Group // no shared context: one project's failure does not cancel the rest
 	g.SetLimit(c.cfg.Concurrency)
+	done := 0
+	if spec.Progress != nil {
+		spec.Progress(0, len(projects))
+	}
 	for _, p := range projects {
 		g.Go(func() error {
 			ch, err := c.syncProjectHooks(ctx, p, spec, dryRun)
 			mu.Lock()
 			defer mu.Unlock()
+			if done++; spec.Progress != nil {
+				spec.Progress(done, len(projects))
+			}
 			changes = append(changes, ch...)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("sync hooks of %s: %w", p.Path, err))
@@ -163,7 +171,11 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 			}
 		}
 		if step.Action != HookUnchanged && step.Action != HookTemporarilyDisabled {
-			c.log.Info("hook synced", "project", p.Path, "project_id", p.ID, "hook_id", step.HookID,
+			level := slog.LevelInfo
+			if dryRun {
+				level = slog.LevelDebug // the report is the plan; the log would repeat it
+			}
+			c.log.Log(ctx, level, "hook synced", "project", p.Path, "project_id", p.ID, "hook_id", step.HookID,
 				"action", string(step.Action), "reasons", strings.Join(step.Reasons, "; "), "dry_run", dryRun)
 		}
 		done = append(done, step)

@@ -72,6 +72,10 @@ type Options struct {
 	Concurrency int
 	Now         func() time.Time
 	Logger      *slog.Logger
+	// Progress, if set, is told how many of the listed projects are done,
+	// once the list is known and after each project. Calls do not overlap;
+	// it must return quickly (the CLI draws a progress bar with it).
+	Progress func(done, total int)
 }
 
 // Result summarises a scan.
@@ -118,6 +122,16 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	projects := make([]store.Project, len(listed))
 	var res Result
 	var mu sync.Mutex
+	done := 0
+	progress := func() { // under mu
+		done++
+		if opts.Progress != nil {
+			opts.Progress(done, len(listed))
+		}
+	}
+	if opts.Progress != nil {
+		opts.Progress(0, len(listed))
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
 	for i, lp := range listed {
@@ -131,12 +145,16 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
 			p.HeadCommit, p.HeadCheckedAt = prev.HeadCommit, started
 			res.Unchanged++
+			mu.Lock()
+			progress()
+			mu.Unlock()
 			continue
 		}
 		g.Go(func() error {
 			files, version, read, err := readFiles(gctx, gl, blobs, lp, opts.Containerfiles, names)
 			mu.Lock()
 			defer mu.Unlock()
+			defer progress()
 			res.BlobsRead += read
 			p := &projects[i]
 			switch {

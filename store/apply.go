@@ -104,7 +104,7 @@ func removeAndPark(ctx context.Context, tx *sql.Tx, old map[int64]*Project, proj
 	for _, p := range projects {
 		if o := old[p.ID]; o != nil && o.Path != p.Path {
 			if _, err := tx.ExecContext(ctx, `UPDATE projects SET path = $1 WHERE id = $2`,
-				fmt.Sprintf("\x00renaming/%d", p.ID), p.ID); err != nil {
+				fmt.Sprintf(" renaming %d", p.ID), p.ID); err != nil { // GitLab paths have no spaces
 				return fmt.Errorf("rename project %s to %s: %w", o.Path, p.Path, err)
 			}
 		}

@@ -36,8 +36,6 @@ func newChainTx(tx *sql.Tx) chainTx {
 	return chainTx{tx: tx, loaded: map[int64]map[string]memberRow{}}
 }
 
-var _ chain.Tx = chainTx{}
-
 // memberRow is a chain_members row as written, comparable for change
 // detection.
 type memberRow struct {

@@ -9,8 +9,10 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 )
 
-func TestChainRoundTrip(t *testing.T) {
-	s, _ := openTemp(t)
+func TestChainRoundTrip(t *testing.T) { forEachBackend(t, testChainRoundTrip) }
+
+func testChainRoundTrip(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
 	ctx := t.Context()
 	c := &chain.Chain{
 		ID: 1, Mode: chain.Full, State: chain.Running, Roots: []string{"g/base"},
@@ -68,8 +70,10 @@ func TestChainRoundTrip(t *testing.T) {
 	}
 }
 
-func TestEventsDedupeAndPrune(t *testing.T) {
-	s, _ := openTemp(t)
+func TestEventsDedupeAndPrune(t *testing.T) { forEachBackend(t, testEventsDedupeAndPrune) }
+
+func testEventsDedupeAndPrune(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
 	ctx := t.Context()
 	ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/a", PipelineID: 5, Status: "success",
 		Variables: map[string]string{chain.VarActionID: "a-x"}}}
@@ -112,8 +116,10 @@ func TestEventsDedupeAndPrune(t *testing.T) {
 	}
 }
 
-func TestOutboxDueAndLease(t *testing.T) {
-	s, _ := openTemp(t)
+func TestOutboxDueAndLease(t *testing.T) { forEachBackend(t, testOutboxDueAndLease) }
+
+func testOutboxDueAndLease(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
 	ctx := t.Context()
 	a := chain.Action{ID: "a-1", ChainID: 1, Project: "g/a", ProjectID: 3, Ref: "main", Upstreams: []string{"g/b", "g/c"},
 		State: chain.ActionPending, NextAttemptAt: t0, CreatedAt: t0}

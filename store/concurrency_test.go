@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,9 +26,11 @@ func scanOf(n int, tag string) []Project {
 // The CLI and the daemon each have their own Store on one file. A burst of
 // writes and reads from both must all succeed (no "database is locked"), and
 // every read must see one whole scan.
-func TestTwoStoresOnOneFile(t *testing.T) {
+func TestTwoStoresOnOneFile(t *testing.T) { forEachBackend(t, testTwoStoresOnOneFile) }
+
+func testTwoStoresOnOneFile(t *testing.T, b backend) {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "depsd.db")
+	path := b.fresh(t)
 	var stores [2]*Store
 	for i := range stores {
 		s, err := Open(ctx, path)
@@ -83,8 +84,10 @@ func TestTwoStoresOnOneFile(t *testing.T) {
 
 // Two processes starting on a fresh file at the same time both migrate it
 // without error.
-func TestConcurrentOpenOfFreshFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "depsd.db")
+func TestConcurrentOpenOfFreshFile(t *testing.T) { forEachBackend(t, testConcurrentOpenOfFreshFile) }
+
+func testConcurrentOpenOfFreshFile(t *testing.T, b backend) {
+	path := b.fresh(t)
 	var g errgroup.Group
 	for range 4 {
 		g.Go(func() error {

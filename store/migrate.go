@@ -24,11 +24,11 @@ type migration struct {
 func (s *Store) migrate(ctx context.Context) error {
 	all := migrations()
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		_, err := tx.ExecContext(ctx, s.dialect.ddl(`CREATE TABLE IF NOT EXISTS schema_migrations (
 			version INTEGER PRIMARY KEY,
 			name TEXT NOT NULL,
 			applied_at TEXT NOT NULL
-		)`)
+		)`))
 		return err
 	})
 	if err != nil {
@@ -45,7 +45,7 @@ func (s *Store) migrate(ctx context.Context) error {
 				return err
 			}
 			for _, stmt := range m.stmts {
-				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				if _, err := tx.ExecContext(ctx, s.dialect.ddl(stmt)); err != nil {
 					return err
 				}
 			}

@@ -11,12 +11,12 @@ import (
 )
 
 const actionColumns = `id, chain_id, project, project_id, ref, upstreams, state, attempts, next_attempt_at,
-	lease_until, last_error, pipeline_id, pipeline_url, created_at, sent_at`
+	lease_until, last_error, pipeline_id, pipeline_url, created_at, sent_at, claimed_by`
 
 // AddAction writes a new action to the outbox.
 func (t chainTx) AddAction(ctx context.Context, a chain.Action) error {
 	_, err := t.tx.ExecContext(ctx, `INSERT INTO outbox (`+actionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`, actionArgs(a)...)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`, actionArgs(a)...)
 	if err != nil {
 		return fmt.Errorf("write action %s: %w", a.ID, err)
 	}
@@ -27,7 +27,7 @@ func (t chainTx) AddAction(ctx context.Context, a chain.Action) error {
 func (t chainTx) UpdateAction(ctx context.Context, a chain.Action) error {
 	res, err := t.tx.ExecContext(ctx, `UPDATE outbox SET chain_id = $2, project = $3, project_id = $4, ref = $5,
 		upstreams = $6, state = $7, attempts = $8, next_attempt_at = $9, lease_until = $10, last_error = $11,
-		pipeline_id = $12, pipeline_url = $13, created_at = $14, sent_at = $15 WHERE id = $1`, actionArgs(a)...)
+		pipeline_id = $12, pipeline_url = $13, created_at = $14, sent_at = $15, claimed_by = $16 WHERE id = $1`, actionArgs(a)...)
 	if err != nil {
 		return fmt.Errorf("update action %s: %w", a.ID, err)
 	}
@@ -44,7 +44,7 @@ func actionArgs(a chain.Action) []any {
 	}
 	return []any{a.ID, a.ChainID, a.Project, a.ProjectID, a.Ref, strings.Join(a.Upstreams, ","), string(a.State),
 		a.Attempts, encodeTime(a.NextAttemptAt), encodeTime(a.LeaseUntil), a.LastError, pipeline, a.PipelineURL,
-		encodeTime(a.CreatedAt), encodeTime(a.SentAt)}
+		encodeTime(a.CreatedAt), encodeTime(a.SentAt), a.ClaimedBy}
 }
 
 // Action returns the action with this id.
@@ -61,7 +61,9 @@ func (t chainTx) ActionByPipeline(ctx context.Context, pipelineID int64) (chain.
 func (t chainTx) DueAction(ctx context.Context, now time.Time) (chain.Action, bool, error) {
 	n := encodeTime(now)
 	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox
-		WHERE state = $1 AND next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until <= $2)
+		WHERE state = $1 AND next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until <= $2
+			OR (claimed_by <> '' AND NOT EXISTS (SELECT 1 FROM leases l
+				WHERE l.name = 'alive:' || outbox.claimed_by AND l.expires_at > $2)))
 		ORDER BY next_attempt_at, created_at, id LIMIT 1`, string(chain.ActionPending), n)
 }
 
@@ -92,7 +94,7 @@ func (t chainTx) queryAction(ctx context.Context, q string, args ...any) (chain.
 	var pipeline sql.NullInt64
 	var next, lease, created, sent sql.NullString
 	err := t.tx.QueryRowContext(ctx, q, args...).Scan(&a.ID, &a.ChainID, &a.Project, &a.ProjectID, &a.Ref, &ups,
-		&state, &a.Attempts, &next, &lease, &a.LastError, &pipeline, &a.PipelineURL, &created, &sent)
+		&state, &a.Attempts, &next, &lease, &a.LastError, &pipeline, &a.PipelineURL, &created, &sent, &a.ClaimedBy)
 	if errIsNotFound(err) {
 		return chain.Action{}, false, nil
 	}

@@ -11,9 +11,11 @@ import (
 
 // Of many concurrent claims of one fire, exactly one wins, and a stale
 // outcome never overwrites a newer fire's.
-func TestClaimFireOnce(t *testing.T) {
+func TestClaimFireOnce(t *testing.T) { forEachBackend(t, testClaimFireOnce) }
+
+func testClaimFireOnce(t *testing.T, b backend) {
 	ctx := t.Context()
-	s, _ := openTemp(t)
+	s, _ := b.openTemp(t)
 	base := time.Date(2025, 1, 6, 2, 0, 0, 123, time.UTC)
 	st, err := s.RegisterSchedule(ctx, scheduler.ScheduleState{ID: "x", Kind: scheduler.KindRebuild, Target: "infra/base", Spec: "0 3 * * *", Timezone: "UTC", Cursor: base})
 	if err != nil || !st.Cursor.Equal(base) {
@@ -64,9 +66,11 @@ func TestClaimFireOnce(t *testing.T) {
 }
 
 // Of several processes recording the same new digest, one sees the change.
-func TestRecordDigestChangeSeenOnce(t *testing.T) {
+func TestRecordDigestChangeSeenOnce(t *testing.T) { forEachBackend(t, testRecordDigestChangeSeenOnce) }
+
+func testRecordDigestChangeSeenOnce(t *testing.T, b backend) {
 	ctx := t.Context()
-	s, _ := openTemp(t)
+	s, _ := b.openTemp(t)
 	img := "docker.io/library/debian:12"
 	base := time.Date(2025, 1, 6, 0, 0, 0, 0, time.UTC)
 	if ok, err := s.ClaimImageCheck(ctx, img, time.Time{}, base.Add(time.Hour)); !ok || err != nil {

@@ -4,10 +4,10 @@ package store
 // change the schema, append a step (the chain engine adds its tables as
 // version 2); never edit one that has shipped.
 //
-// The DDL is standard SQL that PostgreSQL also accepts, except BLOB
-// (BYTEA there): BIGINT ids (GitLab's own), TEXT elsewhere, times as
-// fixed-width UTC text (see timeLayout), no AUTOINCREMENT or other
-// SQLite-only syntax.
+// The DDL is standard SQL that PostgreSQL also accepts, once
+// dialect.ddl has rewritten BLOB and TEXT (see dialect.go): BIGINT ids
+// (GitLab's own), TEXT elsewhere, times as fixed-width UTC text (see
+// timeLayout), no AUTOINCREMENT or other SQLite-only syntax.
 func migrations() []migration {
 	return []migration{
 		{
@@ -173,5 +173,6 @@ func migrations() []migration {
 				`CREATE INDEX chain_members_pipeline ON chain_members (pipeline_id)`,
 			},
 		},
+		replicaMigration(),
 	}
 }

@@ -7,11 +7,15 @@
 // same time. It implements the interfaces the chain and scheduler packages
 // declare, with their types.
 //
-// The SQL is kept portable: standard DDL, $N placeholders and INSERT ... ON
-// CONFLICT, which SQLite and PostgreSQL both accept. What is SQLite-specific
-// (the DSN and its pragmas) lives in sqlite.go, so that a PostgreSQL Store can
-// be added beside this one. Consumers declare the small interfaces they need
-// over *Store, as DESIGN.md asks; this package does not export one.
+// The second backend is PostgreSQL (a postgres:// or postgresql:// URL, for
+// several `depsd serve` replicas on one database). Both run the same SQL:
+// standard DDL, $N placeholders and INSERT ... ON CONFLICT. What differs is
+// in one table, dialect (dialect.go): how a write transaction serialises
+// with the others, how a read sees one snapshot, and the few DDL words that
+// differ. Times are stored as the same fixed-width text on both, so a copy
+// between them (Copy, `depsd migrate-state`) is exact. Consumers declare the
+// small interfaces they need over *Store, as DESIGN.md asks; this package
+// does not export one.
 package store
 
 import (
@@ -29,28 +33,63 @@ var ErrNotFound = errors.New("not found")
 
 // Store is a handle on one database. It is safe for concurrent use by many
 // goroutines, and several Stores (in one process or several) may use the
-// same file at once: writers wait for each other up to the busy timeout.
+// same database at once: writers wait for each other (up to the busy
+// timeout on SQLite, on an advisory lock on PostgreSQL).
 type Store struct {
-	db   *sql.DB
-	path string
+	db      *sql.DB
+	path    string // as given, for SQLite; the URL without its password for PostgreSQL
+	dialect dialect
 }
 
-// Open opens the store at path, creating the file if it does not exist, and
-// brings its schema up to date. Opening an up-to-date store changes nothing,
-// so every command may call Open. A file that is not a depsd database, or one
-// migrated by a newer depsd, is an error naming path.
-func Open(ctx context.Context, path string) (*Store, error) {
-	if path == "" {
+// Kind names a store backend.
+type Kind string
+
+// The backends.
+const (
+	KindSQLite   Kind = "sqlite"
+	KindPostgres Kind = "postgres"
+)
+
+// KindOf tells which backend Open picks for dsnOrPath: a postgres:// or
+// postgresql:// URL is PostgreSQL, anything else a SQLite file path.
+func KindOf(dsnOrPath string) Kind {
+	l := strings.ToLower(dsnOrPath)
+	if strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://") {
+		return KindPostgres
+	}
+	return KindSQLite
+}
+
+// Open opens the store at dsnOrPath and brings its schema up to date: a
+// SQLite file (created if it does not exist), or a PostgreSQL database
+// given by a postgres:// or postgresql:// URL (which must exist; depsd
+// creates its tables). Opening an up-to-date store changes nothing, so
+// every command may call Open. A file that is not a depsd database, a
+// database that cannot be reached, or one migrated by a newer depsd is an
+// error naming it (never with its password).
+func Open(ctx context.Context, dsnOrPath string) (*Store, error) {
+	if dsnOrPath == "" {
 		return nil, errors.New("open store: empty path")
 	}
-	db, err := openSQLite(ctx, path)
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+	var s *Store
+	switch KindOf(dsnOrPath) {
+	case KindPostgres:
+		name := redactURL(dsnOrPath)
+		db, err := openPostgres(ctx, dsnOrPath)
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", name, err)
+		}
+		s = &Store{db: db, path: name, dialect: postgresDialect}
+	default:
+		db, err := openSQLite(ctx, dsnOrPath)
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", dsnOrPath, err)
+		}
+		s = &Store{db: db, path: dsnOrPath, dialect: sqliteDialect}
 	}
-	s := &Store{db: db, path: path}
 	if err := s.migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		s.db.Close()
+		return nil, fmt.Errorf("open store %s: %w", s.path, err)
 	}
 	return s, nil
 }
@@ -63,8 +102,20 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Path returns the file the store was opened on.
+// Path returns the file the store was opened on, or its URL without the
+// password.
 func (s *Store) Path() string { return s.path }
+
+// Kind returns the store's backend.
+func (s *Store) Kind() Kind { return s.dialect.kind }
+
+// Ping checks that the database answers (readiness probes).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("store %s: %w", s.path, err)
+	}
+	return nil
+}
 
 // write runs fn in a transaction that takes the write lock when it begins,
 // and commits it if fn succeeds. Taking the lock up front (BEGIN IMMEDIATE in
@@ -88,9 +139,18 @@ func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) 
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer conn.Close()
-	tx, err := conn.BeginTx(txCtx, opts)
+	readOnly := opts != nil && opts.ReadOnly
+	tx, err := conn.BeginTx(txCtx, s.dialect.txOptions(readOnly))
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
+	}
+	if !readOnly && s.dialect.lockWrites != "" {
+		if _, err := tx.ExecContext(txCtx, s.dialect.lockWrites); err != nil {
+			if rerr := tx.Rollback(); rerr != nil {
+				endTransaction(conn)
+			}
+			return fmt.Errorf("take the write lock: %w", err)
+		}
 	}
 	if err := fn(tx); err != nil || (opts != nil && opts.ReadOnly) {
 		if rerr := tx.Rollback(); rerr != nil {

@@ -14,17 +14,6 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 )
 
-func openTemp(t *testing.T) (*Store, string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "depsd.db")
-	s, err := Open(t.Context(), path)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, path
-}
-
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 123456789, time.UTC)
 
 func sampleProjects() []Project {
@@ -141,9 +130,11 @@ func TestOpenErrorsNameThePath(t *testing.T) {
 	}
 }
 
-func TestNewerSchemaIsRefused(t *testing.T) {
+func TestNewerSchemaIsRefused(t *testing.T) { forEachBackend(t, testNewerSchemaIsRefused) }
+
+func testNewerSchemaIsRefused(t *testing.T, b backend) {
 	ctx := t.Context()
-	s, path := openTemp(t)
+	s, path := b.openTemp(t)
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', '')`); err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +144,11 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 	}
 }
 
-func TestApplyScanRoundTrip(t *testing.T) {
+func TestApplyScanRoundTrip(t *testing.T) { forEachBackend(t, testApplyScanRoundTrip) }
+
+func testApplyScanRoundTrip(t *testing.T, b backend) {
 	ctx := t.Context()
-	s, _ := openTemp(t)
+	s, _ := b.openTemp(t)
 	want := sampleProjects()
 	meta := ScanMeta{StartedAt: t0, FinishedAt: t0.Add(3 * time.Second), Projects: 3, Edges: 1, External: 2, Warnings: 2, Requests: 42}
 	if err := s.ApplyScan(ctx, want, meta); err != nil {
@@ -183,9 +176,11 @@ func TestApplyScanRoundTrip(t *testing.T) {
 	}
 }
 
-func TestLastScanEmptyAndLatest(t *testing.T) {
+func TestLastScanEmptyAndLatest(t *testing.T) { forEachBackend(t, testLastScanEmptyAndLatest) }
+
+func testLastScanEmptyAndLatest(t *testing.T, b backend) {
 	ctx := t.Context()
-	s, _ := openTemp(t)
+	s, _ := b.openTemp(t)
 	if _, ok, err := s.LastScan(ctx); ok || err != nil {
 		t.Fatalf("LastScan on a new store = %v, %v", ok, err)
 	}
@@ -204,8 +199,12 @@ func TestLastScanEmptyAndLatest(t *testing.T) {
 }
 
 func TestApplyScanRenameRemoveAndReplace(t *testing.T) {
+	forEachBackend(t, testApplyScanRenameRemoveAndReplace)
+}
+
+func testApplyScanRenameRemoveAndReplace(t *testing.T, b backend) {
 	ctx := t.Context()
-	s, _ := openTemp(t)
+	s, _ := b.openTemp(t)
 	if err := s.ApplyScan(ctx, sampleProjects(), ScanMeta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
@@ -245,19 +244,21 @@ func TestApplyScanRenameRemoveAndReplace(t *testing.T) {
 	}
 }
 
-func TestApplyScanSwappedPaths(t *testing.T) {
+func TestApplyScanSwappedPaths(t *testing.T) { forEachBackend(t, testApplyScanSwappedPaths) }
+
+func testApplyScanSwappedPaths(t *testing.T, b backend) {
 	ctx := t.Context()
-	s, _ := openTemp(t)
+	s, _ := b.openTemp(t)
 	a := []Project{{ID: 1, Path: "g/x"}, {ID: 2, Path: "g/y"}, {ID: 3, Path: "g/z"}}
 	if err := s.ApplyScan(ctx, a, ScanMeta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	// x and y swap paths; z moves to a new path.
-	b := []Project{{ID: 1, Path: "g/y"}, {ID: 2, Path: "g/x"}, {ID: 3, Path: "g/w"}}
-	if err := s.ApplyScan(ctx, b, ScanMeta{StartedAt: t0.Add(time.Second)}); err != nil {
+	swapped := []Project{{ID: 1, Path: "g/y"}, {ID: 2, Path: "g/x"}, {ID: 3, Path: "g/w"}}
+	if err := s.ApplyScan(ctx, swapped, ScanMeta{StartedAt: t0.Add(time.Second)}); err != nil {
 		t.Fatalf("ApplyScan with swapped paths: %v", err)
 	}
-	for _, p := range b {
+	for _, p := range swapped {
 		got, err := s.Project(ctx, p.Path)
 		if err != nil || got.ID != p.ID {
 			t.Errorf("Project(%s) = id %d, %v; want id %d", p.Path, got.ID, err, p.ID)
@@ -266,8 +267,12 @@ func TestApplyScanSwappedPaths(t *testing.T) {
 }
 
 func TestApplyScanRejectsBadInputAndKeepsOldState(t *testing.T) {
+	forEachBackend(t, testApplyScanRejectsBadInputAndKeepsOldState)
+}
+
+func testApplyScanRejectsBadInputAndKeepsOldState(t *testing.T, b backend) {
 	ctx := t.Context()
-	s, _ := openTemp(t)
+	s, _ := b.openTemp(t)
 	if err := s.ApplyScan(ctx, sampleProjects(), ScanMeta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
@@ -301,9 +306,11 @@ func TestApplyScanRejectsBadInputAndKeepsOldState(t *testing.T) {
 	}
 }
 
-func TestGraph(t *testing.T) {
+func TestGraph(t *testing.T) { forEachBackend(t, testGraph) }
+
+func testGraph(t *testing.T, b backend) {
 	ctx := t.Context()
-	s, _ := openTemp(t)
+	s, _ := b.openTemp(t)
 	projects := sampleProjects()
 	// A self-reference, and a reference to a project outside the store:
 	// neither is an edge.

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,24 +19,31 @@ import (
 
 func newChainsCmd(a *app) *cobra.Command {
 	var (
-		s      settings
-		asJSON bool
-		only   string
+		s        settings
+		asJSON   bool
+		only     string
+		watch    bool
+		interval time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "chains [--json] [--only STATE] [ID]",
 		Short: "Show recent chains, or one chain and its members",
 		Long: `chains lists the recent chains from the state file: their state, the
 projects they started at, when, and how many members are in which state.
-With an ID it shows that chain: why it started and each member with its
-pipeline. It reads the state file only, so it works with or without a
+With an ID it shows that chain: why it started and each member in build
+order (wave by wave) with its pipeline's URL; --watch then follows it until
+it ends. It reads the state file only, so it works with or without a
 running depsd serve.`,
 		Example: `  depsd chains
   depsd chains --only running
-  depsd chains 42 --json`,
+  depsd chains 42 --json
+  depsd chains 42 --watch`,
 		Args: maxArgs(1, "one chain ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var id int64
+			if watch && len(args) == 0 {
+				return usagef("--watch follows one chain: give its ID")
+			}
 			if len(args) == 1 {
 				var err error
 				if id, err = strconv.ParseInt(args[0], 10, 64); err != nil {
@@ -45,7 +55,7 @@ running depsd serve.`,
 			if err != nil {
 				return err
 			}
-			st, err := openStore(ctx, cfg)
+			st, err := openExisting(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -58,6 +68,15 @@ running depsd serve.`,
 				view, err := engine.Chain(ctx, id)
 				if err != nil {
 					return err
+				}
+				if watch {
+					tick := time.NewTicker(interval)
+					defer tick.Stop()
+					last, err := watchChain(ctx, a.stdout, func(ctx context.Context) (chain.ChainView, error) { return engine.Chain(ctx, id) }, tick.C, time.Now)
+					if err != nil {
+						return err
+					}
+					return chainOutcome(last)
 				}
 				if asJSON {
 					return writeJSON(a.stdout, view)
@@ -83,29 +102,157 @@ running depsd serve.`,
 	fs := cmd.Flags()
 	s.addCommon(fs, "info")
 	fs.BoolVar(&asJSON, "json", false, "print JSON, as the HTTP API does")
-	fs.StringVar(&only, "only", "", "only chains in this state: running, blocked, finished, expired, merged")
+	fs.BoolVar(&watch, "watch", false, "with an ID: follow the chain, printing each member's change, until it ends (exit 1 if it did not finish cleanly)")
+	fs.DurationVar(&interval, "interval", 2*time.Second, "how often --watch reads the state file")
+	enumVar(fs, &only, "only", "", chainStateNames(), "only chains in this state: "+strings.Join(chainStateNames(), ", "))
 	return cmd
 }
 
-// printChain writes one chain, a member per line in dependency order.
+// chainStateNames are the values of --only.
+func chainStateNames() []string {
+	var names []string
+	for _, s := range chain.States() {
+		names = append(names, string(s))
+	}
+	return names
+}
+
+// printChain writes one chain, a member per line in build order (wave by
+// wave, as the rebuild goes), each with its pipeline's URL.
 func printChain(w io.Writer, v chain.ChainView) {
-	fmt.Fprintf(w, "chain %d: %s, roots %s, started %s\n", v.ID, v.State, strings.Join(v.Roots, ", "), v.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "chain %d: %s (%s mode), roots %s, started %s\n", v.ID, v.State, v.Mode, strings.Join(v.Roots, ", "), v.Started.Format(time.RFC3339))
+	if v.MergedInto != 0 {
+		fmt.Fprintf(w, "  merged into chain %d\n", v.MergedInto)
+	}
 	for _, r := range v.Reasons {
-		fmt.Fprintf(w, "  reason: %s %s %s\n", r.Kind, r.Project, r.Detail)
+		fmt.Fprintf(w, "  reason: %s\n", strings.Join(nonEmpty(string(r.Kind), r.Project, r.Detail), " "))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  PROJECT\tSTATE\tPIPELINE\tWHY")
-	for _, m := range v.Members {
+	fmt.Fprintln(tw, "  WAVE\tPROJECT\tSTATE\tPIPELINE\tWHY")
+	for _, m := range buildOrder(v.Members) {
 		pipeline := "-"
-		if m.PipelineID != 0 {
+		if m.PipelineURL != "" {
+			pipeline = m.PipelineURL
+		} else if m.PipelineID != 0 {
 			pipeline = strconv.FormatInt(m.PipelineID, 10)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m.Project, m.State, pipeline, m.Why)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", m.wave, m.Project, m.State, pipeline, m.Why)
 	}
 	tw.Flush()
 	for _, s := range v.Skipped {
 		fmt.Fprintf(w, "  skipped %s: %s\n", s.Project, s.Why)
 	}
+}
+
+// orderedMember is a member with its wave: 0 for the chain's roots, else
+// one more than its latest upstream in the chain.
+type orderedMember struct {
+	chain.MemberView
+	wave int
+}
+
+// buildOrder sorts members by wave, then path: the order a rebuild builds
+// them in.
+func buildOrder(members []chain.MemberView) []orderedMember {
+	byName := make(map[string]chain.MemberView, len(members))
+	for _, m := range members {
+		byName[m.Project] = m
+	}
+	waves := make(map[string]int, len(members))
+	var waveOf func(p string, seen map[string]bool) int
+	waveOf = func(p string, seen map[string]bool) int {
+		if w, ok := waves[p]; ok {
+			return w
+		}
+		if seen[p] { // a cycle cannot be in a chain; do not loop if it were
+			return 0
+		}
+		seen[p] = true
+		w := 0
+		for _, u := range byName[p].Upstreams {
+			if _, in := byName[u]; in {
+				w = max(w, waveOf(u, seen)+1)
+			}
+		}
+		waves[p] = w
+		return w
+	}
+	out := make([]orderedMember, 0, len(members))
+	for _, m := range members {
+		out = append(out, orderedMember{m, waveOf(m.Project, map[string]bool{})})
+	}
+	slices.SortStableFunc(out, func(a, b orderedMember) int {
+		return cmp.Or(cmp.Compare(a.wave, b.wave), cmp.Compare(a.Project, b.Project))
+	})
+	return out
+}
+
+func nonEmpty(ss ...string) []string {
+	return slices.DeleteFunc(ss, func(s string) bool { return s == "" })
+}
+
+// watchChain prints the chain, then each change of a member's state as it
+// happens, until the chain is no longer active (or ctx ends). fetch reads
+// the chain; tick paces the polls. It returns the last view.
+func watchChain(ctx context.Context, w io.Writer, fetch func(context.Context) (chain.ChainView, error), tick <-chan time.Time, now func() time.Time) (chain.ChainView, error) {
+	v, err := fetch(ctx)
+	if err != nil {
+		return v, err
+	}
+	printChain(w, v)
+	seen := map[string]chain.MemberView{}
+	for _, m := range v.Members {
+		seen[m.Project] = m
+	}
+	for v.State.Active() {
+		select {
+		case <-ctx.Done():
+			return v, ctx.Err()
+		case <-tick:
+		}
+		next, err := fetch(ctx)
+		if err != nil {
+			return v, err
+		}
+		for _, m := range buildOrder(next.Members) {
+			old, ok := seen[m.Project]
+			if ok && old.State == m.State && old.PipelineID == m.PipelineID {
+				continue
+			}
+			line := fmt.Sprintf("%s  %s: %s", now().Format("15:04:05"), m.Project, m.State)
+			if m.PipelineURL != "" {
+				line += " " + m.PipelineURL
+			}
+			if m.Why != "" && m.State.Broken() {
+				line += " (" + m.Why + ")"
+			}
+			fmt.Fprintln(w, line)
+			seen[m.Project] = m.MemberView
+		}
+		if next.State != v.State {
+			fmt.Fprintf(w, "%s  chain %d: %s\n", now().Format("15:04:05"), next.ID, next.State)
+		}
+		v = next
+	}
+	return v, nil
+}
+
+// chainOutcome is nil for a chain that finished with every member built,
+// an error saying what went wrong otherwise.
+func chainOutcome(v chain.ChainView) error {
+	if v.State == chain.Merged {
+		return fmt.Errorf("chain %d was merged into chain %d: follow that one", v.ID, v.MergedInto)
+	}
+	var broken []string
+	for _, m := range v.Members {
+		if m.State.Broken() {
+			broken = append(broken, m.Project+" "+string(m.State))
+		}
+	}
+	if v.State != chain.Finished || len(broken) > 0 {
+		return fmt.Errorf("chain %d ended %s: %s", v.ID, v.State, orDash(strings.Join(broken, ", ")))
+	}
+	return nil
 }
 
 // memberSummary counts members by state: "3 success, 1 running".

@@ -256,7 +256,7 @@ func TestServeRefusesWithoutSecret(t *testing.T) {
 		t.Errorf("serve without a secret: exit %d, %s", code, errOut)
 	}
 	t.Setenv("DEPSD_WEBHOOK_SECRET", "s")
-	if code, _, errOut := depsd(t, "serve", "--group", "infra", "--mode", "sometimes"); code != exitFail || !strings.Contains(errOut, `mode "sometimes"`) {
+	if code, _, errOut := depsd(t, "serve", "--group", "infra", "--mode", "sometimes"); code != exitUsage || !strings.Contains(errOut, `"sometimes" for "--mode" flag: want one of full, first-level`) {
 		t.Errorf("bad mode: exit %d, %s", code, errOut)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,9 +35,6 @@ everything built from it: the dashboard's focus view.`,
   depsd graph --format json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(report.Formats(), format) {
-				return usagef("--format %q: want one of %s", format, strings.Join(report.Formats(), ", "))
-			}
 			ctx := cmd.Context()
 			st, err := openScanned(ctx, a, &s)
 			if err != nil {
@@ -59,7 +55,7 @@ everything built from it: the dashboard's focus view.`,
 		},
 	}
 	s.addCommon(cmd.Flags(), "info")
-	cmd.Flags().StringVar(&format, "format", "text", "output format: "+strings.Join(report.Formats(), ", "))
+	enumVar(cmd.Flags(), &format, "format", "text", report.Formats(), "output format: "+strings.Join(report.Formats(), ", "))
 	cmd.Flags().StringVar(&around, "around", "", "only PROJECT, its upstreams and all its downstreams (the dashboard's focus view)")
 	cmd.Flags().IntVar(&depth, "depth", 0, "with --around: at most N edges away from PROJECT (0: no bound)")
 	return cmd
@@ -159,7 +155,7 @@ func openScanned(ctx context.Context, a *app, s *settings) (*store.Store, error)
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, cfg)
+	st, err := openExisting(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -78,7 +79,9 @@ seen: after changing it, run sync with --rotate-token.`,
 			if err != nil {
 				return explainGitLabError(err, cfg.GitLab.URL)
 			}
-			rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: cfg.Hooks.URL, SecretToken: cfg.Hooks.Secret, RotateToken: rotate}, dryRun)
+			pr := newProgress("hooks sync", a.stderr, log, gl.Requests, nil)
+			rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: cfg.Hooks.URL, SecretToken: cfg.Hooks.Secret, RotateToken: rotate, Progress: pr.update}, dryRun)
+			pr.finish()
 			printHookReport(a.stdout, rep)
 			if err != nil {
 				return explainGitLabError(err, cfg.GitLab.URL)
@@ -95,10 +98,13 @@ seen: after changing it, run sync with --rotate-token.`,
 	return cmd
 }
 
+// printHookReport writes what changed, or in a dry run the plan: one line
+// per hook that is or would be changed, then a summary.
 func printHookReport(w io.Writer, rep gitlab.HookReport) {
 	verb := ""
 	if rep.DryRun {
 		verb = "would be "
+		fmt.Fprintln(w, "dry run: nothing is changed; the plan:")
 	}
 	for _, ch := range rep.Changes {
 		if ch.Action == gitlab.HookUnchanged {
@@ -106,7 +112,7 @@ func printHookReport(w io.Writer, rep gitlab.HookReport) {
 		}
 		fmt.Fprintf(w, "%s: %s%s", ch.Project, verb, ch.Action)
 		if len(ch.Reasons) > 0 {
-			fmt.Fprintf(w, " (%v)", ch.Reasons)
+			fmt.Fprintf(w, " (%s)", strings.Join(ch.Reasons, "; "))
 		}
 		fmt.Fprintln(w)
 	}

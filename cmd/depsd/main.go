@@ -26,9 +26,6 @@ const (
 	exitUsage = 2 // the command line was wrong
 )
 
-// version is set at link time (-ldflags "-X main.version=v1.2.3").
-var version = ""
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -26,6 +31,7 @@ type settings struct {
 	excludes   []string
 	files      []string
 	logLevel   string
+	logFormat  string
 	secretFile string // serve's --webhook-secret-file
 	mode       string // serve's and rebuild's --mode
 }
@@ -34,8 +40,9 @@ type settings struct {
 // takes; logLevel is the default level.
 func (s *settings) addCommon(fs *pflag.FlagSet, logLevel string) {
 	fs.StringVar(&s.configFile, "config", "", "configuration file (default $DEPSD_CONFIG, else ./depsd.yaml if present)")
-	fs.StringVar(&s.state, "state", "", "SQLite state file (default $DEPSD_STATE, else depsd.db)")
-	fs.StringVar(&s.logLevel, "log-level", logLevel, "log level: debug, info, warn, error")
+	fs.StringVar(&s.state, "state", "", "state: an SQLite file, or a postgres:// URL shared by serve replicas (default $DEPSD_STATE, else depsd.db)")
+	enumVar(fs, &s.logLevel, "log-level", logLevel, logLevels, "log level: "+strings.Join(logLevels, ", "))
+	enumVar(fs, &s.logFormat, "log-format", "text", logFormats, "log format: text (key=value) or json (one object per line, for log collectors)")
 }
 
 // addGitLab adds the flags of commands that talk to GitLab.
@@ -50,7 +57,8 @@ func (s *settings) addGitLab(fs *pflag.FlagSet) {
 
 // addMode adds --mode to a command that starts or advances chains.
 func (s *settings) addMode(fs *pflag.FlagSet) {
-	fs.StringVar(&s.mode, "mode", "", "chain: rebuild everything downstream in order, once; first-level: trigger direct dependents on every success (the original gitlab-deps). Default: mode in depsd.yaml, $DEPSD_MODE, else chain. serve and rebuild must agree")
+	m := enumVar(fs, &s.mode, "mode", "", config.Modes(), "full: rebuild everything downstream in order, once; first-level: trigger direct dependents on every success (the original gitlab-deps). Default: mode in depsd.yaml, $DEPSD_MODE, else full. serve and rebuild must agree")
+	m.aliases = []string{"chain"} // the old name of full: config.Validate warns
 }
 
 // load reads the configuration with these flags on top.
@@ -87,20 +95,46 @@ func (s *settings) load(a *app) (config.Config, error) {
 	if err := cfg.ResolveSecrets(nil); err != nil {
 		return cfg, err
 	}
-	return cfg, cfg.Validate()
+	err = cfg.Validate()
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(a.stderr, "depsd: warning: %s\n", w)
+	}
+	return cfg, err
 }
 
-// logger writes text logs to w at the chosen level.
+// logLevels are the values of --log-level.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+// logFormats are the values of --log-format.
+var logFormats = []string{"text", "json"}
+
+// logger writes logs to w in the chosen format at the chosen level.
 func (s *settings) logger(w io.Writer) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
-		level = slog.LevelInfo
+		level = slog.LevelInfo // --log-level only takes valid names
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	if s.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// openStore opens the state file.
+// openStore opens the state file, creating it if needed (scan, serve).
 func openStore(ctx context.Context, cfg config.Config) (*store.Store, error) {
+	return store.Open(ctx, cfg.State)
+}
+
+// openExisting opens the state file of a command that only reads it: it
+// never creates one (issue 12: depsd graph in an empty directory wrote a
+// new depsd.db).
+func openExisting(ctx context.Context, cfg config.Config) (*store.Store, error) {
+	if !strings.Contains(cfg.State, "://") { // a file, not a database URL
+		if _, err := os.Stat(cfg.State); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no state at %s: run depsd scan first", cfg.State)
+		}
+	}
 	return store.Open(ctx, cfg.State)
 }
 

@@ -68,6 +68,9 @@ GITLAB_TOKEN, DEPSD_STATE, ...), then depsd.yaml, then defaults.`,
 		newRebuildCmd(a),
 		newChainsCmd(a),
 		newSchedulesCmd(a),
+		newConfigCmd(a),
+		newStatusCmd(a),
+		newMigrateStateCmd(a),
 		newVersionCmd(a),
 	)
 	return root

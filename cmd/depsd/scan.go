@@ -45,7 +45,11 @@ GITLAB_TOKEN_FILE.`,
 				return err
 			}
 			defer st.Close()
-			res, err := scan.Run(ctx, gl, st, cfg.ScanOptions(log.With("component", "scan"), nil))
+			opts := cfg.ScanOptions(log.With("component", "scan"), nil)
+			pr := newProgress("scan", a.stderr, log, gl.Requests, nil)
+			opts.Progress = pr.update
+			res, err := scan.Run(ctx, gl, st, opts)
+			pr.finish()
 			if err != nil {
 				return explainGitLabError(err, cfg.GitLab.URL)
 			}

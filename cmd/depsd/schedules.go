@@ -36,7 +36,7 @@ entry that is wrong.`,
 			if err := cfg.Scheduler.Validate(nil); err != nil {
 				return err
 			}
-			st, err := openStore(ctx, cfg)
+			st, err := openExisting(ctx, cfg)
 			if err != nil {
 				return err
 			}

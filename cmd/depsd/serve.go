@@ -17,9 +17,12 @@ func newServeCmd(a *app) *cobra.Command {
 		uiListen  string
 		reconcile time.Duration
 		expiry    time.Duration
+		catchUp   time.Duration
+		lease     time.Duration
+		replica   string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve [--listen ADDR] [--ui-listen ADDR] [--mode chain|first-level]",
+		Use:   "serve [--listen ADDR] [--ui-listen ADDR] [--mode full|first-level]",
 		Short: "Receive webhooks and rebuild downstream projects in order",
 		Long: `serve runs depsd: it scans the scope at start, receives GitLab's pipeline
 and push webhooks at POST /hooks/gitlab, and when a project's pipeline
@@ -43,13 +46,20 @@ DEPSD_WEBHOOK_SECRET_FILE, --webhook-secret-file or hooks.secret_file).`,
 			if err != nil {
 				return err
 			}
+			if err := cfg.RequireServe(); err != nil {
+				return err
+			}
 			log := s.logger(a.stderr)
 			gl, err := newScopedGitLab(cfg, log)
 			if err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("catch-up-interval") {
+				cfg.CatchUpInterval = catchUp
+			}
 			d, err := daemon.New(ctx, daemon.Options{
 				Config: cfg, GitLab: gl, Listen: listen, UIListen: uiListen, ReconcileInterval: reconcile, ChainExpiry: expiry, Logger: log,
+				CatchUpInterval: cfg.CatchUpInterval, LeaderLease: lease, ReplicaID: replica,
 			})
 			if err != nil {
 				return err
@@ -66,5 +76,8 @@ DEPSD_WEBHOOK_SECRET_FILE, --webhook-secret-file or hooks.secret_file).`,
 	fs.StringVar(&s.secretFile, "webhook-secret-file", "", "file holding the X-Gitlab-Token secret (default $DEPSD_WEBHOOK_SECRET_FILE, hooks.secret_file, or $DEPSD_WEBHOOK_SECRET)")
 	fs.DurationVar(&reconcile, "reconcile-interval", time.Minute, "how often the status of pipelines depsd created is polled, in case a webhook never arrives")
 	fs.DurationVar(&expiry, "chain-expiry", 7*24*time.Hour, "a chain still unfinished after this long expires")
+	fs.DurationVar(&catchUp, "catch-up-interval", 5*time.Minute, "how often the leader reads upstream projects' pipelines for successes whose webhook never arrived (default catch_up_interval, 5m)")
+	fs.DurationVar(&lease, "leader-lease", 15*time.Second, "how long the leader's lease lasts without renewal; a dead leader is replaced within two")
+	fs.StringVar(&replica, "replica-id", "", "this replica's name among those sharing the state (default: host name and listen port)")
 	return cmd
 }

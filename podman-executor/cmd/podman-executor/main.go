@@ -49,7 +49,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	stage := args[0]
 	if stage == "version" {
-		fmt.Fprintln(stdout, executor.Name, executor.Version)
+		fmt.Fprintln(stdout, executor.Name, buildVersion())
 		return 0
 	}
 

@@ -1,0 +1,142 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gitlab.com/depsd/depsd/gitlab"
+)
+
+// CatchUpResult says what one catch-up round did.
+type CatchUpResult struct {
+	Projects int // projects read (one request each)
+	Applied  int // successes that started, merged into or unblocked a chain
+	Failed   int // projects whose pipelines could not be read
+}
+
+// CatchUp is the safety net for triggers depsd never heard of: a pipeline
+// of a root that succeeded while every replica was down, or whose webhook
+// GitLab dropped (GitLab never resends one by itself). For each project in
+// the graph that has something downstream, it reads the default-branch
+// pipelines updated since the newest one it saw before (one request per
+// project; never more than CatchUpWindow back), and applies each success
+// exactly as its webhook would have been applied. A success already
+// handled, by a webhook, the reconciler or an earlier round, starts
+// nothing again (the engine finds it among the chains' reasons and
+// members). A project read for the first time only notes its newest
+// pipeline: depsd does not replay history from before it looked.
+//
+// Only one replica (the leader) should run it at a time; if two do, each
+// success is still applied once, at the cost of the requests.
+func (e *Engine) CatchUp(ctx context.Context) (CatchUpResult, error) {
+	var res CatchUpResult
+	if e.cfg.GitLab == nil {
+		return res, fmt.Errorf("catch up: no GitLab client")
+	}
+	g, err := e.cfg.Graph(ctx)
+	if err != nil {
+		return res, fmt.Errorf("catch up: load graph: %w", err)
+	}
+	type root struct {
+		p      Project
+		cursor time.Time
+		known  bool
+	}
+	var roots []root
+	now := e.now()
+	err = e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		for _, path := range g.Projects() {
+			if len(g.Downstream(path)) == 0 {
+				continue
+			}
+			p, ok, err := tx.Project(ctx, path)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			at, known, err := tx.CatchUpCursor(ctx, p.ID)
+			if err != nil {
+				return err
+			}
+			roots = append(roots, root{p, at, known})
+		}
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("catch up: %w", err)
+	}
+	var first error
+	for _, r := range roots {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		floor := now.Add(-e.cfg.CatchUpWindow)
+		since := r.cursor
+		if !r.known || since.Before(floor) {
+			since = floor
+		}
+		res.Projects++
+		ps, err := e.cfg.GitLab.ListPipelines(ctx, r.p.ID, gitlab.PipelineFilter{
+			Ref: r.p.DefaultBranch, Source: "any", UpdatedAfter: since, Limit: 100})
+		if err != nil {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			res.Failed++
+			e.log.Warn("catch up: list pipelines failed", "project", r.p.Path, "project_id", r.p.ID, "err", err)
+			if first == nil {
+				first = fmt.Errorf("catch up %s: %w", r.p.Path, err)
+			}
+			continue
+		}
+		// GitLab filters by whole seconds: what is not newer than the
+		// cursor was seen by an earlier round. A project read for the first
+		// time only sets the cursor.
+		cursor := since
+		if r.known && r.cursor.After(cursor) {
+			cursor = r.cursor
+		}
+		seen := cursor
+		for i := len(ps) - 1; i >= 0; i-- { // oldest first
+			p := ps[i]
+			if !p.UpdatedAt.After(seen) {
+				continue
+			}
+			if p.UpdatedAt.After(cursor) {
+				cursor = p.UpdatedAt
+			}
+			if !r.known || p.Status != "success" || p.Source == SourceChildPipeline {
+				continue
+			}
+			ev := PipelineEvent{ProjectID: r.p.ID, Project: r.p.Path, PipelineID: p.ID, Status: p.Status,
+				Ref: p.Ref, SHA: p.SHA, Source: p.Source, URL: p.WebURL, At: p.UpdatedAt}
+			outcome, err := e.ApplyPipelineEvent(ctx, ev)
+			if err != nil {
+				return res, fmt.Errorf("catch up: %w", err)
+			}
+			switch outcome {
+			case outcomeStarted, outcomeMerged, outcomeUnblocked:
+				res.Applied++
+				e.obs.EventApplied("catch-up", outcome)
+				e.log.Info("caught up a missed success", "project", r.p.Path, "pipeline_id", p.ID, "outcome", outcome)
+			}
+		}
+		if !r.known || cursor.After(r.cursor) {
+			if err := e.setCursor(ctx, r.p.ID, cursor); err != nil {
+				return res, err
+			}
+		}
+	}
+	return res, first
+}
+
+func (e *Engine) setCursor(ctx context.Context, projectID int64, at time.Time) error {
+	err := e.cfg.Store.UpdateChains(ctx, func(tx Tx) error { return tx.SetCatchUpCursor(ctx, projectID, at) })
+	if err != nil {
+		return fmt.Errorf("catch up: %w", err)
+	}
+	return nil
+}

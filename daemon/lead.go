@@ -1,0 +1,195 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"gitlab.com/depsd/depsd/store"
+)
+
+// Names of the background jobs in `depsd status`.
+const (
+	jobReconcile   = "reconcile"
+	jobCatchUp     = "catch-up"
+	jobMaintenance = "maintenance"
+	jobSchedules   = "schedules"
+	jobImageWatch  = "image-watch"
+)
+
+// lead is the leader's work for one term: the schedules and maintenance
+// (a scheduler built for the term), the reconciler and the catch-up. It
+// returns when ctx ends (leadership lost or shutdown).
+func (d *Daemon) lead(ctx context.Context) error {
+	sched, err := d.newScheduler()
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return sched.Run(gctx) })
+	g.Go(func() error { d.checkHooksAtStart(gctx); return nil })
+	g.Go(func() error {
+		return d.every(gctx, jobReconcile, d.opts.ReconcileInterval, func(ctx context.Context) error {
+			_, err := d.engine.Reconcile(ctx)
+			// Liveness leases of processes gone for an hour are history.
+			if _, perr := d.store.PruneLeases(ctx, alivePrefix, d.opts.Now().Add(-time.Hour)); perr != nil && err == nil {
+				err = perr
+			}
+			return err
+		})
+	})
+	g.Go(func() error {
+		return d.every(gctx, jobCatchUp, d.opts.CatchUpInterval, func(ctx context.Context) error {
+			res, err := d.engine.CatchUp(ctx)
+			if res.Applied > 0 {
+				d.log.Info("catch-up applied missed successes", "applied", res.Applied, "projects", res.Projects)
+			}
+			return err
+		})
+	})
+	return g.Wait()
+}
+
+// every runs job now and then every interval until ctx ends, recording
+// each run for `depsd status`. Errors are logged and the job runs again at
+// the next tick.
+func (d *Daemon) every(ctx context.Context, name string, interval time.Duration, job func(context.Context) error) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		start := d.opts.Now()
+		err := job(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			d.log.Warn("background job failed", "job", name, "err", err)
+		}
+		d.recordJob(ctx, name, start, err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// recordJob stores a job's last run; a store that is down only costs the
+// record.
+func (d *Daemon) recordJob(ctx context.Context, name string, start time.Time, err error) {
+	r := store.JobRun{Name: name, Replica: d.opts.ReplicaID, StartedAt: start, FinishedAt: d.opts.Now()}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	if rerr := d.store.RecordJobRun(ctx, r); rerr != nil && ctx.Err() == nil {
+		d.log.Warn("record background job run", "job", name, "err", rerr)
+	}
+}
+
+// followScans reloads the graph when another replica (or `depsd scan`)
+// stored a newer scan, so that every replica starts chains from the same
+// graph. It costs one small query per poll interval.
+func (d *Daemon) followScans(ctx context.Context) error {
+	interval := d.opts.PollInterval
+	if interval <= 0 {
+		interval = 5 * time.Second
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var seen time.Time
+	if m, ok, err := d.store.LastScan(ctx); err == nil && ok {
+		seen = m.StartedAt
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		m, ok, err := d.store.LastScan(ctx)
+		if err != nil || !ok || m.StartedAt.Equal(seen) {
+			continue
+		}
+		if err := d.state.reload(ctx, d.store); err != nil {
+			d.log.Warn("reload the graph after a scan", "err", err)
+			continue
+		}
+		seen = m.StartedAt
+	}
+}
+
+// Status is what `GET /api/v1/status` and `depsd status` show.
+type Status struct {
+	Replica string     `json:"replica"`
+	Store   store.Kind `json:"store"`
+	// StorePath is the state file, or the database URL without password.
+	StorePath string `json:"store_path"`
+	// Leading says whether this replica is the leader now.
+	Leading bool        `json:"leading"`
+	Leader  *LeaderInfo `json:"leader"`
+	// Replicas are the processes whose liveness lease is current.
+	Replicas []ReplicaInfo `json:"replicas"`
+	Jobs     []JobInfo     `json:"jobs"`
+}
+
+// ReplicaInfo is one live process.
+type ReplicaInfo struct {
+	Incarnation string    `json:"incarnation"` // replica id / random suffix of this run
+	Since       time.Time `json:"since"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+// LeaderInfo is the leader lease as stored.
+type LeaderInfo struct {
+	Replica   string    `json:"replica"`
+	Since     time.Time `json:"since"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Expired   bool      `json:"expired"`
+}
+
+// JobInfo is the last run of a background job.
+type JobInfo struct {
+	Name       string    `json:"name"`
+	Replica    string    `json:"replica"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// Status reads this replica's view of the replicas from the store.
+func (d *Daemon) Status(ctx context.Context) (Status, error) {
+	_, leading := d.elector.state()
+	st, err := ReadStatus(ctx, d.store, d.opts.Now())
+	st.Replica, st.Leading = d.opts.ReplicaID, leading
+	return st, err
+}
+
+// ReadStatus reads the leader and the background jobs' last runs from the
+// store; `depsd status` uses it without a daemon.
+func ReadStatus(ctx context.Context, st *store.Store, now time.Time) (Status, error) {
+	s := Status{Store: st.Kind(), StorePath: st.Path(), Jobs: []JobInfo{}, Replicas: []ReplicaInfo{}}
+	l, ok, err := st.LeaseOf(ctx, leaderLease)
+	if err != nil {
+		return s, fmt.Errorf("status: %w", err)
+	}
+	if ok {
+		s.Leader = &LeaderInfo{Replica: l.Holder, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt, Expired: !now.Before(l.ExpiresAt)}
+	}
+	alive, err := st.LiveLeases(ctx, alivePrefix, now)
+	if err != nil {
+		return s, fmt.Errorf("status: %w", err)
+	}
+	for _, l := range alive {
+		s.Replicas = append(s.Replicas, ReplicaInfo{Incarnation: l.Holder, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt})
+	}
+	runs, err := st.JobRuns(ctx)
+	if err != nil {
+		return s, fmt.Errorf("status: %w", err)
+	}
+	for _, r := range runs {
+		s.Jobs = append(s.Jobs, JobInfo{Name: r.Name, Replica: r.Replica, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: r.Err})
+	}
+	return s, nil
+}

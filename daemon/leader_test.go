@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/store"
+)
+
+// flakyLeases is a lease store that can be cut off, as a replica that
+// loses its database connection.
+type flakyLeases struct {
+	*store.Store
+	down atomic.Bool
+}
+
+func (f *flakyLeases) TryLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (store.Lease, error) {
+	if f.down.Load() {
+		return store.Lease{}, errors.New("store unreachable")
+	}
+	return f.Store.TryLease(ctx, name, holder, now, ttl)
+}
+
+// Two replicas on one store: exactly one leads; when the leader cannot
+// reach the store it stops leading before its lease expires, and the other
+// takes over; the terms never overlap.
+func TestElectorOneLeaderAndFailover(t *testing.T) {
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "depsd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const ttl = 600 * time.Millisecond
+	var mu sync.Mutex
+	leading := map[string]bool{}
+	overlap := false
+	var terms atomic.Int32
+	lead := func(id string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			mu.Lock()
+			for other, on := range leading {
+				if on && other != id {
+					overlap = true
+				}
+			}
+			leading[id] = true
+			mu.Unlock()
+			terms.Add(1)
+			<-ctx.Done()
+			mu.Lock()
+			leading[id] = false
+			mu.Unlock()
+			return nil
+		}
+	}
+	a := &flakyLeases{Store: st}
+	ea := &elector{st: a, id: "a", ttl: ttl, now: time.Now, log: slog.New(slog.DiscardHandler)}
+	eb := &elector{st: st, id: "b", ttl: ttl, now: time.Now, log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ea.run(ctx, lead("a")) }()
+	waitFor(t, "a leads", func() bool { _, on := ea.state(); return on })
+	go func() { defer wg.Done(); eb.run(ctx, lead("b")) }()
+
+	a.down.Store(true)
+	waitFor(t, "b leads", func() bool { _, on := eb.state(); return on })
+	if _, on := ea.state(); on {
+		t.Error("a still leads")
+	}
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if overlap {
+		t.Error("two replicas led at once")
+	}
+	if terms.Load() != 2 {
+		t.Errorf("%d terms, want 2", terms.Load())
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

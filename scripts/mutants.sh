@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# mutants.sh: break the code in known ways and check that the tests notice.
+#
+# Each mutant below is a bug that a test once let through (see issue
+# "Tests that can fail"): a literal piece of source, what it becomes, and
+# the tests that must then fail. The script copies the working tree to a
+# scratch directory, applies one mutant at a time there (the repository is
+# never touched), runs its tests, and expects them to FAIL. It exits non-zero
+# when a mutant survives (its tests pass) or no longer applies (the code
+# moved: update the mutant). Run it with `make mutants`, in CI and before
+# a release. A run takes a few minutes, mostly compiling.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/depsd-mutants.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# The working tree as it is (tracked and new files, not ignored ones).
+(cd "$root" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -C "$work" -xf -
+
+failed=0
+# mutant NAME FILE FROM TO -- COMMAND...: replace every FROM (literal) by TO
+# in FILE, run COMMAND in the scratch tree, expect it to fail.
+mutant() {
+	local name=$1 file=$2 from=$3 to=$4
+	shift 4
+	[ "$1" = "--" ] && shift
+	cp "$work/$file" "$work/$file.orig"
+	if ! FROM=$from TO=$to perl -0777 -i -pe 'BEGIN { $f = $ENV{FROM}; $t = $ENV{TO} } $n += s/\Q$f\E/$t/g; END { exit($n ? 0 : 3) }' "$work/$file"; then
+		echo "STALE    $name: the code to mutate is not in $file any more; update scripts/mutants.sh"
+		failed=1
+	else
+		local log="$work/.mutant.log"
+		if (cd "$work" && "$@") >"$log" 2>&1; then
+			echo "SURVIVED $name: '$*' passed with $file mutated"
+			tail -20 "$log" | sed 's/^/    /'
+			failed=1
+		else
+			echo "killed   $name ($(grep -m1 -E -- '^--- FAIL' "$log" | sed 's/^--- FAIL: //; s/ (.*//' || true))"
+		fi
+	fi
+	mv "$work/$file.orig" "$work/$file"
+}
+
+mutant "pipeline-creation throttle (400) taken as permanent" \
+	gitlab/errors.go \
+	'case e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"):' \
+	'case false && strings.Contains(e.Message, "Too many pipelines"):' \
+	-- go test -count=1 -run 'Throttle' ./gitlab/ ./chain/
+
+mutant "outbox creates every pipeline twice (demo)" \
+	chain/outbox.go \
+	'p, err = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID))' \
+	'_, _ = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID)); p, err = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID))' \
+	-- go test -count=1 -run 'TestDemo' ./demo/ ./cmd/depsd/
+
+mutant "docker-registry missing in CI is skipped" \
+	scheduler/registry/registrytest/registrytest.go \
+	'const Binary = "docker-registry"' \
+	'const Binary = "docker-registry-not-installed"' \
+	-- env CI=true go test -count=1 -run 'Registry' ./scheduler/
+
+mutant "a 429 does not slow the other calls down" \
+	gitlab/retry.go \
+	'c.slowDown(resp, wait)' \
+	'_ = wait' \
+	-- go test -count=1 -run 'TooManyRequests' ./gitlab/
+
+mutant "incremental rescan never trusts last_activity_at" \
+	gitlab/heads.go \
+	'return known.Version != "" &&' \
+	'return false && known.Version != "" &&' \
+	-- go test -count=1 -run 'Incremental' ./gitlab/ ./scan/
+
+mutant "scan reads every Containerfile name, not the first present" \
+	scan/scan.go \
+	'			chosen = append(chosen, name)
+			break' \
+	'			chosen = append(chosen, name)' \
+	-- go test -count=1 ./scan/
+
+if [ "$failed" -ne 0 ]; then
+	echo "mutants: some mutants survived or are stale"
+	exit 1
+fi
+echo "mutants: all killed"
