@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"scheduler":         {"chain", "deps", "scheduler/registry"},
 	"webhook":           {"chain"},
 	"report":            {"deps", "store"},
-	"config":            {"chain", "gitlab", "scan", "scheduler"},
+	"config":            {"chain", "deps", "gitlab", "scan", "scheduler"},
 }
 
 // imports maps each package directory (relative to the module root) to
