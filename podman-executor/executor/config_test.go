@@ -44,6 +44,16 @@ func TestDefaultsFindHelperAndRootlessCache(t *testing.T) {
 	if c.CacheHostDir != "/home/r/.cache/podman-executor" {
 		t.Errorf("cache host dir = %q", c.CacheHostDir)
 	}
+	if c.StateDir != filepath.Join(os.TempDir(), "podman-executor-1000", "podman-executor") {
+		t.Errorf("state dir without XDG_RUNTIME_DIR = %q", c.StateDir)
+	}
+	h.Env["XDG_RUNTIME_DIR"] = "/run/user/1000"
+	if c := Defaults(h); c.StateDir != "/run/user/1000/podman-executor" {
+		t.Errorf("rootless state dir = %q", c.StateDir)
+	}
+	if c := Defaults(Host{UID: 0}); c.StateDir != "/run/podman-executor" || c.WaitForServicesTimeout != 30 {
+		t.Errorf("rootful state dir %q, wait_for_services_timeout %d", c.StateDir, c.WaitForServicesTimeout)
+	}
 }
 
 func TestParseConfig(t *testing.T) {
