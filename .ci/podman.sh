@@ -14,8 +14,8 @@
 # uidmap (newuidmap) and, for anything but host networking, slirp4netns
 # with /dev/net/tun.
 #
-# start writes a containers.conf that works on these machines (runc, lowered
-# ulimits; see shared/DESIGN.md), starts `podman system service` on a socket
+# start writes a containers.conf that works on these machines (runc, since
+# crun fails on their cgroup setup; ulimits lowered to the host's hard limit), starts `podman system service` on a socket
 # in the state dir, waits until it answers, and imports a busybox test image
 # built from the busybox-static package. Nothing is installed here: .ci/run
 # installs `podman runc busybox-static`.
