@@ -29,6 +29,8 @@ var allowed = map[string][]string{
 	"webhook":           {"chain"},
 	"report":            {"deps", "store"},
 	"config":            {"chain", "deps", "gitlab", "scan", "scheduler"},
+	"dashboard":         {"chain", "deps", "gitlab", "report", "scheduler", "store"},
+	"store/pgtest":      {},
 }
 
 // imports maps each package directory (relative to the module root) to
