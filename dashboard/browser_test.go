@@ -35,7 +35,7 @@ var updateScreenshots = flag.Bool("update-screenshots", false, "write the dashbo
 // Bounded waits; a passing run takes a fraction of them, also under -race.
 const (
 	pageTimeout  = 20 * time.Second
-	startTimeout = 60 * time.Second
+	startTimeout = 3 * time.Minute
 )
 
 const registry = gitlabtest.DefaultRegistryHost + "/"
@@ -494,6 +494,10 @@ func TestDashboardInBrowser(t *testing.T) {
 			if rows[p.Path] != want {
 				t.Errorf("hook of %s shown %q, want %q", p.Path, rows[p.Path], want)
 			}
+		}
+		replicas := eval[string](t, b, `document.querySelector("#replicas-h").parentElement.textContent`)
+		if !strings.Contains(replicas, "★ the leader") || !strings.Contains(replicas, "Leader: ") {
+			t.Errorf("replicas: %q", replicas)
 		}
 		watch := eval[string](t, b, `document.querySelector("#watch-h").parentElement.textContent`)
 		if !strings.Contains(watch, vendor) || !strings.Contains(watch, "acme/apps/legacy") {
