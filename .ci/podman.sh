@@ -162,7 +162,10 @@ RL_CONF=$RL_STATE/containers.conf
 
 # as_user runs a command as the rootless user with its environment.
 as_user() {
-	runuser -u "$RL_USER" -- env HOME="$(getent passwd "$RL_USER" | cut -d: -f6)" \
+	# Not root's service: CONTAINER_HOST from `start` would send the
+	# user's podman commands to root's socket (permission denied).
+	runuser -u "$RL_USER" -- env -u CONTAINER_HOST -u CONTAINER_CONNECTION \
+		HOME="$(getent passwd "$RL_USER" | cut -d: -f6)" \
 		XDG_RUNTIME_DIR="$RL_RUN" CONTAINERS_CONF="$RL_CONF" "$@"
 }
 
