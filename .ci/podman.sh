@@ -2,7 +2,7 @@
 # podman.sh: a podman API service for tests, CI and developers.
 #
 #   eval "$(.ci/podman.sh start)"   # prints export lines; idempotent
-#   .ci/podman.sh stop              # stops the service, removes test containers
+#   .ci/podman.sh stop              # stops the service, removes test containers, networks, volumes
 #   eval "$(.ci/podman.sh rootless-start)"  # as root: a rootless service too
 #   .ci/podman.sh rootless-stop
 #
@@ -136,6 +136,11 @@ cmd_stop() {
 			# shellcheck disable=SC2086
 			CONTAINERS_CONF=$CONF podman network rm -f $ids >/dev/null || true
 		fi
+		ids=$(CONTAINERS_CONF=$CONF podman volume ls -q --filter "label=$LABEL" || true)
+		if [[ -n $ids ]]; then
+			# shellcheck disable=SC2086
+			CONTAINERS_CONF=$CONF podman volume rm -f $ids >/dev/null || true
+		fi
 	fi
 	if running; then
 		local pid
@@ -157,7 +162,10 @@ RL_CONF=$RL_STATE/containers.conf
 
 # as_user runs a command as the rootless user with its environment.
 as_user() {
-	runuser -u "$RL_USER" -- env HOME="$(getent passwd "$RL_USER" | cut -d: -f6)" \
+	# Not root's service: CONTAINER_HOST from `start` would send the
+	# user's podman commands to root's socket (permission denied).
+	runuser -u "$RL_USER" -- env -u CONTAINER_HOST -u CONTAINER_CONNECTION \
+		HOME="$(getent passwd "$RL_USER" | cut -d: -f6)" \
 		XDG_RUNTIME_DIR="$RL_RUN" CONTAINERS_CONF="$RL_CONF" "$@"
 }
 

@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"report":            {"deps", "store"},
 	"config":            {"chain", "deps", "gitlab", "scan", "scheduler"},
 	"dashboard":         {"chain", "deps", "gitlab", "report", "scheduler", "store"},
-	"store/pgtest":      {},
+	"store/pgtest":      {"internal/realtest"},
 }
 
 // imports maps each package directory (relative to the module root) to
