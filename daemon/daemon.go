@@ -252,9 +252,21 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	// Every replica applies webhook events and sends actions (each claimed
 	// in the store); one at a time leads.
-	g.Go(func() error { return d.keepAlive(gctx) })
+	// The outbox claims actions in this incarnation's name only once its
+	// liveness lease exists: a claim whose owner has no live lease counts
+	// as abandoned, and another sender (even one of this process) would
+	// take it over while its request is still in flight.
+	alive := make(chan struct{})
+	g.Go(func() error { return d.keepAlive(gctx, func() { close(alive) }) })
 	g.Go(func() error { return d.engine.RunInbox(gctx) })
-	g.Go(func() error { return d.engine.RunOutbox(gctx) })
+	g.Go(func() error {
+		select {
+		case <-alive:
+			return d.engine.RunOutbox(gctx)
+		case <-gctx.Done():
+			return nil
+		}
+	})
 	g.Go(func() error { return d.elector.run(gctx, d.lead) })
 	g.Go(func() error { return d.followScans(gctx) })
 	g.Go(func() error { return d.exportQueueDepth(gctx) })

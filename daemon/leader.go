@@ -160,7 +160,9 @@ func newIncarnation(replica string) string {
 // outbox actions this process claimed alone; once it has run out (the
 // process died or lost the store), they take them over and look for the
 // pipeline before creating it again.
-func (d *Daemon) keepAlive(ctx context.Context) error {
+//
+// registered is called once, after the lease was first taken.
+func (d *Daemon) keepAlive(ctx context.Context, registered func()) error {
 	name := alivePrefix + d.incarnation
 	tick := time.NewTicker(d.opts.LeaderLease / 3)
 	defer tick.Stop()
@@ -171,8 +173,13 @@ func (d *Daemon) keepAlive(ctx context.Context) error {
 		if !dropped {
 			dropped = d.store.DropLeases(ctx, alivePrefix+d.opts.ReplicaID+"/", name) == nil
 		}
-		if _, err := d.store.TryLease(ctx, name, d.incarnation, d.opts.Now(), d.opts.LeaderLease); err != nil && ctx.Err() == nil {
-			d.log.Warn("renew the liveness lease", "err", err)
+		if _, err := d.store.TryLease(ctx, name, d.incarnation, d.opts.Now(), d.opts.LeaderLease); err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("renew the liveness lease", "err", err)
+			}
+		} else if registered != nil {
+			registered()
+			registered = nil
 		}
 		select {
 		case <-ctx.Done():
