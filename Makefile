@@ -3,7 +3,18 @@
 # a build list with BuildKit's); it builds without cgo and with these tags.
 EXECUTOR_TAGS := remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp
 
-.PHONY: test test-depsd test-executor vet build demo bench fuzz mutants soak
+.PHONY: test test-depsd test-executor vet build build-depsd release image man demo bench fuzz mutants soak
+
+# The version stamped into the binaries (depsd version, User-Agent, the
+# depsd_build_info metric): the git tag, else the commit, "-dirty" for a
+# tree with changes. Override: make release VERSION=v1.2.3.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+DEPSD_LDFLAGS := -s -w -X gitlab.com/depsd/depsd/buildinfo.version=$(VERSION) -X gitlab.com/depsd/depsd/buildinfo.revision=$(REVISION)
+EXECUTOR_LDFLAGS := -s -w -X main.version=$(VERSION)
+# Static binaries: modernc SQLite is pure Go, so nothing needs cgo.
+GOBUILD := CGO_ENABLED=0 go build -trimpath
+IMAGE ?= localhost/depsd:$(VERSION)
 
 ## test: vet and test both modules (the README's test command)
 test: vet test-depsd test-executor
@@ -22,9 +33,42 @@ test-depsd:
 test-executor:
 	cd podman-executor && CGO_ENABLED=0 go test -count=1 -tags "$(EXECUTOR_TAGS)" ./...
 
-build:
-	go build -o bin/depsd ./cmd/depsd
-	cd podman-executor && CGO_ENABLED=0 go build -tags "$(EXECUTOR_TAGS)" -o ../bin/podman-executor ./cmd/podman-executor
+## build: static depsd and podman-executor for this machine, in bin/
+build: build-depsd
+	cd podman-executor && $(GOBUILD) -tags "$(EXECUTOR_TAGS)" -ldflags "$(EXECUTOR_LDFLAGS)" -o ../bin/podman-executor ./cmd/podman-executor
+
+build-depsd:
+	$(GOBUILD) -ldflags "$(DEPSD_LDFLAGS)" -o bin/depsd ./cmd/depsd
+
+## release: static binaries for linux/amd64 and linux/arm64, man pages and
+## SHA256SUMS in bin/release/$(VERSION)
+RELEASE_DIR := bin/release/$(VERSION)
+release: man
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	for arch in amd64 arm64; do \
+		GOOS=linux GOARCH=$$arch $(GOBUILD) -ldflags "$(DEPSD_LDFLAGS)" -o $(RELEASE_DIR)/depsd-linux-$$arch ./cmd/depsd || exit 1; \
+		(cd podman-executor && GOOS=linux GOARCH=$$arch $(GOBUILD) -tags "$(EXECUTOR_TAGS)" -ldflags "$(EXECUTOR_LDFLAGS)" \
+			-o ../$(RELEASE_DIR)/podman-executor-linux-$$arch ./cmd/podman-executor) || exit 1; \
+	done
+	tar -C bin -czf $(RELEASE_DIR)/depsd-man-$(VERSION).tar.gz man
+	cd $(RELEASE_DIR) && sha256sum depsd-* podman-executor-* > SHA256SUMS && cat SHA256SUMS
+
+## man: the man pages of depsd and its commands, from the --help texts
+man:
+	go run -ldflags "$(DEPSD_LDFLAGS)" ./cmd/depsd man bin/man/man1
+
+## image: the depsd container image, built offline: the static binary and
+## the host's CA certificates on an empty base (packaging/Containerfile)
+CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
+image: build-depsd
+	rm -rf bin/image && mkdir -p bin/image/rootfs/etc/ssl/certs bin/image/rootfs/tmp bin/image/rootfs/var/lib/depsd
+	cp bin/depsd bin/image/depsd
+	cp $(CA_CERTS) bin/image/rootfs/etc/ssl/certs/ca-certificates.crt
+	printf 'root:x:0:0:root:/root:/sbin/nologin\ndepsd:x:65532:65532:depsd:/var/lib/depsd:/sbin/nologin\n' > bin/image/rootfs/etc/passwd
+	printf 'root:x:0:\ndepsd:x:65532:\n' > bin/image/rootfs/etc/group
+	chmod 1777 bin/image/rootfs/tmp
+	podman build --build-arg VERSION=$(VERSION) -f packaging/Containerfile -t $(IMAGE) bin/image
+	@echo "built $(IMAGE)"
 
 ## bench: the benchmarks whose figures the README quotes (the whole-system
 ## ones in bench/ at depsd's default settings; about 4 minutes)

@@ -3,9 +3,19 @@
 #
 #   eval "$(.ci/podman.sh start)"   # prints export lines; idempotent
 #   .ci/podman.sh stop              # stops the service, removes test containers
+#   eval "$(.ci/podman.sh rootless-start)"  # as root: a rootless service too
+#   .ci/podman.sh rootless-stop
 #
-# start writes a containers.conf that works on these machines (runc, lowered
-# ulimits; see shared/DESIGN.md), starts `podman system service` on a socket
+# rootless-start creates the unprivileged user $DEPSD_ROOTLESS_USER
+# (default podexec-ci) with subuid/subgid ranges, an XDG_RUNTIME_DIR, a
+# containers.conf for rootless (runc, cgroupfs: no systemd here), starts
+# `podman system service` as that user, loads the busybox test image into
+# its store, and prints DEPSD_ROOTLESS_HOST / DEPSD_ROOTLESS_USER. Needs
+# uidmap (newuidmap) and, for anything but host networking, slirp4netns
+# with /dev/net/tun.
+#
+# start writes a containers.conf that works on these machines (runc, since
+# crun fails on their cgroup setup; ulimits lowered to the host's hard limit), starts `podman system service` on a socket
 # in the state dir, waits until it answers, and imports a busybox test image
 # built from the busybox-static package. Nothing is installed here: .ci/run
 # installs `podman runc busybox-static`.
@@ -140,11 +150,80 @@ cmd_stop() {
 	rm -f "$PIDFILE" "$SOCK"
 }
 
+RL_USER=${DEPSD_ROOTLESS_USER:-podexec-ci}
+RL_STATE=$STATE/rootless
+RL_RUN=$RL_STATE/run
+RL_CONF=$RL_STATE/containers.conf
+
+# as_user runs a command as the rootless user with its environment.
+as_user() {
+	runuser -u "$RL_USER" -- env HOME="$(getent passwd "$RL_USER" | cut -d: -f6)" \
+		XDG_RUNTIME_DIR="$RL_RUN" CONTAINERS_CONF="$RL_CONF" "$@"
+}
+
+cmd_rootless_start() {
+	[[ $(id -u) == 0 ]] || {
+		log "rootless-start sets up a user: run it as root"
+		exit 1
+	}
+	command -v newuidmap >/dev/null || {
+		log "newuidmap missing: install uidmap"
+		exit 1
+	}
+	cmd_start >/dev/null
+	id "$RL_USER" >/dev/null 2>&1 || useradd -m -s /bin/sh "$RL_USER"
+	grep -q "^$RL_USER:" /etc/subuid || echo "$RL_USER:300000:65536" >>/etc/subuid
+	grep -q "^$RL_USER:" /etc/subgid || echo "$RL_USER:300000:65536" >>/etc/subgid
+	mkdir -p "$RL_RUN"
+	chmod 755 "$STATE" "$RL_STATE"
+	chown "$RL_USER" "$RL_RUN"
+	chmod 700 "$RL_RUN"
+	printf '[containers]\ndefault_ulimits = ["nofile=1024:1024"]\n\n[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n' >"$RL_CONF"
+	chmod 644 "$RL_CONF"
+	local sock=$RL_RUN/podman/podman.sock
+	if ! as_user podman --remote --url "unix://$sock" info >/dev/null 2>&1; then
+		as_user mkdir -p "$RL_RUN/podman"
+		as_user setsid podman system service --time=0 "unix://$sock" >"$RL_STATE/service.log" 2>&1 </dev/null &
+		echo $! >"$RL_STATE/service.pid"
+		local i
+		for i in $(seq 1 100); do
+			as_user podman --remote --url "unix://$sock" info >/dev/null 2>&1 && break
+			sleep 0.2
+		done
+		as_user podman --remote --url "unix://$sock" info >/dev/null 2>&1 || {
+			log "rootless podman service did not answer; its log:"
+			cat "$RL_STATE/service.log" >&2
+			exit 1
+		}
+	fi
+	if ! as_user podman image exists "$IMAGE"; then
+		CONTAINERS_CONF=$CONF podman save -q --format docker-archive -o "$RL_STATE/image.tar" "$IMAGE"
+		chmod 644 "$RL_STATE/image.tar"
+		as_user podman load -q -i "$RL_STATE/image.tar" >/dev/null
+		rm -f "$RL_STATE/image.tar"
+		log "loaded $IMAGE for $RL_USER"
+	fi
+	echo "export DEPSD_ROOTLESS_HOST=unix://$sock DEPSD_ROOTLESS_USER=$RL_USER"
+}
+
+cmd_rootless_stop() {
+	if [[ -f $RL_STATE/service.pid ]]; then
+		local pid
+		pid=$(cat "$RL_STATE/service.pid")
+		# the pid is runuser's; the service is its child
+		pkill -TERM -P "$pid" 2>/dev/null || true
+		kill "$pid" 2>/dev/null || true
+		rm -f "$RL_STATE/service.pid"
+	fi
+}
+
 case ${1:-} in
 start) cmd_start ;;
 stop) cmd_stop ;;
+rootless-start) cmd_rootless_start ;;
+rootless-stop) cmd_rootless_stop ;;
 *)
-	echo "usage: $0 start|stop" >&2
+	echo "usage: $0 start|stop|rootless-start|rootless-stop" >&2
 	exit 2
 	;;
 esac

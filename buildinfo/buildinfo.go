@@ -9,6 +9,7 @@ package buildinfo
 import (
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // version and revision are written by the linker only (see the package
@@ -41,6 +42,7 @@ func Get() Info {
 	}
 	if revision != "" {
 		info.Revision = revision
+		info.Modified = strings.HasSuffix(version, "-dirty") // git describe --dirty
 	}
 	if info.Version != "" {
 		return info

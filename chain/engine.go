@@ -57,7 +57,7 @@ type Config struct {
 // several engines may share one store. It keeps no chain state in memory:
 // every operation loads the active chains in its store transaction.
 //
-// Where DESIGN.md is silent, the engine decides so:
+// Where ARCHITECTURE.md ("Chain semantics") is silent, the engine decides so:
 //   - A success of P starts a chain only if P has something downstream
 //     (off cycles); a rebuild always starts one, and is an error for a
 //     project on a cycle.

@@ -1,7 +1,7 @@
 // Package chain is depsd's rebuild engine: it turns "project P's pipeline
 // succeeded/failed" and "rebuild P" into pipeline-creation actions, exactly
 // once per project per chain, in dependency order. See "Chain semantics"
-// in DESIGN.md.
+// in ARCHITECTURE.md.
 package chain
 
 import "time"

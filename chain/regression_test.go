@@ -1,6 +1,6 @@
 package chain_test
 
-// Regression tests from a review of the engine against DESIGN.md "Chain
+// Regression tests from a review of the engine against ARCHITECTURE.md "Chain
 // semantics": each comment describes a bug as it was found; the test keeps
 // it fixed.
 
@@ -136,7 +136,7 @@ func (s *slowCreateGitLab) CreatePipeline(ctx context.Context, projectID int64, 
 // pipeline yet) when a merge adds a new in-chain upstream is only marked
 // requeued: the outbox still sends its action, so its pipeline is created
 // while that upstream has not succeeded (it has not even been built), and
-// it is built a second time afterwards. DESIGN.md: "A member D is triggered
+// it is built a second time afterwards. ARCHITECTURE.md: "A member D is triggered
 // when every upstream of D that is a member of the chain has succeeded" and
 // "a project already pending in a running chain is not built a second time
 // for a newer upstream change; it waits for both".
@@ -170,7 +170,7 @@ func TestReviewPendingMemberSentBeforeMergedUpstream(t *testing.T) {
 // Finding 5: any success of a failed member's project unblocks it, even a
 // pipeline older than the failed one (GitLab ids increase: 5 was created
 // before depsd's 1002, so it was built from the old upstream image).
-// DESIGN.md: "A later successful pipeline of that member (a retry, a new
+// The design: "A later successful pipeline of that member (a retry, a new
 // pipeline) unblocks them". b is then built on an image of a that predates
 // base's rebuild.
 func TestReviewOlderPipelineSuccessUnblocks(t *testing.T) {

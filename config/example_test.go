@@ -2,6 +2,8 @@ package config
 
 import (
 	"os"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +35,27 @@ func TestExampleFileLoads(t *testing.T) {
 	}
 	if len(cfg.Scope.Groups) != 2 || cfg.Hooks.URL == "" || cfg.GitLab.Token != "glpat-x" {
 		t.Errorf("example config: %+v", cfg)
+	}
+}
+
+// TestExampleDocumentsEveryKey: depsd.example.yaml shows every key of the
+// configuration (set, or commented out with its default), so a new setting
+// cannot ship undocumented.
+func TestExampleDocumentsEveryKey(t *testing.T) {
+	b, err := os.ReadFile("../depsd.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := Keys()
+	if len(keys) < 20 {
+		t.Fatalf("Keys() = %v: too few, the walk is broken", keys)
+	}
+	for _, key := range keys {
+		name := key[strings.LastIndex(key, ".")+1:]
+		name = strings.TrimSuffix(name, "[]")
+		re := regexp.MustCompile(`(?m)^[\t #-]*` + regexp.QuoteMeta(name) + `:`)
+		if !re.Match(b) {
+			t.Errorf("depsd.example.yaml does not document %s", key)
+		}
 	}
 }

@@ -90,8 +90,8 @@ type Daemon struct {
 	state    *graphState
 	server   *http.Server
 	ui       *http.Server // nil unless Options.UIListen is set
-	// hooks is the last webhook check of the maintenance job, for the
-	// dashboard's health page.
+	// hooks is the last webhook check (at the start of a leader's term,
+	// then by each maintenance run), for the dashboard's health page.
 	hooks atomic.Pointer[dashboard.HookStatus]
 	// scanning serialises the daemon's scans (start, maintenance, pushes):
 	// the store would refuse an older one finishing after a newer one, and

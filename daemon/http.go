@@ -22,12 +22,13 @@ import (
 
 // api is what the HTTP endpoints read.
 type api struct {
-	store     *store.Store
-	engine    *chain.Engine
-	webhook   http.Handler
-	metrics   *metrics
-	ready     func(ctx context.Context) error
-	status    func(ctx context.Context) (Status, error)
+	store   *store.Store
+	engine  *chain.Engine
+	webhook http.Handler
+	metrics *metrics
+	ready   func(ctx context.Context) error
+	status  func(ctx context.Context) (Status, error)
+	// dashboard is the web UI over the same reads.
 	dashboard *dashboard.Dashboard
 }
 
@@ -63,13 +64,14 @@ func (a *api) views(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/chains", a.chains)
 	mux.HandleFunc("GET /api/v1/chains/{id}", a.chain)
 	mux.HandleFunc("GET /api/v1/status", a.statusHandler)
-	if a.dashboard != nil { // tests of the API alone build none
+	if a.dashboard != nil {
 		a.dashboard.Register(mux)
 	}
 }
 
 // newDashboard builds the dashboard over the daemon's store, engine,
-// schedules, last webhook check and GitLab client (for rebuild estimates).
+// schedules, replicas, last webhook check and GitLab client (for rebuild
+// estimates).
 func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
 	return dashboard.New(dashboard.Options{
 		Store: d.store, Chains: d.engine, History: d.gitlab, Now: d.opts.Now,
@@ -83,7 +85,26 @@ func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
 			}
 			return dashboard.HookStatus{URL: d.opts.Config.Hooks.URL}
 		},
+		Replicas: func(ctx context.Context) (dashboard.Replicas, error) {
+			st, err := d.Status(ctx)
+			return replicasView(st), err
+		},
 	})
+}
+
+// replicasView is Status in the dashboard's terms.
+func replicasView(st Status) dashboard.Replicas {
+	v := dashboard.Replicas{This: st.Replica, Leading: st.Leading, Store: string(st.Store), StorePath: st.StorePath}
+	if l := st.Leader; l != nil {
+		v.Leader = &dashboard.Lease{Holder: l.Replica, Since: l.Since, ExpiresAt: l.ExpiresAt, Expired: l.Expired}
+	}
+	for _, r := range st.Replicas {
+		v.Live = append(v.Live, dashboard.Lease{Holder: r.Incarnation, Since: r.Since, ExpiresAt: r.ExpiresAt})
+	}
+	for _, j := range st.Jobs {
+		v.Jobs = append(v.Jobs, dashboard.JobRun{Name: j.Name, Replica: j.Replica, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Err: j.Error})
+	}
+	return v
 }
 
 // readyz answers 200 when the store answers and a scan has loaded the graph.

@@ -90,9 +90,10 @@ func (d *Daemon) syncHooks(ctx context.Context, dryRun bool) (gitlab.HookReport,
 	return rep, err
 }
 
-// checkHooksAtStart looks at the projects' hooks once (changing nothing),
-// so that the health page knows their state before the first maintenance
-// run repairs them.
+// checkHooksAtStart looks at the projects' hooks once at the start of a
+// leader's term (changing nothing), so that the health page knows their
+// state before the first maintenance run repairs them. Only the leader
+// looks: replicas would multiply the requests.
 func (d *Daemon) checkHooksAtStart(ctx context.Context) {
 	if d.opts.Config.Hooks.URL == "" {
 		return

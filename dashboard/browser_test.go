@@ -495,6 +495,10 @@ func TestDashboardInBrowser(t *testing.T) {
 				t.Errorf("hook of %s shown %q, want %q", p.Path, rows[p.Path], want)
 			}
 		}
+		replicas := eval[string](t, b, `document.querySelector("#replicas-h").parentElement.textContent`)
+		if !strings.Contains(replicas, "★ the leader") || !strings.Contains(replicas, "Leader: ") {
+			t.Errorf("replicas: %q", replicas)
+		}
 		watch := eval[string](t, b, `document.querySelector("#watch-h").parentElement.textContent`)
 		if !strings.Contains(watch, vendor) || !strings.Contains(watch, "acme/apps/legacy") {
 			t.Errorf("watched images: %q", watch)

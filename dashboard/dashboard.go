@@ -64,6 +64,32 @@ type HookStatus struct {
 	Err string
 }
 
+// Replicas is which depsd processes share the store and which one leads
+// (the leader runs the schedules, maintenance, reconciler and catch-up).
+type Replicas struct {
+	This      string // the replica serving this page
+	Leading   bool   // whether it is the leader
+	Store     string // sqlite or postgres
+	StorePath string // file, or database URL without password
+	Leader    *Lease // nil when no replica ever led
+	Live      []Lease
+	Jobs      []JobRun
+}
+
+// Lease is a replica's hold on the leadership or on being alive.
+type Lease struct {
+	Holder           string
+	Since, ExpiresAt time.Time
+	Expired          bool
+}
+
+// JobRun is the last run of one of the leader's background jobs.
+type JobRun struct {
+	Name, Replica         string
+	StartedAt, FinishedAt time.Time
+	Err                   string
+}
+
 // Options are what the dashboard reads. Store and Chains are required.
 type Options struct {
 	Store  Store
@@ -73,6 +99,8 @@ type Options struct {
 	Schedules func(ctx context.Context) ([]scheduler.Entry, error)
 	// Hooks returns the last webhook check; nil shows the state as unknown.
 	Hooks func() HookStatus
+	// Replicas reads the replicas and the leader; nil shows none.
+	Replicas func(ctx context.Context) (Replicas, error)
 	// History reads pipeline durations for rebuild estimates; nil leaves
 	// the estimate out.
 	History report.PipelineHistory

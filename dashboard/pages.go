@@ -404,16 +404,18 @@ func hookState(c gitlab.HookChange, dryRun bool) (state, done string) {
 
 // healthView is the health page's data.
 type healthView struct {
-	Scan      store.ScanMeta
-	Scanned   bool
-	Stats     chain.Stats
-	StatsErr  string
-	Hooks     HookStatus
-	HookRows  []hookRow
-	HookCount map[string]int
-	Schedules []scheduler.Entry
-	Watches   []scheduler.Entry
-	SchedErr  string
+	Scan        store.ScanMeta
+	Scanned     bool
+	Stats       chain.Stats
+	StatsErr    string
+	Hooks       HookStatus
+	HookRows    []hookRow
+	HookCount   map[string]int
+	Schedules   []scheduler.Entry
+	Watches     []scheduler.Entry
+	SchedErr    string
+	Replicas    *Replicas
+	ReplicasErr string
 }
 
 func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request) {
@@ -429,6 +431,13 @@ func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.opts.Hooks != nil {
 		v.Hooks = d.opts.Hooks()
+	}
+	if d.opts.Replicas != nil {
+		r, err := d.opts.Replicas(ctx)
+		if err != nil {
+			v.ReplicasErr = err.Error()
+		}
+		v.Replicas = &r
 	}
 	found := map[string]hookRow{}
 	for _, c := range v.Hooks.Report.Changes {

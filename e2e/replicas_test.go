@@ -32,13 +32,14 @@ type replicas struct {
 	setups []*serveSetup
 	procs  []*serveProc
 	proxy  *httptest.Server
-	w      *world // depsd as GitLab and the test see it: through the proxy
+	w      *world   // depsd as GitLab and the test see it: through the proxy
+	args   []string // extra flags of depsd serve
 }
 
 // newReplicas starts n replicas against srv on a fresh database of pg,
-// with yaml as their depsd.yaml, and installs the hooks (pointing at the
-// proxy).
-func newReplicas(t *testing.T, srv *gitlabtest.Server, pg *pgtest.Server, n int, yaml string) *replicas {
+// with yaml as their depsd.yaml and args as extra flags, and installs the
+// hooks (pointing at the proxy).
+func newReplicas(t *testing.T, srv *gitlabtest.Server, pg *pgtest.Server, n int, yaml string, args ...string) *replicas {
 	t.Helper()
 	ctx := context.Background()
 	dbURL, err := pg.CreateDatabase(ctx)
@@ -46,7 +47,7 @@ func newReplicas(t *testing.T, srv *gitlabtest.Server, pg *pgtest.Server, n int,
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	r := &replicas{t: t, pg: pg}
+	r := &replicas{t: t, pg: pg, args: args}
 	var backends []string
 	for range n {
 		s := newServeSetup(t, srv)
@@ -60,7 +61,7 @@ func newReplicas(t *testing.T, srv *gitlabtest.Server, pg *pgtest.Server, n int,
 	r.proxy = httptest.NewServer(&roundRobin{backends: backends, client: &http.Client{Timeout: 15 * time.Second}})
 	t.Cleanup(r.proxy.Close)
 	for _, s := range r.setups {
-		r.procs = append(r.procs, s.start(t))
+		r.procs = append(r.procs, s.start(t, args...))
 	}
 	r.w = &world{t: t, srv: srv, url: r.proxy.URL, logs: logs, client: newHTTPClient(t)}
 	r.w.syncHooks(newClient(t, srv))
@@ -79,7 +80,7 @@ func (r *replicas) kill(i int) {
 func (r *replicas) restart(i int) {
 	r.t.Helper()
 	r.kill(i)
-	r.procs[i] = r.setups[i].start(r.t)
+	r.procs[i] = r.setups[i].start(r.t, r.args...)
 }
 
 // status reads GET /api/v1/status of replica i.
@@ -235,13 +236,21 @@ func TestReplicasSurviveSIGKILL(t *testing.T) {
 	})
 }
 
-// The leader is SIGKILLed (and stays down): another replica takes over and
-// the schedule keeps firing, each scheduled time exactly once.
+// The leader is SIGKILLed (and stays down) before the schedule's first
+// fire: another replica takes over within two lease periods and the
+// schedule fires, exactly once for its scheduled time.
 func TestReplicasLeaderKilledScheduleFiresOnce(t *testing.T) {
 	pg := pgtest.Own(t)
 	srv := newGitLab(t, waves()...)
 	yaml := "gitlab:\n  requests_per_minute: 60000\nschedules:\n  - project: " + lint + "\n    cron: \"@every 1m\"\n"
-	r := newReplicas(t, srv, pg, 3, yaml)
+	r := newReplicas(t, srv, pg, 3, yaml, "--leader-lease", "3s")
+	old := r.leader()
+	st, err := r.status(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SIGKILL the leader, replica %d (%s)", old, st.Replica)
+	r.kill(old)
 	scheduled := func() map[time.Time]int {
 		fires := map[time.Time]int{}
 		cs, _ := r.w.chains()
@@ -255,21 +264,27 @@ func TestReplicasLeaderKilledScheduleFiresOnce(t *testing.T) {
 		return fires
 	}
 	r.w.waitUntil("the schedule fired", 2*time.Minute, func() bool { return len(scheduled()) == 1 })
-	old := r.leader()
-	t.Logf("SIGKILL the leader, replica %d", old)
-	r.kill(old)
-	r.w.waitUntil("the schedule fired again", 3*time.Minute, func() bool { return len(scheduled()) == 2 })
 	if nl := r.leader(); nl == old {
 		t.Fatalf("replica %d still leads after it was killed", nl)
 	}
+	r.w.waitUntil("lint built", chainTimeout, func() bool { return len(r.w.apiPipelines(lint)) >= 1 })
 	for at, n := range scheduled() {
 		if n != 1 {
 			t.Errorf("the fire at %s started %d chains, want 1\n%s", at, n, r.w.dump())
 		}
 	}
-	r.w.waitUntil("lint built twice", chainTimeout, func() bool { return len(r.w.apiPipelines(lint)) >= 2 })
-	if got := len(r.w.apiPipelines(lint)); got != 2 {
-		t.Errorf("two fires built lint %d times\n%s", got, r.w.dump())
+	if got := len(r.w.apiPipelines(lint)); got != 1 {
+		t.Errorf("one fire built lint %d times\n%s", got, r.w.dump())
+	}
+	live := (old + 1) % len(r.setups)
+	now, err := r.status(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range now.Jobs {
+		if j.Name == "schedules" && j.Replica == st.Replica {
+			t.Errorf("the fire is recorded as run by the killed replica %s", st.Replica)
+		}
 	}
 }
 

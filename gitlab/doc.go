@@ -12,7 +12,11 @@
 // but not Retry-After, and stacked on ours it would multiply attempts. This
 // package retries 429, 5xx and network errors with exponential backoff and
 // jitter, waits at least what Retry-After (or RateLimit-Reset) asks, never
-// retries other 4xx, and stops when the context ends. POSTs are retried only
+// retries other 4xx, and stops when the context ends. A 429 slows the whole
+// client down: calls started after it wait for the reset GitLab named, and
+// GitLab's RateLimit-Limit becomes the client's limit when lower. The
+// default limit is gitlab.com's for authenticated API traffic, 2,000
+// requests a minute. POSTs are retried only
 // when GitLab surely did not act (429, connection refused), so a pipeline is
 // never created twice by a retry. Errors are *APIError values naming the
 // method, path and status; classify them with IsRetryable, IsPermanent and

@@ -67,6 +67,12 @@ func Copy(ctx context.Context, from, to *Store) ([]CopyCount, error) {
 				}
 				counts = append(counts, CopyCount{Table: table, Rows: n})
 			}
+			if to.dialect.kind == KindPostgres {
+				_, err := dst.ExecContext(ctx, `SELECT setval('events_seq', (SELECT COALESCE(MAX(seq), 0) + 1 FROM events), false)`)
+				if err != nil {
+					return fmt.Errorf("move the events sequence past the copied events: %w", err)
+				}
+			}
 			return nil
 		})
 	})

@@ -62,6 +62,9 @@ func TestCopyBetweenBackends(t *testing.T) {
 			if dup, err := to.RecordEvent(ctx, "k1", chain.Event{Pipeline: &chain.PipelineEvent{Project: "x"}}); err != nil || !dup {
 				t.Errorf("the copied inbox does not know key k1: dup=%v, %v", dup, err)
 			}
+			if dup, err := to.RecordEvent(ctx, "k2", chain.Event{Pipeline: &chain.PipelineEvent{Project: "x"}}); err != nil || dup {
+				t.Errorf("a new event after the copy: dup=%v, %v", dup, err)
+			}
 			if st, err := to.ScheduleStates(ctx); err != nil || len(st) != 1 || !st[0].Cursor.Equal(t0) {
 				t.Errorf("schedules after copy: %+v, %v", st, err)
 			}

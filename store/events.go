@@ -55,6 +55,12 @@ func (s *Store) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplica
 	// transaction has begun, its statements run to the end.
 	stmtCtx := context.WithoutCancel(ctx)
 	now := encodeTime(time.Now())
+	if s.dialect.kind == KindPostgres {
+		if err := s.recordEventsPostgres(ctx, keys, evs, payloads, now, duplicate); err != nil {
+			return nil, fmt.Errorf("record %d events (first key %s): %w", len(evs), keys[0], err)
+		}
+		return duplicate, nil
+	}
 	// Recordings go before other writers of this process (gate.go).
 	err = s.write(withUrgentWrites(ctx), func(tx *sql.Tx) error {
 		clear(duplicate)
@@ -83,6 +89,76 @@ func (s *Store) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplica
 		return nil, fmt.Errorf("record %d events (first key %s): %w", len(evs), keys[0], err)
 	}
 	return duplicate, nil
+}
+
+// recordEventsPostgres writes a batch without the write lock: the seqs come
+// from a sequence and the unique key dedupes (a concurrent insert of the
+// same key waits for the other and then does nothing), so webhooks are
+// acknowledged while the engine holds the lock. Seqs may commit out of
+// order; events are applied in seq order of those committed, and a status
+// never moves a member backwards. It fills in duplicate.
+func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []chain.NewEvent, payloads []string,
+	now any, duplicate []bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Bounded well inside GitLab's 10 s webhook timeout, so that an
+	// unreachable database is answered 503 rather than a timeout.
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	first := map[string]int{}
+	var rows []any
+	for i := range evs {
+		if _, ok := first[keys[i]]; ok {
+			duplicate[i] = true
+			continue
+		}
+		first[keys[i]] = i
+		rows = append(rows, keys[i], evs[i].Event.Kind(), payloads[i], now)
+	}
+	inserted := map[string]bool{}
+	tx, err := s.db.BeginTx(txCtx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	const width = 4
+	for lo := 0; lo < len(rows); lo += eventChunk * width {
+		part := rows[lo:min(len(rows), lo+eventChunk*width)]
+		var q strings.Builder
+		q.WriteString(`INSERT INTO events (seq, key, kind, payload, received_at, result) VALUES `)
+		for r := 0; r < len(part)/width; r++ {
+			if r > 0 {
+				q.WriteString(", ")
+			}
+			n := r * width
+			fmt.Fprintf(&q, "(nextval('events_seq'), $%d, $%d, $%d, $%d, '')", n+1, n+2, n+3, n+4)
+		}
+		q.WriteString(` ON CONFLICT (key) DO NOTHING RETURNING key`)
+		res, err := tx.QueryContext(txCtx, q.String(), part...)
+		if err != nil {
+			return err
+		}
+		for res.Next() {
+			var k string
+			if err := res.Scan(&k); err != nil {
+				res.Close()
+				return err
+			}
+			inserted[k] = true
+		}
+		res.Close()
+		if err := res.Err(); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for k, i := range first {
+		duplicate[i] = !inserted[k]
+	}
+	return nil
 }
 
 // eventChunk bounds the rows (and so the parameters) of one PostgreSQL

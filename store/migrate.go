@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -14,6 +15,9 @@ type migration struct {
 	version int
 	name    string
 	stmts   []string
+	// postgres are run after stmts on PostgreSQL only (objects SQLite
+	// has no use for, such as sequences).
+	postgres []string
 }
 
 // migrate applies, in order, the migrations the file has not seen, each in
@@ -44,7 +48,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			if err != nil || n > 0 {
 				return err
 			}
-			for _, stmt := range m.stmts {
+			stmts := m.stmts
+			if s.dialect.kind == KindPostgres {
+				stmts = append(slices.Clone(stmts), m.postgres...)
+			}
+			for _, stmt := range stmts {
 				if _, err := tx.ExecContext(ctx, s.dialect.ddl(stmt)); err != nil {
 					return err
 				}

@@ -44,6 +44,12 @@ func replicaMigration() migration {
 			// chain.Action.ClaimedBy).
 			`ALTER TABLE outbox ADD COLUMN claimed_by TEXT NOT NULL DEFAULT ''`,
 		},
+		// Webhook events take their seq from a sequence on PostgreSQL, so
+		// that recording one needs no write lock (see RecordEvent).
+		postgres: []string{
+			`CREATE SEQUENCE events_seq`,
+			`SELECT setval('events_seq', (SELECT COALESCE(MAX(seq), 0) + 1 FROM events), false)`,
+		},
 	}
 }
 

@@ -14,7 +14,7 @@
 // with the others, how a read sees one snapshot, and the few DDL words that
 // differ. Times are stored as the same fixed-width text on both, so a copy
 // between them (Copy, `depsd migrate-state`) is exact. Consumers declare the
-// small interfaces they need over *Store, as DESIGN.md asks; this package
+// small interfaces they need over *Store, as ARCHITECTURE.md asks; this package
 // does not export one.
 package store
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -84,4 +86,21 @@ func TestHelpAndCompletion(t *testing.T) {
 		{name: "completion fish", args: []string{"completion", "fish"}, code: exitOK, stdout: "complete -c depsd"},
 		{name: "version flag", args: []string{"--version"}, code: exitOK, stdout: "depsd "},
 	})
+}
+
+// TestManPages: the man pages come from the same texts as --help.
+func TestManPages(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errOut := depsd(t, "man", dir); code != exitOK {
+		t.Fatalf("exit %d %s", code, errOut)
+	}
+	for _, page := range []string{"depsd.1", "depsd-rdeps.1", "depsd-hooks-sync.1", "depsd-config-check.1"} {
+		b, err := os.ReadFile(filepath.Join(dir, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), ".SH SYNOPSIS") || !strings.Contains(string(b), ".SH EXAMPLE") {
+			t.Errorf("%s lacks a synopsis or examples:\n%s", page, b)
+		}
+	}
 }

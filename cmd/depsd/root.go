@@ -72,6 +72,7 @@ GITLAB_TOKEN, DEPSD_STATE, ...), then depsd.yaml, then defaults.`,
 		newStatusCmd(a),
 		newMigrateStateCmd(a),
 		newVersionCmd(a),
+		newManCmd(a),
 	)
 	return root
 }

@@ -5,6 +5,7 @@
 package buildkitref_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -55,13 +56,16 @@ func (r *recordingResolver) ResolveImageConfig(_ context.Context, ref string, _ 
 func buildkitImages(src []byte, p ocispecs.Platform) ([]string, error) {
 	res := &recordingResolver{refs: map[string]bool{}}
 	// BuildKit runs the ONBUILD triggers of a base stage only in the stages
-	// the target needs, even with AllStages: convert for every named
-	// target too, and take the union.
+	// the target needs, even with AllStages: when there are any, convert
+	// for every named target too, and take the union.
 	// TARGETSTAGE stays the default target's, as depsd reads the file.
 	targets, defaultTarget := []string{""}, "default"
 	if list, err := dockerfile2llb.ListTargets(context.Background(), src); err == nil {
+		onbuild := bytes.Contains(bytes.ToUpper(src), []byte("ONBUILD"))
 		for _, t := range list.Targets {
-			targets = append(targets, t.Name)
+			if onbuild {
+				targets = append(targets, t.Name)
+			}
 			if t.Default {
 				defaultTarget = t.Name
 			}

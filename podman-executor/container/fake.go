@@ -19,6 +19,7 @@ type Fake struct {
 	mu         sync.Mutex
 	containers map[string]*fakeContainer
 	networks   map[string]Network
+	volumes    map[string]Volume
 	images     map[string]bool
 	// Calls lists the calls made, e.g. "create job-1", "pull img".
 	Calls []string
@@ -32,8 +33,124 @@ type Fake struct {
 	Now func() time.Time
 	// StartExits makes Start leave the named containers stopped.
 	StartExits map[string]bool
-	next       int
+	// IsLocal is what Local reports (false: stages use Exec).
+	IsLocal bool
+	// ImageConfigs are what ImageConfig returns per image (default zero).
+	ImageConfigs map[string]ImageConfig
+	// Health is what RunHealthCheck returns per container; nil means
+	// "healthy". HealthChecks counts the checks run.
+	Health       func(name string) string
+	HealthChecks int
+	// ContainerLogs are what Logs returns per container.
+	ContainerLogs map[string][]string
+	next          int
 }
+
+// ImageConfig returns ImageConfigs[ref].
+func (f *Fake) ImageConfig(_ context.Context, ref string) (ImageConfig, error) {
+	if err := f.record("ImageConfig", ref); err != nil {
+		return ImageConfig{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.images[ref] {
+		return ImageConfig{}, fmt.Errorf("inspect image %s: %w", ref, ErrNotFound)
+	}
+	return f.ImageConfigs[ref], nil
+}
+
+// RunHealthCheck returns Health(name), "healthy" when Health is nil.
+func (f *Fake) RunHealthCheck(_ context.Context, name string) (string, error) {
+	if err := f.record("RunHealthCheck", name); err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	f.HealthChecks++
+	h := f.Health
+	f.mu.Unlock()
+	if h == nil {
+		return "healthy", nil
+	}
+	return h(name), nil
+}
+
+// Logs returns the last tail lines of ContainerLogs[name].
+func (f *Fake) Logs(_ context.Context, name string, tail int) ([]string, error) {
+	if err := f.record("Logs", name); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.ContainerLogs[name]
+	return l[max(0, len(l)-tail):], nil
+}
+
+// CreateVolume implements the engine.
+func (f *Fake) CreateVolume(_ context.Context, name string, labels map[string]string) error {
+	if err := f.record("CreateVolume", name); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.volumes == nil {
+		f.volumes = map[string]Volume{}
+	}
+	if _, ok := f.volumes[name]; !ok {
+		f.volumes[name] = Volume{Name: name, Labels: maps.Clone(labels), Created: f.now()}
+	}
+	return nil
+}
+
+// ListVolumes implements the engine.
+func (f *Fake) ListVolumes(_ context.Context, labels map[string]string) ([]Volume, error) {
+	if err := f.record("ListVolumes", ""); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Volume
+	for _, v := range f.volumes {
+		if hasLabels(v.Labels, labels) {
+			out = append(out, v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// RemoveVolume implements the engine: ErrInUse while a container's spec
+// names it in Volumes.
+func (f *Fake) RemoveVolume(_ context.Context, name string) error {
+	if err := f.record("RemoveVolume", name); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.containers {
+		for _, v := range c.spec.Volumes {
+			if strings.HasPrefix(v, name+":") {
+				return fmt.Errorf("remove volume %s: %w", name, ErrInUse)
+			}
+		}
+	}
+	delete(f.volumes, name)
+	return nil
+}
+
+// VolumeNames lists the volumes.
+func (f *Fake) VolumeNames() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for n := range f.volumes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Local reports IsLocal.
+func (f *Fake) Local() bool { return f.IsLocal }
 
 type fakeContainer struct {
 	info Info

@@ -2,10 +2,14 @@ package container
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/containers/podman/v4/pkg/bindings"
@@ -19,6 +23,7 @@ import (
 // their own connections, so a stage may run a second exec (to stop the
 // first) while one is attached.
 type Podman struct {
+	local bool // the service listens on a unix socket of this host
 	// conn is the bindings' connection. The bindings look it up in a
 	// context value, so it is kept here and merged into each caller's
 	// context by ctx: callers keep control of cancellation.
@@ -32,8 +37,12 @@ func Dial(ctx context.Context, uri string) (*Podman, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to podman at %s: %w", uri, err)
 	}
-	return &Podman{conn: context.WithoutCancel(conn)}, nil
+	return &Podman{conn: context.WithoutCancel(conn), local: strings.HasPrefix(uri, "unix:")}, nil
 }
+
+// Local reports whether the service is reached through a unix socket of
+// this host, and so shares its filesystem.
+func (p *Podman) Local() bool { return p.local }
 
 // ctx returns a context with the caller's deadline and cancellation and
 // the bindings' connection value.
@@ -85,13 +94,41 @@ func (p *Podman) Pull(ctx context.Context, ref string, o PullOptions, progress i
 	if o.Auth.Username != "" {
 		opts = opts.WithUsername(o.Auth.Username).WithPassword(o.Auth.Password)
 	}
+	if o.Auth.IdentityToken != "" {
+		// The bindings send a token only from an auth file.
+		dir, err := os.MkdirTemp("", "podman-executor-token-")
+		if err != nil {
+			return fmt.Errorf("pull %s: %w", ref, err)
+		}
+		defer os.RemoveAll(dir)
+		file := filepath.Join(dir, "auth.json")
+		b, _ := json.Marshal(map[string]any{"auths": map[string]any{o.Auth.Registry: map[string]string{"identitytoken": o.Auth.IdentityToken}}})
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			return fmt.Errorf("pull %s: %w", ref, err)
+		}
+		opts = opts.WithAuthfile(file)
+	}
 	if o.SkipTLSVerify {
 		opts = opts.WithSkipTLSVerify(true)
+	}
+	if o.Platform != "" {
+		os, arch, variant := splitPlatform(o.Platform)
+		opts = opts.WithOS(os).WithArch(arch)
+		if variant != "" {
+			opts = opts.WithVariant(variant)
+		}
 	}
 	if _, err := images.Pull(p.ctx(ctx), ref, opts); err != nil {
 		return fmt.Errorf("pull %s: %w", ref, notFound(err))
 	}
 	return nil
+}
+
+// splitPlatform reads "os/arch[/variant]".
+func splitPlatform(p string) (os, arch, variant string) {
+	os, rest, _ := strings.Cut(p, "/")
+	arch, variant, _ = strings.Cut(rest, "/")
+	return os, arch, variant
 }
 
 // Start starts a created container.

@@ -27,6 +27,10 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 	g.WorkDir = s.WorkDir
 	g.Privileged = s.Privileged
 	g.HostAdd = s.HostAdd
+	g.User = s.User
+	if s.Platform != "" {
+		g.ImageOS, g.ImageArch, g.ImageVariant = splitPlatform(s.Platform)
+	}
 	var zero uint
 	g.StopTimeout = &zero
 	for _, m := range s.Mounts {
@@ -35,6 +39,24 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 			opts = append(opts, "ro")
 		}
 		g.Mounts = append(g.Mounts, spec.Mount{Type: "bind", Source: m.Source, Destination: m.Destination, Options: opts})
+	}
+	if len(s.Volumes) > 0 {
+		mounts, named, overlays, err := specgen.GenVolumeMounts(s.Volumes)
+		if err != nil {
+			return "", fmt.Errorf("create container %s: volumes: %w", s.Name, err)
+		}
+		for _, m := range mounts {
+			g.Mounts = append(g.Mounts, m)
+		}
+		for _, v := range named {
+			g.Volumes = append(g.Volumes, v)
+		}
+		for _, v := range overlays {
+			g.OverlayVolumes = append(g.OverlayVolumes, v)
+		}
+	}
+	if s.HostNetwork {
+		g.NetNS = specgen.Namespace{NSMode: specgen.Host}
 	}
 	if len(s.Networks) > 0 {
 		g.NetNS = specgen.Namespace{NSMode: specgen.Bridge}
@@ -65,6 +87,16 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 	return resp.ID, nil
 }
 
+// ValidateVolume checks a volume spec as podman's -v does
+// ("[host-dir|volume-name:]ctr-dir[:options]", options checked by
+// containers/common: ro, rw, z, Z, U, O, shared, slave, private, ...).
+func ValidateVolume(v string) error {
+	if _, _, _, err := specgen.GenVolumeMounts([]string{v}); err != nil {
+		return fmt.Errorf("volume %q: %w", v, err)
+	}
+	return nil
+}
+
 // Inspect returns what is known about one container, including whether an
 // exec session runs in it and its address on each network.
 func (p *Podman) Inspect(ctx context.Context, name string) (Info, error) {
@@ -79,6 +111,7 @@ func (p *Podman) Inspect(ctx context.Context, name string) (Info, error) {
 	}
 	if d.State != nil {
 		info.Running = d.State.Running
+		info.PID = d.State.Pid
 	}
 	if d.NetworkSettings != nil {
 		for net, n := range d.NetworkSettings.Networks {

@@ -31,12 +31,20 @@ type Spec struct {
 	Env        map[string]string
 	Labels     map[string]string
 	Mounts     []Mount
+	// Volumes are podman -v specs ("host:ctr[:opts]", "name:ctr", "ctr"),
+	// read by podman's own parser (see ValidateVolume).
+	Volumes []string
 	// Networks the container joins, each with its DNS aliases. Empty means
 	// podman's default network.
-	Networks   map[string][]string
-	HostAdd    []string // extra /etc/hosts lines, "name:ip"
-	Hostname   string
-	WorkDir    string
+	Networks map[string][]string
+	HostAdd  []string // extra /etc/hosts lines, "name:ip"
+	// HostNetwork runs the container in the host's network namespace.
+	HostNetwork bool
+	Hostname    string
+	WorkDir     string
+	User        string // user[:group] the main process runs as; "" = the image's
+	// Platform ("os/arch[/variant]") selects the image variant; "" = the host's.
+	Platform   string
 	Memory     int64   // bytes; 0 = unlimited
 	CPUs       float64 // 0 = unlimited
 	PidsLimit  int64   // 0 = podman default
@@ -55,6 +63,24 @@ type Info struct {
 	ExecRunning bool
 	// IPs maps network name to the container's address on it.
 	IPs map[string]string
+	// PID is the host PID of the container's main process (0: stopped).
+	PID int
+}
+
+// ImageConfig is what the executor reads from a local image's config.
+type ImageConfig struct {
+	// ExposedTCP are the image's EXPOSEd TCP ports.
+	ExposedTCP []int
+	// Healthcheck is the image's HEALTHCHECK test (["CMD", ...],
+	// ["CMD-SHELL", "..."], ["NONE"]); nil when it has none.
+	Healthcheck []string
+}
+
+// Volume is a podman named volume as the executor sees it.
+type Volume struct {
+	Name    string
+	Labels  map[string]string
+	Created time.Time
 }
 
 // Network is a podman network as the executor sees it.
@@ -80,6 +106,10 @@ type Auth struct {
 	AuthFile string // host path of a containers-auth.json / docker config.json
 	Username string
 	Password string
+	// IdentityToken is an OAuth2 refresh token for Registry (docker
+	// config.json's identitytoken), used instead of a password.
+	IdentityToken string
+	Registry      string
 }
 
 // PullOptions say how to pull an image.
@@ -89,6 +119,8 @@ type PullOptions struct {
 	// SkipTLSVerify pulls without verifying the registry's certificate and
 	// allows plain HTTP: for registries the operator marked insecure.
 	SkipTLSVerify bool
+	// Platform ("os/arch[/variant]") pulls that variant; "" = the host's.
+	Platform string
 }
 
 // PullPolicy is podman's pull policy name: "always", "missing", "never",

@@ -12,6 +12,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/docker/go-units"
+
+	"gitlab.com/depsd/depsd/podman-executor/container"
 )
 
 // DefaultConfigPath is read when neither --config nor
@@ -31,9 +33,16 @@ type Config struct {
 	AllowedServices []string `toml:"allowed_services"`
 	// PullPolicy is "always", "if-not-present" or "never".
 	PullPolicy string `toml:"pull_policy"`
+	// AllowedPullPolicies are the policies a job may ask for with
+	// `image: pull_policy:`; empty allows only PullPolicy.
+	AllowedPullPolicies []string `toml:"allowed_pull_policies"`
 	// BuildsDir and CacheDir are paths inside the job container.
 	BuildsDir string `toml:"builds_dir"`
 	CacheDir  string `toml:"cache_dir"`
+	// BuildsVolume keeps BuildsDir in a podman volume per runner, project
+	// and concurrent id, so the next job fetches incrementally instead of
+	// cloning; gc removes volumes unused for gc_cache_max_age.
+	BuildsVolume bool `toml:"builds_volume"`
 	// CacheHostDir holds one cache directory per runner and project; it is
 	// mounted at CacheDir and survives the job.
 	CacheHostDir string `toml:"cache_host_dir"`
@@ -41,10 +50,20 @@ type Config struct {
 	// gitlab-runner-helper), mounted read-only as gitlab-runner on the
 	// job's PATH. Empty: looked up on the host PATH; "none" disables it.
 	HelperBinary string `toml:"helper_binary"`
-	// Volumes are extra bind mounts, "host:container[:ro]".
+	// Volumes are extra volumes as podman's -v reads them:
+	// "host-dir:ctr-dir[:options]" or "volume-name:ctr-dir[:options]",
+	// options ro, rw, z, Z, U, O, ... (containers/common's parser).
 	Volumes []string `toml:"volumes"`
 	// Network is a podman network every job container joins.
 	Network string `toml:"network"`
+	// NetworkMode "host" runs the job (and helper) containers in the
+	// host's network namespace; services are then refused.
+	NetworkMode string `toml:"network_mode"`
+	// HelperImage, when set, is an image with git and the runner helper:
+	// the stages that fetch sources and handle caches and artifacts run in
+	// a container of it sharing the job's builds directory, so job images
+	// need neither.
+	HelperImage string `toml:"helper_image"`
 	// Memory ("2g"), CPUs (1.5) and PidsLimit limit each container.
 	Memory     string  `toml:"memory"`
 	CPUs       float64 `toml:"cpus"`
@@ -57,6 +76,14 @@ type Config struct {
 	// image reference) pulled from without TLS verification, which also
 	// allows plain HTTP: internal registries without a trusted certificate.
 	InsecureRegistries []string `toml:"insecure_registries"`
+	// WaitForServicesTimeout is how many seconds prepare waits for the
+	// services to be ready (ports listening, or HEALTHCHECK healthy);
+	// -1 disables the wait, 0 means the default (30).
+	WaitForServicesTimeout int `toml:"wait_for_services_timeout"`
+	// StateDir holds, per running job, the directory through which stages
+	// reach the job container without a podman exec (see package channel).
+	// Used when podman_url is a local unix socket.
+	StateDir string `toml:"state_dir"`
 	// StopGrace is how long a canceled stage's process gets between
 	// SIGTERM and SIGKILL. Keep it below the runner's graceful kill timeout.
 	StopGrace duration `toml:"stop_grace"`
@@ -89,15 +116,17 @@ type Host struct {
 // Defaults returns the configuration used for keys a file leaves out.
 func Defaults(h Host) Config {
 	c := Config{
-		PodmanURL:     podmanURL(h),
-		DefaultImage:  "docker.io/library/alpine:3",
-		PullPolicy:    "if-not-present",
-		BuildsDir:     "/builds",
-		CacheDir:      "/cache",
-		CacheHostDir:  "/var/cache/podman-executor",
-		StopGrace:     duration{10 * time.Second},
-		GCMaxAge:      duration{3 * time.Hour},
-		GCCacheMaxAge: duration{14 * 24 * time.Hour},
+		PodmanURL:              podmanURL(h),
+		DefaultImage:           "docker.io/library/alpine:3",
+		PullPolicy:             "if-not-present",
+		BuildsDir:              "/builds",
+		CacheDir:               "/cache",
+		CacheHostDir:           "/var/cache/podman-executor",
+		StateDir:               "/run/podman-executor",
+		WaitForServicesTimeout: 30,
+		StopGrace:              duration{10 * time.Second},
+		GCMaxAge:               duration{3 * time.Hour},
+		GCCacheMaxAge:          duration{14 * 24 * time.Hour},
 	}
 	if h.UID != 0 {
 		base := h.Env["XDG_CACHE_HOME"]
@@ -105,6 +134,11 @@ func Defaults(h Host) Config {
 			base = filepath.Join(h.Env["HOME"], ".cache")
 		}
 		c.CacheHostDir = filepath.Join(base, "podman-executor")
+		run := h.Env["XDG_RUNTIME_DIR"]
+		if run == "" {
+			run = filepath.Join(os.TempDir(), "podman-executor-"+strconv.Itoa(h.UID))
+		}
+		c.StateDir = filepath.Join(run, "podman-executor")
 	}
 	if h.LookPath != nil {
 		for _, name := range []string{"gitlab-runner-helper", "gitlab-runner"} {
@@ -162,6 +196,9 @@ func parseConfig(text, path string, c Config) (Config, error) {
 		}
 		return Config{}, fmt.Errorf("driver config %s: unknown keys %s", path, strings.Join(keys, ", "))
 	}
+	if c.WaitForServicesTimeout == 0 {
+		c.WaitForServicesTimeout = 30
+	}
 	return c, c.validate()
 }
 
@@ -175,16 +212,34 @@ func (c Config) validate() error {
 	if _, err := c.memoryBytes(); err != nil {
 		return err
 	}
+	for _, p := range c.AllowedPullPolicies {
+		switch p {
+		case "always", "if-not-present", "never":
+		default:
+			return fmt.Errorf("driver config: allowed_pull_policies entry %q: want always, if-not-present or never", p)
+		}
+	}
+	switch c.NetworkMode {
+	case "", "bridge", "host":
+	default:
+		return fmt.Errorf("driver config: network_mode %q: want \"bridge\" or \"host\"", c.NetworkMode)
+	}
+	if c.WaitForServicesTimeout < -1 {
+		return fmt.Errorf("driver config: wait_for_services_timeout %d: want seconds, or -1 to disable", c.WaitForServicesTimeout)
+	}
+	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
+		return fmt.Errorf("driver config: state_dir %q must be an absolute path (or \"\" to disable the stage channel)", c.StateDir)
+	}
 	if c.CPUs < 0 || c.PidsLimit < 0 {
 		return errors.New("driver config: cpus and pids_limit must not be negative")
 	}
 	for _, v := range c.Volumes {
-		if _, err := parseVolume(v); err != nil {
-			return err
+		if err := container.ValidateVolume(v); err != nil {
+			return fmt.Errorf("driver config: %w", err)
 		}
 	}
 	for _, g := range append(append([]string{}, c.AllowedImages...), c.AllowedServices...) {
-		if _, err := compileGlob(g); err != nil {
+		if err := validGlob(g); err != nil {
 			return fmt.Errorf("driver config: allowed glob %q: %w", g, err)
 		}
 	}

@@ -7,8 +7,10 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"gitlab.com/depsd/depsd/podman-executor/container"
@@ -45,19 +47,76 @@ type Engine interface {
 	CreateNetwork(ctx context.Context, name string, labels map[string]string) error
 	RemoveNetwork(ctx context.Context, name string) error
 	ListNetworks(ctx context.Context, labels map[string]string) ([]container.Network, error)
+	// ImageConfig reads a local image's exposed ports and HEALTHCHECK.
+	ImageConfig(ctx context.Context, ref string) (container.ImageConfig, error)
+	// RunHealthCheck runs a container's HEALTHCHECK once: "healthy",
+	// "unhealthy" or "starting".
+	RunHealthCheck(ctx context.Context, name string) (string, error)
+	// Logs returns a container's last tail log lines.
+	Logs(ctx context.Context, name string, tail int) ([]string, error)
+	// CreateVolume creates a labelled named volume unless it exists;
+	// RemoveVolume returns container.ErrInUse (wrapped) while a container
+	// uses it.
+	CreateVolume(ctx context.Context, name string, labels map[string]string) error
+	ListVolumes(ctx context.Context, labels map[string]string) ([]container.Volume, error)
+	RemoveVolume(ctx context.Context, name string) error
+	// Local reports whether the service shares this host's filesystem
+	// (a local unix socket), so host directories can be bind-mounted and
+	// stages can reach the job container through package channel.
+	Local() bool
 }
 
 // Executor runs one stage for one job. Stdout and Stderr go to the job log
 // (the runner shows both there, except in the config stage, whose stdout
 // must be JSON only); Log is for diagnostics on stderr.
 type Executor struct {
+	// Engine is podman; when nil, the stages that need it call Dial once.
+	// run does not, unless a stage must be stopped: it reaches the job
+	// container through the stage channel.
 	Engine Engine
+	Dial   func(ctx context.Context) (Engine, error)
 	Config Config
 	Job    Job
 	Stdout io.Writer
 	Stderr io.Writer
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Listening reports whether a service listens on a TCP port (nil:
+	// through /proc with a local podman, else by connecting); tests
+	// replace it.
+	Listening func(ctx context.Context, info container.Info, network string, port int, local bool) bool
+}
+
+// connect makes sure e.Engine is set, dialing podman if needed.
+func (e *Executor) connect(ctx context.Context) error {
+	if e.Engine != nil {
+		return nil
+	}
+	if e.Dial == nil {
+		return errors.New("no podman connection")
+	}
+	eng, err := e.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	e.Engine = eng
+	return nil
+}
+
+// channelDir is the host directory of a job's stage channel; its parent
+// (one per job, 0700) keeps other host users out.
+func (e *Executor) channelDir(name string) string {
+	return filepath.Join(e.jobStateDir(name), "channel")
+}
+
+// helperChannelDir is the stage channel of the job's helper container.
+func (e *Executor) helperChannelDir(name string) string {
+	return filepath.Join(e.jobStateDir(name), "helper-channel")
+}
+
+// jobStateDir is the per-job directory under state_dir.
+func (e *Executor) jobStateDir(name string) string {
+	return filepath.Join(e.Config.StateDir, clean(name))
 }
 
 // now is the injected clock, defaulting to time.Now.

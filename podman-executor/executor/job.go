@@ -49,6 +49,13 @@ type ResponseImage struct {
 	Command    []string      `json:"command"`
 	PullPolicy []string      `json:"pull_policy"`
 	Variables  []ResponseVar `json:"variables"`
+	// ExecutorOpts are `image: docker: {user, platform}` of .gitlab-ci.yml.
+	ExecutorOpts struct {
+		Docker struct {
+			User     string `json:"user"`
+			Platform string `json:"platform"`
+		} `json:"docker"`
+	} `json:"executor_opts"`
 }
 
 // ResponseVar is one variable of the job payload.
@@ -74,8 +81,10 @@ type Service struct {
 	Alias      string   `json:"alias"`
 	Entrypoint []string `json:"entrypoint"`
 	Command    []string `json:"command"`
-	// Variables come from the job payload, matched by name and alias.
-	Variables map[string]string `json:"-"`
+	// Variables and PullPolicy come from the job payload, matched by name
+	// and alias.
+	Variables  map[string]string `json:"-"`
+	PullPolicy []string          `json:"-"`
 	// Aliases are the network names of the service, derived from Name as
 	// the job wrote it (see ServiceAliases).
 	Aliases []string `json:"-"`
@@ -174,7 +183,11 @@ func (j Job) Services() ([]Service, error) {
 	}
 	for i := range list {
 		for _, r := range j.Response.Services {
-			if r.Name != list[i].Name || r.Alias != list[i].Alias || len(r.Variables) == 0 {
+			if r.Name != list[i].Name || r.Alias != list[i].Alias {
+				continue
+			}
+			list[i].PullPolicy = r.PullPolicy
+			if len(r.Variables) == 0 {
 				continue
 			}
 			list[i].Variables = map[string]string{}

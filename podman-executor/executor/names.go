@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"github.com/distribution/reference"
-
-	"gitlab.com/depsd/depsd/podman-executor/container"
 )
 
 // Labels every container and network of the executor carries. gc and
@@ -48,6 +47,15 @@ func (id Identity) JobName() string {
 
 // NetworkName is the per-job network on which services are reachable.
 func (id Identity) NetworkName() string { return id.JobName() + "-net" }
+
+// BuildsVolumeName is the podman volume holding the builds directory of
+// one runner, project and concurrent slot (builds_volume = true).
+func (id Identity) BuildsVolumeName() string {
+	return fmt.Sprintf("podman-executor-builds-r%s-p%s-c%s", clean(id.Runner), clean(id.Project), clean(id.Concurrent))
+}
+
+// HelperName is the name of the job's helper container (helper_image).
+func (id Identity) HelperName() string { return id.JobName() + "-helper" }
 
 // ServiceName is the name of the job's i-th service container.
 func (id Identity) ServiceName(i int) string { return fmt.Sprintf("%s-svc%d", id.JobName(), i) }
@@ -117,29 +125,17 @@ func registryHost(ref string) string {
 	return "docker.io"
 }
 
-// compileGlob turns an allowed-images glob into a regexp: "*" matches
-// within one path segment, "**" across segments, "?" one character.
-func compileGlob(g string) (*regexp.Regexp, error) {
+// validGlob checks an allowed_images / allowed_services glob. The dialect
+// is doublestar's, as depsd's scope globs: "*" within a path segment,
+// "**" as a whole segment across segments, "?", "[a-z]", "{a,b}".
+func validGlob(g string) error {
 	if strings.TrimSpace(g) == "" {
-		return nil, errors.New("empty pattern")
+		return errors.New("empty pattern")
 	}
-	var b strings.Builder
-	b.WriteString("^")
-	for i := 0; i < len(g); i++ {
-		switch {
-		case strings.HasPrefix(g[i:], "**"):
-			b.WriteString(".*")
-			i++
-		case g[i] == '*':
-			b.WriteString("[^/]*")
-		case g[i] == '?':
-			b.WriteString("[^/]")
-		default:
-			b.WriteString(regexp.QuoteMeta(g[i : i+1]))
-		}
+	if !doublestar.ValidatePattern(g) {
+		return errors.New("invalid pattern (unclosed [ or {, or a trailing \\)")
 	}
-	b.WriteString("$")
-	return regexp.Compile(b.String())
+	return nil
 }
 
 // allowed reports whether image matches one of the globs; no globs allow
@@ -149,28 +145,9 @@ func allowed(image string, globs []string) bool {
 		return true
 	}
 	for _, g := range globs {
-		if re, err := compileGlob(g); err == nil && re.MatchString(image) {
+		if ok, err := doublestar.Match(g, image); err == nil && ok {
 			return true
 		}
 	}
 	return false
-}
-
-// parseVolume reads "host:container[:ro|rw]".
-func parseVolume(v string) (container.Mount, error) {
-	parts := strings.Split(v, ":")
-	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || !strings.HasPrefix(parts[1], "/") {
-		return container.Mount{}, fmt.Errorf("driver config: volume %q: want host:container[:ro]", v)
-	}
-	m := container.Mount{Source: parts[0], Destination: parts[1]}
-	if len(parts) == 3 {
-		switch parts[2] {
-		case "ro":
-			m.ReadOnly = true
-		case "rw":
-		default:
-			return container.Mount{}, fmt.Errorf("driver config: volume %q: mode must be ro or rw", v)
-		}
-	}
-	return m, nil
 }

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -41,6 +42,14 @@ func TestRegistryHost(t *testing.T) {
 	}
 }
 
+func TestGlobsValidated(t *testing.T) {
+	for _, g := range []string{"", "docker.io/[abc", "docker.io/{a,b"} {
+		if _, err := parseConfig(fmt.Sprintf("allowed_images = [%q]", g), "c.toml", Defaults(Host{UID: 0})); err == nil {
+			t.Errorf("glob %q accepted", g)
+		}
+	}
+}
+
 func TestAllowed(t *testing.T) {
 	tests := []struct {
 		image string
@@ -56,6 +65,11 @@ func TestAllowed(t *testing.T) {
 		{"redis:7.2", []string{"redis:?"}, false},
 		{"a.b", []string{"a?b"}, true},
 		{"axb", []string{"a.b"}, false},
+		// doublestar's dialect, shared with depsd's scope globs
+		{"docker.io/library/postgres:16", []string{"docker.io/library/{postgres,redis}:*"}, true},
+		{"docker.io/library/mysql:8", []string{"docker.io/library/{postgres,redis}:*"}, false},
+		{"registry.example.com/team-b/app:1", []string{"registry.example.com/team-[ab]/**"}, true},
+		{"registry.example.com/team-c/app:1", []string{"registry.example.com/team-[ab]/**"}, false},
 	}
 	for _, tt := range tests {
 		if got := allowed(tt.image, tt.globs); got != tt.want {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 )
 
 // CleanupStage removes the job's container, its services and its network.
 // It is idempotent and works after a failed or partial prepare. It touches
 // only things with the executor's labels for this job; the cache stays.
 func (e *Executor) CleanupStage(ctx context.Context) error {
+	if err := e.connect(ctx); err != nil {
+		return err
+	}
 	return e.removeGroup(ctx, e.Job.Identity().JobName())
 }
 
@@ -34,6 +38,20 @@ func (e *Executor) removeGroup(ctx context.Context, group string) error {
 	}
 	for _, n := range nets {
 		if err := e.Engine.RemoveNetwork(ctx, n.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	vols, err := e.Engine.ListVolumes(ctx, sel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, v := range vols {
+		if err := e.Engine.RemoveVolume(ctx, v.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.Config.StateDir != "" {
+		if err := os.RemoveAll(e.jobStateDir(group)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"gitlab.com/depsd/depsd/podman-executor/channel"
+	"gitlab.com/depsd/depsd/podman-executor/container"
 )
 
 // GCOptions says what gc removes.
@@ -22,12 +25,22 @@ type GCOptions struct {
 	DryRun bool
 }
 
+// group is one job as gc sees it: its container, services and network.
+type group struct {
+	youngest time.Duration
+	busy     bool
+	members  []string
+}
+
 // GCStage removes what crashed or killed jobs left behind: groups of
 // labelled containers and networks older than MaxAge whose job is over (no
 // stage is running in the job container), and cache directories unused for
 // CacheMaxAge. It lists every item on out. Nothing without the executor's
 // labels is touched, and nothing host-wide is pruned.
 func (e *Executor) GCStage(ctx context.Context, o GCOptions, out io.Writer) error {
+	if err := e.connect(ctx); err != nil {
+		return err
+	}
 	now := e.now()
 	sel := map[string]string{LabelManaged: "true"}
 	list, err := e.Engine.List(ctx, sel)
@@ -37,12 +50,6 @@ func (e *Executor) GCStage(ctx context.Context, o GCOptions, out io.Writer) erro
 	nets, err := e.Engine.ListNetworks(ctx, sel)
 	if err != nil {
 		return err
-	}
-	// A group is one job: its container, services and network.
-	type group struct {
-		youngest time.Duration
-		busy     bool
-		members  []string
 	}
 	groups := map[string]*group{}
 	get := func(name string, age time.Duration) *group {
@@ -60,6 +67,9 @@ func (e *Executor) GCStage(ctx context.Context, o GCOptions, out io.Writer) erro
 		if c.Labels[LabelRole] == "job" && c.Running {
 			info, err := e.Engine.Inspect(ctx, c.ID)
 			if err == nil && info.ExecRunning {
+				g.busy = true
+			}
+			if e.Config.StateDir != "" && channel.Busy(e.channelDir(c.Labels[LabelGroup])) {
 				g.busy = true
 			}
 		}
@@ -89,8 +99,81 @@ func (e *Executor) GCStage(ctx context.Context, o GCOptions, out io.Writer) erro
 			}
 		}
 	}
+	if err := e.gcStateDirs(o, now, groups, out); err != nil {
+		errs = append(errs, err)
+	}
 	if err := e.gcCaches(o, now, out); err != nil {
 		errs = append(errs, err)
+	}
+	if err := e.gcBuildsVolumes(ctx, o, now, out); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// gcBuildsVolumes removes builds volumes unused for CacheMaxAge (by their
+// marker, else their creation) that no container uses.
+func (e *Executor) gcBuildsVolumes(ctx context.Context, o GCOptions, now time.Time, out io.Writer) error {
+	if o.CacheMaxAge <= 0 {
+		return nil
+	}
+	vols, err := e.Engine.ListVolumes(ctx, map[string]string{LabelManaged: "true", LabelRole: "builds"})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, v := range vols {
+		last := v.Created
+		if st, err := os.Stat(e.buildsMarker(v.Name)); err == nil {
+			last = st.ModTime()
+		}
+		age := now.Sub(last)
+		if age < o.CacheMaxAge {
+			continue
+		}
+		if o.DryRun {
+			fmt.Fprintf(out, "would remove builds volume %s (unused for %s)\n", v.Name, age.Round(time.Second))
+			continue
+		}
+		err := e.Engine.RemoveVolume(ctx, v.Name)
+		switch {
+		case errors.Is(err, container.ErrInUse):
+			fmt.Fprintf(out, "kept builds volume %s: in use\n", v.Name)
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			fmt.Fprintf(out, "removed builds volume %s (unused for %s)\n", v.Name, age.Round(time.Second))
+			_ = os.Remove(e.buildsMarker(v.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// gcStateDirs removes job state directories older than MaxAge whose job
+// has no container left (removed by hand, or a prepare that crashed
+// before creating it).
+func (e *Executor) gcStateDirs(o GCOptions, now time.Time, groups map[string]*group, out io.Writer) error {
+	if e.Config.StateDir == "" {
+		return nil
+	}
+	dirs, err := filepath.Glob(filepath.Join(e.Config.StateDir, Name+"-*"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, dir := range dirs {
+		st, err := os.Stat(dir)
+		if err != nil || groups[filepath.Base(dir)] != nil || now.Sub(st.ModTime()) < o.MaxAge {
+			continue
+		}
+		if o.DryRun {
+			fmt.Fprintf(out, "would remove state directory %s\n", dir)
+			continue
+		}
+		fmt.Fprintf(out, "removed state directory %s\n", dir)
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

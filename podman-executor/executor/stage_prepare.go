@@ -7,9 +7,11 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"gitlab.com/depsd/depsd/podman-executor/channel"
 	"gitlab.com/depsd/depsd/podman-executor/container"
 )
 
@@ -67,6 +69,22 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 			return &JobError{Msg: "service: " + err.Error()}
 		}
 	}
+	if e.Config.NetworkMode == "host" && len(services) > 0 {
+		return &JobError{Msg: "services need a job network, and this runner runs jobs with network_mode = \"host\""}
+	}
+	policies, err := e.pullPolicies(e.Job.Response.Image.PullPolicy)
+	if err != nil {
+		return err
+	}
+	servicePolicies := make([][]string, len(services))
+	for i, s := range services {
+		if servicePolicies[i], err = e.pullPolicies(s.PullPolicy); err != nil {
+			return err
+		}
+	}
+	if err := e.connect(ctx); err != nil {
+		return err
+	}
 	mounts, err := e.mounts(id)
 	if err != nil {
 		return err
@@ -75,33 +93,103 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	if err := e.removeStale(ctx, name); err != nil {
 		return err
 	}
-	if err := e.ensureImage(ctx, image); err != nil {
+	if err := e.ensureImage(ctx, image, policies, e.Job.Response.Image.ExecutorOpts.Docker.Platform); err != nil {
 		return err
 	}
-	for _, s := range services {
-		if err := e.ensureImage(ctx, s.Name); err != nil {
+	for i, s := range services {
+		if err := e.ensureImage(ctx, s.Name, servicePolicies[i], ""); err != nil {
 			return err
 		}
 	}
 
-	spec, err := e.jobSpec(id, image, mounts)
+	useChannel := e.Engine.Local() && e.Config.StateDir != ""
+	base := mounts
+	main, mounts, err := e.withChannel(name, e.channelDir(name), keepAlive, base, useChannel)
 	if err != nil {
 		return err
 	}
+	spec, err := e.jobSpec(id, image, mounts, main)
+	if err != nil {
+		return err
+	}
+	if vol, err := e.sharedBuildsVolume(ctx, id); err != nil {
+		return err
+	} else if vol != "" {
+		spec.Volumes = append(spec.Volumes, vol+":"+e.Config.BuildsDir)
+	}
+	var started []startedService
 	if len(services) > 0 {
-		hosts, err := e.startServices(ctx, id, services)
+		hosts, st, err := e.startServices(ctx, id, services)
 		if err != nil {
 			return err
 		}
+		started = st
 		spec.HostAdd = hosts
 		spec.Networks = map[string][]string{id.NetworkName(): nil}
 		if e.Config.Network != "" {
 			spec.Networks[e.Config.Network] = nil
 		}
 	}
+	if e.Config.HelperImage != "" {
+		if err := e.startHelper(ctx, id, spec, base, useChannel); err != nil {
+			return err
+		}
+	}
 	if _, err := e.Engine.Create(ctx, spec); err != nil {
 		return err
 	}
+	if err := e.startAndWait(ctx, name, e.channelDir(name), useChannel); err != nil {
+		return fmt.Errorf("%w: does image %s have sh, and does its entrypoint run its command (else set `image: entrypoint: [\"\"]`)?", err, image)
+	}
+	e.progress("Job container %s is running", name)
+	return e.waitForServices(ctx, id.NetworkName(), started)
+}
+
+// buildsVolume creates (once) the volume holding the builds directory
+// and marks it used now, for gc.
+func (e *Executor) buildsVolume(ctx context.Context, id Identity) (string, error) {
+	name := id.BuildsVolumeName()
+	labels := id.Labels("builds", e.now())
+	delete(labels, LabelGroup) // outlives the job: cleanup leaves it
+	delete(labels, LabelJob)
+	if err := e.Engine.CreateVolume(ctx, name, labels); err != nil {
+		return "", err
+	}
+	marker := e.buildsMarker(name)
+	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+		return "", fmt.Errorf("mark builds volume: %w", err)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		return "", fmt.Errorf("mark builds volume: %w", err)
+	}
+	now := e.now()
+	_ = os.Chtimes(marker, now, now)
+	e.progress("Using builds volume %s at %s", name, e.Config.BuildsDir)
+	return name, nil
+}
+
+// buildsMarker is touched on every use of a builds volume.
+func (e *Executor) buildsMarker(volume string) string {
+	return filepath.Join(e.Config.CacheHostDir, "builds-volumes", volume+".last-used")
+}
+
+// withChannel returns a container's main process and mounts: with the
+// stage channel, the channel loop and the channel directory dir mounted;
+// else fallback and the mounts as they are.
+func (e *Executor) withChannel(name, dir string, fallback []string, mounts []container.Mount, use bool) ([]string, []container.Mount, error) {
+	if !use {
+		return fallback, mounts, nil
+	}
+	if err := e.makeChannel(name, dir); err != nil {
+		return nil, nil, err
+	}
+	ms := append(append([]container.Mount{}, mounts...), container.Mount{Source: dir, Destination: channel.MountPoint})
+	return channel.Loop(channel.MountPoint), ms, nil
+}
+
+// startAndWait starts a created container and waits until it runs (and
+// its stage loop reads, with the channel in dir).
+func (e *Executor) startAndWait(ctx context.Context, name, dir string, useChannel bool) error {
 	if err := e.Engine.Start(ctx, name); err != nil {
 		return err
 	}
@@ -110,10 +198,93 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 		return err
 	}
 	if !info.Running {
-		return fmt.Errorf("job container %s stopped right after start: does image %s have sh?", name, image)
+		return fmt.Errorf("container %s stopped right after start", name)
 	}
-	e.progress("Job container %s is running", name)
+	if useChannel {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := channel.Ready(rctx, dir, e.alive(ctx, name)); err != nil {
+			return fmt.Errorf("container %s: %w", name, err)
+		}
+	}
 	return nil
+}
+
+// sharedBuildsVolume is the volume holding builds_dir, or "" when it
+// stays in the job container: the persistent builds volume, else with a
+// helper container a volume of this job (removed by cleanup) that both
+// containers mount.
+func (e *Executor) sharedBuildsVolume(ctx context.Context, id Identity) (string, error) {
+	switch {
+	case e.Config.BuildsVolume:
+		return e.buildsVolume(ctx, id)
+	case e.Config.HelperImage != "":
+		name := id.JobName() + "-builds"
+		return name, e.Engine.CreateVolume(ctx, name, id.Labels("builds", e.now()))
+	}
+	return "", nil
+}
+
+// startHelper starts the helper container: helper_image, sharing the job
+// container's builds directory, cache, volumes and networks, running the
+// stages that fetch sources and handle caches and artifacts, so the job
+// image needs neither git nor the runner helper.
+func (e *Executor) startHelper(ctx context.Context, id Identity, job container.Spec, mounts []container.Mount, useChannel bool) error {
+	if err := e.ensureImage(ctx, e.Config.HelperImage, []string{e.Config.PullPolicy}, ""); err != nil {
+		return err
+	}
+	name := id.HelperName()
+	main, mounts, err := e.withChannel(id.JobName(), e.helperChannelDir(id.JobName()), keepAlive, mounts, useChannel)
+	if err != nil {
+		return err
+	}
+	s := job
+	s.Name, s.Image = name, e.Config.HelperImage
+	s.Entrypoint, s.Command = main, []string{}
+	s.User, s.Platform = "", ""
+	s.Labels = id.Labels("helper", e.now())
+	s.Mounts = mounts
+	if _, err := e.Engine.Create(ctx, s); err != nil {
+		return err
+	}
+	if err := e.startAndWait(ctx, name, e.helperChannelDir(id.JobName()), useChannel); err != nil {
+		return fmt.Errorf("helper container: %w: does helper_image %s have sh?", err, e.Config.HelperImage)
+	}
+	e.progress("Helper container %s (%s) is running", name, e.Config.HelperImage)
+	return nil
+}
+
+// makeChannel creates the job's state directory (0700) and the stage
+// channel dir in it.
+func (e *Executor) makeChannel(name, dir string) error {
+	if err := os.MkdirAll(e.Config.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state_dir: %w", err)
+	}
+	job := e.jobStateDir(name)
+	if err := os.Mkdir(job, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("state_dir: %w", err)
+	}
+	if err := os.Chmod(job, 0o700); err != nil {
+		return fmt.Errorf("state_dir: %w", err)
+	}
+	return channel.Create(dir)
+}
+
+// alive returns a check that fails once the job container stops.
+func (e *Executor) alive(ctx context.Context, name string) func() error {
+	return func() error {
+		if err := e.connect(ctx); err != nil {
+			return err
+		}
+		info, err := e.Engine.Inspect(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !info.Running {
+			return fmt.Errorf("job container %s is not running", name)
+		}
+		return nil
+	}
 }
 
 // progress writes one line to the job log.
@@ -137,9 +308,45 @@ func (e *Executor) removeStale(ctx context.Context, name string) error {
 	return e.removeGroup(ctx, name)
 }
 
-// ensureImage makes image present according to the pull policy.
-func (e *Executor) ensureImage(ctx context.Context, image string) error {
-	policy := e.Config.PullPolicy
+// pullPolicies are the policies to try, in order, for an image whose
+// job asks for requested (`pull_policy:`; empty: the driver's own). A
+// policy outside allowed_pull_policies is the job's error.
+func (e *Executor) pullPolicies(requested []string) ([]string, error) {
+	if len(requested) == 0 {
+		return []string{e.Config.PullPolicy}, nil
+	}
+	allowed := e.Config.AllowedPullPolicies
+	if len(allowed) == 0 {
+		allowed = []string{e.Config.PullPolicy}
+	}
+	for _, p := range requested {
+		if !slices.Contains(allowed, p) {
+			return nil, &JobError{Msg: fmt.Sprintf("pull_policy (%s) defined in the job is not one of the allowed_pull_policies of this runner (%s)",
+				strings.Join(requested, ", "), strings.Join(allowed, ", "))}
+		}
+	}
+	return requested, nil
+}
+
+// ensureImage makes image present, trying each pull policy in turn (as
+// GitLab does with a list of policies) until one succeeds.
+func (e *Executor) ensureImage(ctx context.Context, image string, policies []string, platform string) error {
+	var errs []error
+	for _, p := range policies {
+		err := e.ensureImageWith(ctx, image, p, platform)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+		if len(policies) > 1 {
+			e.progress("WARNING: pull_policy %s for %s failed: %v", p, image, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ensureImageWith makes image present according to one pull policy.
+func (e *Executor) ensureImageWith(ctx context.Context, image, policy, platform string) error {
 	if policy != "always" {
 		ok, err := e.Engine.ImageExists(ctx, image)
 		if err != nil {
@@ -153,29 +360,39 @@ func (e *Executor) ensureImage(ctx context.Context, image string) error {
 			return fmt.Errorf("image %s is not present locally and pull_policy is never", image)
 		}
 	}
-	opts := container.PullOptions{Policy: "missing", SkipTLSVerify: e.Config.insecure(registryHost(image))}
+	opts := container.PullOptions{Policy: "missing", SkipTLSVerify: e.Config.insecure(registryHost(image)), Platform: platform}
 	if policy == "always" {
 		opts.Policy = "always"
 	}
+	scratch, err := os.MkdirTemp("", "podman-executor-auth-")
+	if err != nil {
+		return fmt.Errorf("pull %s: %w", image, err)
+	}
+	defer os.RemoveAll(scratch)
 	var source string
-	opts.Auth, source = credentials(image, e.Job, e.Config)
+	if opts.Auth, source, err = credentials(image, e.Job, e.Config, scratch); err != nil {
+		return err
+	}
 	how := ""
+	if platform != "" {
+		how = " for platform " + platform
+	}
 	if source != "" {
-		how = " with credentials from " + source
+		how += " with credentials from " + source
 	}
 	if opts.SkipTLSVerify {
 		how += " (insecure registry: no TLS verification)"
 	}
 	e.progress("Pulling image %s%s", image, how)
-	err := e.Engine.Pull(ctx, image, opts, e.Stdout)
+	err = e.Engine.Pull(ctx, image, opts, e.Stdout)
 	if err != nil && !opts.SkipTLSVerify && strings.Contains(err.Error(), "HTTP response to HTTPS client") {
 		return fmt.Errorf("%w (a plain-HTTP registry must be listed in the driver config's insecure_registries)", err)
 	}
 	return err
 }
 
-// mounts are the job container's bind mounts: the job's cache directory,
-// the runner helper and the configured extra volumes.
+// mounts are the job container's bind mounts: the job's cache directory
+// and the runner helper (the configured volumes go in Spec.Volumes).
 func (e *Executor) mounts(id Identity) ([]container.Mount, error) {
 	root := filepath.Join(e.Config.CacheHostDir, "runner-"+clean(id.Runner), "project-"+clean(id.Project))
 	cache := filepath.Join(root, cacheData)
@@ -197,52 +414,62 @@ func (e *Executor) mounts(id Identity) ([]container.Mount, error) {
 	} else {
 		e.progress("WARNING: no runner helper configured: artifacts and caches will not work")
 	}
-	for _, v := range e.Config.Volumes {
-		m, err := parseVolume(v)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, m)
-	}
 	return ms, nil
 }
 
-// jobSpec describes the job container.
-func (e *Executor) jobSpec(id Identity, image string, mounts []container.Mount) (container.Spec, error) {
+// jobSpec describes the job container; main is the job container's main process: the stage channel's loop,
+// or keepAlive.
+func (e *Executor) jobSpec(id Identity, image string, mounts []container.Mount, main []string) (container.Spec, error) {
 	mem, err := e.Config.memoryBytes()
 	if err != nil {
 		return container.Spec{}, err
 	}
+	opts := e.Job.Response.Image
 	s := container.Spec{
 		Name:       id.JobName(),
 		Image:      image,
-		Entrypoint: keepAlive,
+		Entrypoint: main,
 		Command:    []string{},
+		User:       opts.ExecutorOpts.Docker.User,
+		Platform:   opts.ExecutorOpts.Docker.Platform,
 		Labels:     id.Labels("job", e.now()),
 		Mounts:     mounts,
+		Volumes:    e.Config.Volumes,
 		Memory:     mem,
 		CPUs:       e.Config.CPUs,
 		PidsLimit:  e.Config.PidsLimit,
 		Privileged: e.Config.Privileged,
 	}
+	// As GitLab's docker executor does, the image's ENTRYPOINT (or the
+	// job's `image: entrypoint`) starts the main process, so what it sets
+	// up is there for the stages; `entrypoint: [""]` disables it.
+	switch ep := opts.Entrypoint; {
+	case len(ep) == 1 && ep[0] == "":
+	case len(ep) > 0:
+		s.Entrypoint, s.Command = ep, main
+	default:
+		s.Entrypoint, s.Command = nil, main
+	}
 	if e.Config.Network != "" {
 		s.Networks = map[string][]string{e.Config.Network: nil}
 	}
+	s.HostNetwork = e.Config.NetworkMode == "host"
 	return s, nil
 }
 
 // startServices creates the job's network and starts each service on it
 // under its aliases. It returns /etc/hosts lines for the job container, so
 // the aliases resolve even where the network has no DNS.
-func (e *Executor) startServices(ctx context.Context, id Identity, services []Service) ([]string, error) {
+func (e *Executor) startServices(ctx context.Context, id Identity, services []Service) ([]string, []startedService, error) {
 	net := id.NetworkName()
 	if err := e.Engine.CreateNetwork(ctx, net, id.Labels("network", e.now())); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mem, err := e.Config.memoryBytes()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var started []startedService
 	names := make([]string, len(services))
 	aliases := make([][]string, len(services))
 	for i, s := range services {
@@ -268,21 +495,21 @@ func (e *Executor) startServices(ctx context.Context, id Identity, services []Se
 		}
 		e.progress("Starting service %s as %s", s.Name, strings.Join(aliases[i], ", "))
 		if _, err := e.Engine.Create(ctx, spec); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := e.Engine.Start(ctx, names[i]); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var hosts []string
 	for i, name := range names {
 		info, err := e.Engine.Inspect(ctx, name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		started = append(started, startedService{name: name, image: services[i].Name})
 		if !info.Running {
-			e.progress("WARNING: service %s is not running", services[i].Name)
-			continue
+			continue // the readiness check reports it, with its logs
 		}
 		if ip := info.IPs[net]; ip != "" {
 			for _, a := range aliases[i] {
@@ -290,7 +517,7 @@ func (e *Executor) startServices(ctx context.Context, id Identity, services []Se
 			}
 		}
 	}
-	return hosts, nil
+	return hosts, started, nil
 }
 
 // sinceLabel is how old a labelled thing is, from its created label, else

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
+	"gitlab.com/depsd/depsd/podman-executor/channel"
 	"gitlab.com/depsd/depsd/podman-executor/container"
 )
 
@@ -25,6 +28,13 @@ func signalCommand(pidFile, sig string) []string {
 		"p=$(cat " + pidFile + " 2>/dev/null) || exit 0; kill -" + sig + " $(t $p) 2>/dev/null; exit 0"}
 }
 
+// helperStage reports whether a stage runs in the helper container (with
+// helper_image), as with GitLab's docker executor: everything but the
+// user's own scripts (build_script, step_*, after_script).
+func helperStage(stage string) bool {
+	return stage != "build_script" && stage != "after_script" && !strings.HasPrefix(stage, "step_")
+}
+
 // execResult is how an exec ended.
 type execResult struct {
 	code int
@@ -41,26 +51,47 @@ func (e *Executor) RunStage(ctx context.Context, scriptPath, stage string) error
 		return fmt.Errorf("open script: %w", err)
 	}
 	defer script.Close()
-	name := e.Job.Identity().JobName()
+	id := e.Job.Identity()
+	name, dir := id.JobName(), e.channelDir(id.JobName())
+	if e.Config.HelperImage != "" && helperStage(stage) {
+		name, dir = id.HelperName(), e.helperChannelDir(id.JobName())
+	}
 	pidFile := "/tmp/.podman-executor-" + clean(stage) + ".pid"
 
-	// The exec outlives ctx on purpose: on cancel, stopStage ends the
-	// process in the container and the exec returns by itself.
+	// The stage outlives ctx on purpose: on cancel, stopStage ends the
+	// process in the container and the stage returns by itself.
 	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelExec()
 	done := make(chan execResult, 1)
-	go func() {
-		code, err := e.Engine.Exec(execCtx, name, container.Exec{
-			Cmd: shellCommand(pidFile), Stdin: script, Stdout: e.Stdout, Stderr: e.Stderr,
-		})
-		done <- execResult{code, err}
-	}()
+	if e.Config.StateDir != "" && channel.Exists(dir) {
+		// Prepared with a stage channel: no podman call unless the stage
+		// must be stopped or the container looks gone.
+		id := clean(stage) + "-" + strconv.Itoa(os.Getpid())
+		pidFile = channel.PIDFile(id)
+		go func() {
+			code, err := channel.Run(execCtx, dir, channel.Stage{ID: id, Script: script, Out: e.Stdout, Alive: e.alive(execCtx, name)})
+			done <- execResult{code, err}
+		}()
+	} else {
+		if err := e.connect(ctx); err != nil {
+			return err
+		}
+		go func() {
+			code, err := e.Engine.Exec(execCtx, name, container.Exec{
+				Cmd: shellCommand(pidFile), Stdin: script, Stdout: e.Stdout, Stderr: e.Stderr,
+			})
+			done <- execResult{code, err}
+		}()
+	}
 
 	var r execResult
 	select {
 	case r = <-done:
 	case <-ctx.Done():
 		e.Log.Info("stopping stage", "stage", stage, "container", name)
+		if err := e.connect(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("%s: stop: %w", stage, err)
+		}
 		r = e.stopStage(name, pidFile, done)
 		if r.err == nil {
 			r.err = ErrCanceled

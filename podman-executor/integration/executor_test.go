@@ -15,11 +15,32 @@ import (
 // uniqueID keeps job IDs apart between test runs on one podman service.
 func uniqueID(n int) int { return int(time.Now().Unix()%100000)*100 + n }
 
+// TestJobRunsInItsImage runs a whole job through the stage channel (the
+// default with a local socket) and, with state_dir = "", through podman
+// exec sessions (as with a remote podman).
 func TestJobRunsInItsImage(t *testing.T) {
 	t.Parallel()
-	r := newRunner(t, "")
+	for _, tt := range []struct {
+		name, config, channel string
+	}{
+		{"stage channel", "", "channel=yes"},
+		{"exec sessions", "state_dir = \"\"\n", "channel=no"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			testJobRunsInItsImage(t, tt.config, tt.channel)
+		})
+	}
+}
+
+func testJobRunsInItsImage(t *testing.T, config, channel string) {
+	r := newRunner(t, config)
 	j := r.newJob(uniqueID(1))
+	if channel == "channel=no" {
+		j.ID += "1"
+	}
 	j.Scripts["build_script"] = "echo sh-is=$(readlink /bin/sh)\n" +
+		"if test -p /.podman-executor/ctl; then echo channel=yes; else echo channel=no; fi\n" +
 		"command -v gitlab-runner\n" +
 		"touch /usr/local/bin/gitlab-runner 2>/dev/null && echo helper-writable || echo helper-read-only\n" +
 		"mkdir -p /builds/p && echo built > /builds/p/out && cat /builds/p/out\n"
@@ -35,7 +56,7 @@ func TestJobRunsInItsImage(t *testing.T) {
 			t.Errorf("%s output %q", stage, jr.stages[stage].out)
 		}
 	}
-	for _, want := range []string{"sh-is=/bin/busybox", "/usr/local/bin/gitlab-runner\n", "helper-read-only", "built"} {
+	for _, want := range []string{"sh-is=/bin/busybox", "/usr/local/bin/gitlab-runner\n", "helper-read-only", "built", channel} {
 		if !strings.Contains(jr.stages["build_script"].out, want) {
 			t.Errorf("build_script output lacks %q:\n%s", want, jr.stages["build_script"].out)
 		}
@@ -166,11 +187,11 @@ func TestKilledJobIsRemovedByGC(t *testing.T) {
 		t.Fatalf("prepare:\n%s", res.out)
 	}
 	script := filepath.Join(j.tmp, "script")
-	if err := os.WriteFile(script, []byte("sleep 1\n"), 0o700); err != nil {
+	if err := os.WriteFile(script, []byte("echo started\nsleep 1\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cmd, _ := r.start(j, "run", script, "build_script")
-	time.Sleep(300 * time.Millisecond)
+	cmd, out := r.start(j, "run", script, "build_script")
+	r.waitOutput(out, "started")
 	if err := kill(cmd, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -216,14 +237,13 @@ func TestSIGTERMStopsTheScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd, out := r.start(j, "run", script, "build_script")
-	time.Sleep(time.Second)
-	start := time.Now()
+	r.waitOutput(out, "started")
 	if err := kill(cmd, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Wait()
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("driver took %s to stop after SIGTERM", took)
+	r.waitExit(cmd, out)
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Errorf("canceled stage exited %d, want the system failure code 2:\n%s", code, out)
 	}
 	if strings.Contains(out.String(), "not-reached") || !strings.Contains(out.String(), "started") {
 		t.Errorf("output:\n%s", out)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,7 +57,12 @@ func setup(m *testing.M) int {
 		image = "localhost/busybox-test:latest"
 	}
 	shared = env{host: host, image: image}
+	expected := expectPodman(os.Getenv)
 	if host == "" {
+		if expected != "" {
+			fmt.Fprintf(os.Stderr, "%s but no podman socket is set or at %s: failing instead of skipping\n", expected, ciSocket)
+			return 1
+		}
 		shared.skip = "no podman socket: set CONTAINER_HOST or run `eval \"$(.ci/podman.sh start)\"`"
 		return m.Run()
 	}
@@ -64,6 +70,10 @@ func setup(m *testing.M) int {
 	defer cancel()
 	engine, err := container.Dial(ctx, host)
 	if err != nil {
+		if expected != "" {
+			fmt.Fprintf(os.Stderr, "%s but podman at %s does not answer (%v): failing instead of skipping\n", expected, host, err)
+			return 1
+		}
 		shared.skip = fmt.Sprintf("podman socket %s not reachable (%v): run `eval \"$(.ci/podman.sh start)\"`", host, err)
 		return m.Run()
 	}
@@ -88,13 +98,41 @@ func setup(m *testing.M) int {
 	return m.Run()
 }
 
+// expected says why a real component must be there -- CI=true,
+// DEPSD_REQUIRE naming it (or "all"), or, for podman, CONTAINER_HOST set --
+// or "" when its tests may skip without it. It is the rule of depsd's
+// internal/realtest, restated because this module imports nothing from
+// depsd.
+func expected(component string, getenv func(string) string) string {
+	if strings.EqualFold(strings.TrimSpace(getenv("CI")), "true") {
+		return "CI=true"
+	}
+	for _, name := range strings.Split(getenv("DEPSD_REQUIRE"), ",") {
+		if name = strings.TrimSpace(name); strings.EqualFold(name, "all") || strings.EqualFold(name, component) {
+			return "DEPSD_REQUIRE=" + getenv("DEPSD_REQUIRE")
+		}
+	}
+	if h := getenv("CONTAINER_HOST"); component == "podman" && h != "" {
+		return "CONTAINER_HOST=" + h
+	}
+	return ""
+}
+
+// expectPodman is expected("podman", getenv).
+func expectPodman(getenv func(string) string) string { return expected("podman", getenv) }
+
 // runner behaves like gitlab-runner towards the driver, for one test.
 type runner struct {
 	t          testing.TB
 	env        env
 	configFile string   // driver config file
 	cache      string   // cache_host_dir
+	state      string   // state_dir
 	extraEnv   []string // more driver environment (benchmarks)
+	// cred runs the driver as another user (rootless); newDir then makes
+	// the directories it needs, owned by that user.
+	cred   *syscall.Credential
+	newDir func() string
 }
 
 func newRunner(t testing.TB, extraConfig string) *runner {
@@ -104,8 +142,13 @@ func newRunner(t testing.TB, extraConfig string) *runner {
 	}
 	dir := t.TempDir()
 	r := &runner{t: t, env: shared, configFile: filepath.Join(dir, "config.toml"), cache: filepath.Join(dir, "cache")}
-	cfg := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n%s",
-		shared.host, r.cache, helperBinary(), extraConfig)
+	r.state = filepath.Join(dir, "state")
+	cfg := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n",
+		shared.host, r.cache, helperBinary())
+	if !strings.Contains(extraConfig, "state_dir") {
+		cfg += fmt.Sprintf("state_dir = %q\n", r.state)
+	}
+	cfg += extraConfig
 	if err := os.WriteFile(r.configFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +176,18 @@ type job struct {
 }
 
 func (r *runner) newJob(id int) *job {
+	tmp := ""
+	if r.newDir != nil {
+		tmp = r.newDir()
+	} else {
+		tmp = r.t.TempDir()
+	}
 	j := &job{ID: strconv.Itoa(id), Project: "42", Concurrent: "0", Image: r.env.image,
-		Scripts: map[string]string{}, tmp: r.t.TempDir()}
+		Scripts: map[string]string{}, tmp: tmp}
 	if err := os.WriteFile(filepath.Join(j.tmp, "response.json"), []byte(`{"id":`+j.ID+`}`), 0o600); err != nil {
 		r.t.Fatal(err)
 	}
+	r.own(filepath.Join(j.tmp, "response.json"))
 	return j
 }
 
@@ -181,12 +231,58 @@ func (r *runner) environ(j *job) []string {
 	return env
 }
 
+// output is a driver call's output, safe to read while the call runs.
+type output struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// waitOutput waits until a running call's output contains want.
+func (r *runner) waitOutput(out *output, want string) {
+	r.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("output never showed %q:\n%s", want, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitExit waits for a started call to end, failing the test after a
+// minute (a stuck driver, not a slow one).
+func (r *runner) waitExit(cmd *exec.Cmd, out *output) {
+	r.t.Helper()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		r.t.Fatalf("%v did not end within a minute:\n%s", cmd.Args, out)
+	}
+}
+
 // start starts one driver call without waiting for it.
-func (r *runner) start(j *job, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func (r *runner) start(j *job, args ...string) (*exec.Cmd, *output) {
 	r.t.Helper()
 	cmd := exec.Command(r.env.bin, args...)
 	cmd.Env = r.environ(j)
-	var out bytes.Buffer
+	r.asUser(cmd)
+	var out output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
@@ -210,11 +306,28 @@ func (r *runner) call(j *job, args ...string) result {
 	return result{code: cmd.ProcessState.ExitCode(), out: out.String()}
 }
 
+// own gives path to r.cred's user, if set.
+func (r *runner) own(path string) {
+	if r.cred != nil {
+		if err := os.Chown(path, int(r.cred.Uid), int(r.cred.Gid)); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// asUser makes cmd run as r.cred's user, if set.
+func (r *runner) asUser(cmd *exec.Cmd) {
+	if r.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred}
+	}
+}
+
 // config runs the config stage and keeps its job_env for later calls.
 func (r *runner) config(j *job) {
 	r.t.Helper()
 	cmd := exec.Command(r.env.bin, "config")
 	cmd.Env = r.environ(j)
+	r.asUser(cmd)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
@@ -261,6 +374,7 @@ func (r *runner) runJob(j *job) jobRun {
 			if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
 				r.t.Fatal(err)
 			}
+			r.own(script)
 			res := r.call(j, "run", script, stage)
 			jr.stages[stage] = res
 			log.WriteString(res.out)
@@ -288,6 +402,9 @@ func (r *runner) assertGone(j *job) {
 	}
 	if len(cs) > 0 || len(ns) > 0 {
 		r.t.Errorf("left behind: containers %v networks %v", cs, ns)
+	}
+	if _, err := os.Stat(filepath.Join(r.state, j.name())); !os.IsNotExist(err) {
+		r.t.Errorf("left behind: state directory of %s (%v)", j.name(), err)
 	}
 }
 

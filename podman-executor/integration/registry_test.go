@@ -54,6 +54,9 @@ func startRegistry(t *testing.T, tags ...string) *registry {
 		t.Skip(shared.skip)
 	}
 	if _, err := os.Stat(registryBinary); err != nil {
+		if why := expected("docker-registry", os.Getenv); why != "" {
+			t.Fatalf("%s but %s is missing (Debian package docker-registry): %v", why, registryBinary, err)
+		}
 		t.Skipf("%s not installed (Debian package docker-registry): %v", registryBinary, err)
 	}
 	dir := t.TempDir()
@@ -127,7 +130,7 @@ auth:
 func (g *registry) push(ctx context.Context, tags []string) error {
 	ctx = withConn(ctx, g.conn)
 	name := fmt.Sprintf("podman-executor-regtest-%d", time.Now().UnixNano())
-	if _, err := shared.engine.Create(ctx, container.Spec{Name: name, Image: shared.image, Entrypoint: []string{"sh"}}); err != nil {
+	if _, err := shared.engine.Create(ctx, container.Spec{Name: name, Image: shared.image, Command: []string{"sh"}}); err != nil {
 		return err
 	}
 	defer func() { _ = shared.engine.Remove(context.Background(), name) }()
@@ -233,7 +236,7 @@ func (s *syncBuffer) String() string {
 // reads, and with a wrong password.
 func TestPullWithCredentials(t *testing.T) {
 	t.Parallel()
-	tags := []string{"ci-registry", "docker-auth-config", "auth-file", "wrong-password", "not-insecure"}
+	tags := []string{"ci-registry", "docker-auth-config", "auth-file", "wrong-password", "not-insecure", "cred-helper", "per-repo"}
 	g := startRegistry(t, tags...)
 	secrets := func(password string) []string {
 		return []string{password, base64.StdEncoding.EncodeToString([]byte(g.user + ":" + password))}
@@ -287,6 +290,51 @@ func TestPullWithCredentials(t *testing.T) {
 		j.Vars = ciRegistry("not-" + g.password)
 		j.Vars["DOCKER_AUTH_CONFIG"] = g.dockerAuthConfig()
 		runs(t, r, j, "job DOCKER_AUTH_CONFIG")
+	})
+
+	t.Run("DOCKER_AUTH_CONFIG credHelpers", func(t *testing.T) {
+		t.Parallel()
+		// A credential helper on the driver's PATH, speaking docker's
+		// protocol, gives the registry's credentials.
+		dir := t.TempDir()
+		helper := fmt.Sprintf("#!/bin/sh\n[ \"$1\" = get ] || exit 1\nread url\nprintf '{\"ServerURL\":\"%%s\",\"Username\":\"%s\",\"Secret\":\"%s\"}\\n' \"$url\"\n", g.user, g.password)
+		if err := os.WriteFile(filepath.Join(dir, "docker-credential-itest"), []byte(helper), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := newRunner(t, registryConfig)
+		r.extraEnv = []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")}
+		j := r.newJob(uniqueID(15))
+		j.Image = g.ref("cred-helper")
+		j.Vars = map[string]string{"DOCKER_AUTH_CONFIG": fmt.Sprintf(`{"credHelpers":{%q:"itest"}}`, g.host)}
+		runs(t, r, j, "job DOCKER_AUTH_CONFIG")
+	})
+
+	t.Run("DOCKER_AUTH_CONFIG per-repository key", func(t *testing.T) {
+		t.Parallel()
+		// The registry-wide entry has a wrong password; the entry for
+		// this repository, which wins, the right one.
+		r := newRunner(t, registryConfig)
+		j := r.newJob(uniqueID(16))
+		j.Image = g.ref("per-repo")
+		repo, _, _ := strings.Cut(j.Image, ":"+"per-repo")
+		enc := func(p string) string { return base64.StdEncoding.EncodeToString([]byte(g.user + ":" + p)) }
+		j.Vars = map[string]string{"DOCKER_AUTH_CONFIG": fmt.Sprintf(`{"auths":{%q:{"auth":%q},%q:{"auth":%q}}}`,
+			g.host, enc("wrong-"+g.password), repo, enc(g.password))}
+		runs(t, r, j, "job DOCKER_AUTH_CONFIG")
+	})
+
+	t.Run("malformed DOCKER_AUTH_CONFIG", func(t *testing.T) {
+		t.Parallel()
+		r := newRunner(t, registryConfig)
+		j := r.newJob(uniqueID(17))
+		j.Image = g.ref("docker-auth-config")
+		j.Vars = map[string]string{"DOCKER_AUTH_CONFIG": `{"auths":{` + g.password}
+		jr := r.runJob(j)
+		if jr.prepare.code != 1 || !strings.Contains(jr.prepare.out, "job variable DOCKER_AUTH_CONFIG: not valid JSON") {
+			t.Fatalf("prepare exit %d, want 1 (build failure) saying the JSON is malformed:\n%s", jr.prepare.code, jr.log)
+		}
+		assertNoSecret(t, jr.log, secrets(g.password))
+		r.assertGone(j)
 	})
 
 	t.Run("auth_file", func(t *testing.T) {

@@ -5,6 +5,7 @@
 //	podman-executor [--config FILE] run SCRIPT STAGE
 //	podman-executor [--config FILE] gc [--max-age D] [--cache-max-age D] [--dry-run]
 //	podman-executor version
+//	podman-executor --help | help
 //
 // main only dispatches stages and maps their outcome to exit codes; the
 // stages live in package executor.
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"gitlab.com/depsd/depsd/podman-executor/container"
@@ -30,27 +32,113 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
-// run executes one stage and returns the process exit code.
+// stageHelp lists the stages in the order the runner calls them, with
+// what each does; --help prints it.
+var stageHelp = [][2]string{
+	{"config", "print the JSON the runner wants (builds_dir, cache_dir, job_env, ...); needs no podman"},
+	{"prepare", "pull the job's image and services, start the services on a job network and the job container"},
+	{"run SCRIPT STAGE", "run SCRIPT (a runner stage such as build_script) in the job container, output to the job log"},
+	{"cleanup", "remove the job's containers, network and state directory; idempotent"},
+	{"gc [flags]", "for cron: remove what crashed or killed jobs left behind, and unused caches (gc --help)"},
+	{"version", "print the version"},
+}
+
+// usage prints the command's help.
+func usage(w io.Writer, global *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: %s [--config FILE] STAGE [ARGS]\n\n", executor.Name)
+	fmt.Fprintf(w, "A GitLab Runner custom executor driver running jobs in podman containers.\nThe runner calls one stage per process:\n\n")
+	for _, s := range stageHelp {
+		fmt.Fprintf(w, "  %-18s %s\n", s[0], s[1])
+	}
+	fmt.Fprintf(w, "\nFlags:\n")
+	global.SetOutput(w)
+	global.PrintDefaults()
+}
+
+// gcFlags are gc's flags; zero durations mean "the driver config's".
+type gcFlags struct {
+	fs   *flag.FlagSet
+	opts executor.GCOptions
+}
+
+func newGCFlags(stderr io.Writer) *gcFlags {
+	g := &gcFlags{fs: flag.NewFlagSet("gc", flag.ContinueOnError)}
+	g.fs.SetOutput(stderr)
+	g.fs.DurationVar(&g.opts.MaxAge, "max-age", 0, "remove job containers, networks and state directories older than this whose job is over (default: the config's gc_max_age, 3h)")
+	g.fs.DurationVar(&g.opts.CacheMaxAge, "cache-max-age", 0, "remove cache directories unused for this long (default: the config's gc_cache_max_age, 336h)")
+	g.fs.BoolVar(&g.opts.DryRun, "dry-run", false, "list what would be removed, remove nothing")
+	g.fs.Usage = func() {
+		fmt.Fprintf(g.fs.Output(), "usage: %s [--config FILE] gc [flags]\n\nRemoves labelled jobs older than --max-age in which no stage runs, and cache\ndirectories unused for --cache-max-age. Nothing else on the host is touched.\n\nFlags:\n", executor.Name)
+		g.fs.PrintDefaults()
+	}
+	return g
+}
+
+// isHelpFlag reports whether arg asks for help, as package flag reads it.
+func isHelpFlag(arg string) bool {
+	switch arg {
+	case "-h", "--h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
+// run executes one stage and returns the process exit code. Help, usage
+// errors and unknown stages are answered before any config is read or
+// podman is reached.
 func run(args, environ []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "podman-executor")
 	job, jobErr := executor.ParseJob(environ)
 	codes := job.Codes
 
-	global := flag.NewFlagSet("podman-executor", flag.ContinueOnError)
+	global := flag.NewFlagSet(executor.Name, flag.ContinueOnError)
 	global.SetOutput(stderr)
 	configPath := global.String("config", "", "driver config file (default $PODMAN_EXECUTOR_CONFIG or "+executor.DefaultConfigPath+")")
+	global.Usage = func() { usage(stderr, global) }
 	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout, global)
+			return 0
+		}
 		return codes.SystemFailure
 	}
 	args = global.Args()
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: podman-executor [--config FILE] config|prepare|run SCRIPT STAGE|cleanup|gc|version")
+		usage(stderr, global)
 		return codes.SystemFailure
 	}
 	stage := args[0]
-	if stage == "version" {
+	gc := newGCFlags(stderr)
+	switch stage {
+	case "help":
+		usage(stdout, global)
+		return 0
+	case "version":
 		fmt.Fprintln(stdout, executor.Name, buildVersion())
 		return 0
+	case "config", "prepare", "cleanup":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "%s: %s takes no arguments, got %q\n", executor.Name, stage, args[1:])
+			return codes.SystemFailure
+		}
+	case "run":
+		if len(args) != 3 {
+			fmt.Fprintf(stderr, "usage: %s [--config FILE] run SCRIPT STAGE (got %d arguments)\n", executor.Name, len(args)-1)
+			return codes.SystemFailure
+		}
+	case "gc":
+		if slices.ContainsFunc(args[1:], isHelpFlag) {
+			gc.fs.SetOutput(stdout)
+			gc.fs.Usage()
+			return 0
+		}
+		if err := gc.fs.Parse(args[1:]); err != nil {
+			return codes.SystemFailure
+		}
+	default:
+		fmt.Fprintf(stderr, "%s: unknown stage %q\n\n", executor.Name, stage)
+		usage(stderr, global)
+		return codes.SystemFailure
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -71,44 +159,33 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		e := &executor.Executor{Config: cfg, Job: job, Stdout: logOut, Stderr: stderr, Log: log}
-		if stage == "config" {
+		e := &executor.Executor{Config: cfg, Job: job, Stdout: logOut, Stderr: stderr, Log: log,
+			Dial: func(ctx context.Context) (executor.Engine, error) {
+				return container.Dial(ctx, cfg.PodmanURL)
+			}}
+		switch stage {
+		case "config":
 			return e.ConfigStage(stdout)
+		case "prepare":
+			return e.PrepareStage(ctx)
+		case "run":
+			return e.RunStage(ctx, args[1], args[2])
+		case "cleanup":
+			return e.CleanupStage(ctx)
+		default: // gc
+			o := gc.opts
+			set := map[string]bool{}
+			gc.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+			if !set["max-age"] {
+				o.MaxAge = cfg.GCMaxAge.Duration
+			}
+			if !set["cache-max-age"] {
+				o.CacheMaxAge = cfg.GCCacheMaxAge.Duration
+			}
+			return e.GCStage(ctx, o, stdout)
 		}
-		if err := connect(ctx, e); err != nil {
-			return err
-		}
-		return dispatch(ctx, e, stage, args[1:], stdout, stderr)
 	})
 	return executor.ExitCode(err, codes, stderr)
-}
-
-// dispatch runs the stages that need podman.
-func dispatch(ctx context.Context, e *executor.Executor, stage string, args []string, stdout, stderr io.Writer) error {
-	switch stage {
-	case "prepare":
-		return e.PrepareStage(ctx)
-	case "run":
-		if len(args) < 2 {
-			return errors.New("usage: podman-executor run SCRIPT STAGE")
-		}
-		return e.RunStage(ctx, args[0], args[1])
-	case "cleanup":
-		return e.CleanupStage(ctx)
-	case "gc":
-		fs := flag.NewFlagSet("gc", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		o := executor.GCOptions{}
-		fs.DurationVar(&o.MaxAge, "max-age", e.Config.GCMaxAge.Duration, "remove job containers and networks older than this whose job is over")
-		fs.DurationVar(&o.CacheMaxAge, "cache-max-age", e.Config.GCCacheMaxAge.Duration, "remove cache directories unused for this long (0: keep all)")
-		fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be removed, remove nothing")
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		return e.GCStage(ctx, o, stdout)
-	default:
-		return fmt.Errorf("unknown stage %q", stage)
-	}
 }
 
 // loadConfig reads the driver config named by --config, else
@@ -128,15 +205,4 @@ func loadConfig(flagPath string, env map[string]string) (executor.Config, error)
 		LookPath: exec.LookPath,
 	})
 	return executor.LoadConfig(path, explicit, defaults)
-}
-
-// connect dials the podman service; failing to reach it is a system
-// failure like any other podman error.
-func connect(ctx context.Context, e *executor.Executor) error {
-	p, err := container.Dial(ctx, e.Config.PodmanURL)
-	if err != nil {
-		return err
-	}
-	e.Engine = p
-	return nil
 }

@@ -1,0 +1,192 @@
+package channel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// syncBuffer is an io.Writer safe to read while Run writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startLoop runs the container's loop with the host's sh on a channel in
+// a temporary directory, as podman would run it in the job container.
+func startLoop(t *testing.T) string {
+	t.Helper()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh on this host")
+	}
+	dir := filepath.Join(t.TempDir(), "channel")
+	if err := Create(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !Exists(dir) {
+		t.Fatal("Exists after Create is false")
+	}
+	loop := Loop(dir)
+	cmd := exec.Command(sh, loop[1:]...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := Ready(ctx, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestRunStreamsOutputAndReturnsTheExitCode(t *testing.T) {
+	dir := startLoop(t)
+	tests := []struct {
+		name, script, want string
+		code               int
+	}{
+		{"success", "echo one\necho two >&2\n", "one\ntwo\n", 0},
+		{"failure", "echo before\nexit 3\n", "before\n", 3},
+		{"large output", "i=0; while [ $i -lt 3000 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done\n", "line-2999-", 0},
+		{"background child keeps stdout", "sleep 5 &\necho fg\n", "fg\n", 0},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out syncBuffer
+			code, err := Run(context.Background(), dir, Stage{ID: "s" + string(rune('a'+i)), Script: strings.NewReader(tt.script), Out: &out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code {
+				t.Errorf("code %d, want %d", code, tt.code)
+			}
+			if !strings.Contains(out.String(), tt.want) {
+				t.Errorf("output %q lacks %q", out.String(), tt.want)
+			}
+		})
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "s*"))
+	if len(left) > 0 {
+		t.Errorf("stage files left: %v", left)
+	}
+}
+
+func TestRunWithoutLoopIsNotRunning(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "channel")
+	if err := Create(dir); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), dir, Stage{ID: "x", Script: strings.NewReader("true\n"), Out: &syncBuffer{}})
+	if !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("err = %v, want ErrNotRunning", err)
+	}
+}
+
+func TestRunCanceledReturnsAndPIDFileNamesTheShell(t *testing.T) {
+	dir := startLoop(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	res := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, dir, Stage{ID: "long", Script: strings.NewReader("echo started\nexec sleep 300\n"), Out: &out})
+		res <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "started") {
+		if time.Now().After(deadline) {
+			t.Fatal("stage never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	pid, err := os.ReadFile(filepath.Join(dir, "long.pid"))
+	if err != nil || len(bytes.TrimSpace(pid)) == 0 {
+		t.Fatalf("pid file: %q %v", pid, err)
+	}
+	cancel()
+	if err := <-res; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	_ = exec.Command("kill", strings.TrimSpace(string(pid))).Run()
+}
+
+func TestRunAskesAliveWhileSilent(t *testing.T) {
+	dir := startLoop(t)
+	gone := errors.New("container gone")
+	_, err := Run(context.Background(), dir, Stage{ID: "silent", Script: strings.NewReader("exec sleep 300\n"), Out: &syncBuffer{},
+		Alive: func() error { return gone }, Check: time.Millisecond})
+	if !errors.Is(err, gone) {
+		t.Fatalf("err = %v, want the Alive error", err)
+	}
+}
+
+func TestRunRefusesIDsThatLeaveTheDirectory(t *testing.T) {
+	if _, err := Run(context.Background(), t.TempDir(), Stage{ID: "../x", Script: strings.NewReader(""), Out: &syncBuffer{}}); err == nil {
+		t.Fatal("no error for ../x")
+	}
+}
+
+func TestBusyWhileAStageRunsEvenWithoutItsDriver(t *testing.T) {
+	dir := startLoop(t)
+	if Busy(dir) {
+		t.Fatal("busy before any stage")
+	}
+	if err := unix.Mkfifo(filepath.Join(dir, "go"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	res := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, dir, Stage{ID: "orphan", Script: strings.NewReader("echo started\nread x <" + filepath.Join(dir, "go") + "\n"), Out: &out})
+		res <- err
+	}()
+	waitFor(t, func() bool { return strings.Contains(out.String(), "started") })
+	if !Busy(dir) {
+		t.Error("not busy while the stage runs")
+	}
+	// The driver goes away (its files stay, as after a SIGKILL): the
+	// stage still ends, and then the channel is no longer busy.
+	cancel()
+	<-res
+	if err := os.WriteFile(filepath.Join(dir, "orphan.done"), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), []byte("x\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !Busy(dir) })
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

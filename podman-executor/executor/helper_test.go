@@ -1,0 +1,65 @@
+package executor
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"gitlab.com/depsd/depsd/podman-executor/container"
+)
+
+// TestHelperContainer: with helper_image, prepare starts a helper beside
+// the job container, both mounting one builds volume; the stages that
+// fetch sources and handle caches and artifacts run in the helper, the
+// user's scripts in the job container; cleanup removes all of it.
+func TestHelperContainer(t *testing.T) {
+	const helper = "localhost/helper:1"
+	f := newFixture(t, nil, func(c *Config) { c.HelperImage = helper })
+	f.fake.Pull(context.Background(), helper, container.PullOptions{}, f.out)
+	if err := f.e.PrepareStage(context.Background()); err != nil {
+		t.Fatalf("prepare: %v\n%s", err, f.out)
+	}
+	job, _ := f.fake.Spec(jobName)
+	h, ok := f.fake.Spec(jobName + "-helper")
+	if !ok || h.Image != helper || h.Labels[LabelGroup] != jobName || h.Labels[LabelRole] != "helper" {
+		t.Fatalf("helper spec %+v", h)
+	}
+	want := []string{jobName + "-builds:/builds"}
+	if !slices.Equal(job.Volumes, want) || !slices.Equal(h.Volumes, want) {
+		t.Errorf("builds volume not shared: job %v helper %v", job.Volumes, h.Volumes)
+	}
+	ran := map[string]string{}
+	f.fake.ExecFunc = func(_ context.Context, name string, e container.Exec) (int, error) {
+		ran[e.Cmd[2]] = name
+		return 0, nil
+	}
+	script := filepath.Join(t.TempDir(), "s")
+	_ = os.WriteFile(script, []byte("true\n"), 0o644)
+	where := map[string]string{}
+	for _, stage := range []string{"get_sources", "restore_cache", "build_script", "step_release", "after_script", "upload_artifacts_on_success"} {
+		ran = map[string]string{}
+		if err := f.e.RunStage(context.Background(), script, stage); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ran {
+			where[stage] = n
+		}
+	}
+	for stage, want := range map[string]string{"get_sources": jobName + "-helper", "restore_cache": jobName + "-helper",
+		"upload_artifacts_on_success": jobName + "-helper", "build_script": jobName, "step_release": jobName, "after_script": jobName} {
+		if where[stage] != want {
+			t.Errorf("%s ran in %q, want %q", stage, where[stage], want)
+		}
+	}
+	if err := f.e.CleanupStage(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.fake.Names(); len(n) != 0 {
+		t.Errorf("containers left: %v", n)
+	}
+	if v := f.fake.VolumeNames(); len(v) != 0 {
+		t.Errorf("volumes left: %v", v)
+	}
+}
