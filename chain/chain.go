@@ -191,3 +191,21 @@ func (c *Chain) addRoot(r string) {
 		c.Roots = slices.Insert(c.Roots, i, r)
 	}
 }
+
+// Clone returns a deep copy of c, not dirty. Stores that keep the active
+// chains in memory between transactions hand out clones, so that what a
+// transaction changes and then rolls back never reaches their copy.
+func (c *Chain) Clone() *Chain {
+	out := *c
+	out.dirty = false
+	out.Roots = slices.Clone(c.Roots)
+	out.Reasons = slices.Clone(c.Reasons)
+	out.Skipped = slices.Clone(c.Skipped)
+	out.Members = make([]*Member, len(c.Members))
+	for i, m := range c.Members {
+		mm := *m
+		mm.Upstreams = slices.Clone(m.Upstreams)
+		out.Members[i] = &mm
+	}
+	return &out
+}

@@ -14,8 +14,19 @@ import (
 // UpdateChains runs fn in one immediate write transaction over the chain
 // tables (chain.Store): the engine loads the active chains, applies a
 // change, and writes chains and outbox actions back before it commits.
+// The active chains are read through this process's cache (chaincache.go).
 func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
-	return s.write(ctx, func(tx *sql.Tx) error { return fn(newChainTx(tx)) })
+	var cc *txCache
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		t := newChainTx(tx)
+		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}, pristine: map[int64]map[string]*chain.Member{}}
+		t.cc = cc
+		return fn(t)
+	})
+	if err == nil {
+		s.chains.commit(cc.active, cc.fresh)
+	}
+	return err
 }
 
 // ViewChains runs fn in a read-only snapshot of the chain tables.
@@ -30,6 +41,9 @@ type chainTx struct {
 	// so SaveChain writes only the members that changed: an event touches
 	// a few members of a chain that may have hundreds.
 	loaded map[int64]map[string]memberRow
+	// cc is the chain cache of an UpdateChains transaction; nil in
+	// ViewChains.
+	cc *txCache
 }
 
 func newChainTx(tx *sql.Tx) chainTx {
@@ -69,6 +83,10 @@ const chainColumns = `id, mode, state, roots, skipped, merged_into, started_at, 
 
 // ActiveChains returns the running and blocked chains with their members.
 func (t chainTx) ActiveChains(ctx context.Context) ([]*chain.Chain, error) {
+	if t.cc != nil {
+		t.cc.active = map[int64]bool{}
+		return t.cachedActiveChains(ctx)
+	}
 	return t.queryChains(ctx, `SELECT `+chainColumns+` FROM chains WHERE state IN ($1, $2) ORDER BY id`,
 		string(chain.Running), string(chain.Blocked))
 }
@@ -266,13 +284,17 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 	if c.MergedInto != 0 {
 		merged = c.MergedInto
 	}
-	_, err = t.tx.ExecContext(ctx, `INSERT INTO chains (`+chainColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	// version counts the saves, for the caches of every process
+	// (chaincache.go).
+	var version int64
+	err = t.tx.QueryRowContext(ctx, `INSERT INTO chains (`+chainColumns+`, version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)
 		ON CONFLICT (id) DO UPDATE SET mode = excluded.mode, state = excluded.state, roots = excluded.roots,
 			skipped = excluded.skipped, merged_into = excluded.merged_into, started_at = excluded.started_at,
-			updated_at = excluded.updated_at, ended_at = excluded.ended_at`,
+			updated_at = excluded.updated_at, ended_at = excluded.ended_at, version = chains.version + 1
+		RETURNING version`,
 		c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
-		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt))
+		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt)).Scan(&version)
 	if err != nil {
 		return fmt.Errorf("write chain %d: %w", c.ID, err)
 	}
@@ -290,7 +312,14 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 			return fmt.Errorf("write chain %d reason: %w", c.ID, err)
 		}
 	}
-	return t.saveMembers(ctx, c)
+	if err := t.saveMembers(ctx, c); err != nil {
+		return err
+	}
+	if t.cc != nil {
+		t.cc.fresh[c.ID] = newCached(version, c, t.loaded[c.ID])
+		t.cc.pristine[c.ID] = t.cc.fresh[c.ID].members
+	}
+	return nil
 }
 
 // saveMembers writes the members of c. A chain read in this transaction
@@ -306,7 +335,17 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain) error {
 	}
 	var upsert *sql.Stmt
 	after := make(map[string]memberRow, len(c.Members))
+	var pristine map[string]*chain.Member
+	if t.cc != nil && diff {
+		pristine = t.cc.pristine[c.ID]
+	}
 	for _, m := range c.Members {
+		if pm, ok := pristine[m.Project]; ok && sameMember(pm, m) {
+			if r, ok := before[m.Project]; ok {
+				after[m.Project] = r
+				continue
+			}
+		}
 		r, err := rowOf(m)
 		if err != nil {
 			return err

@@ -37,7 +37,9 @@ var ErrNotFound = errors.New("not found")
 // timeout on SQLite, on an advisory lock on PostgreSQL).
 type Store struct {
 	// gate queues this process's writers (gate.go).
-	gate    *writeGate
+	gate *writeGate
+	// chains caches the active chains between UpdateChains (chaincache.go).
+	chains  *chainCache
 	db      *sql.DB
 	path    string // as given, for SQLite; the URL without its password for PostgreSQL
 	dialect dialect
@@ -81,13 +83,13 @@ func Open(ctx context.Context, dsnOrPath string) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", name, err)
 		}
-		s = &Store{db: db, path: name, dialect: postgresDialect, gate: &writeGate{}}
+		s = &Store{db: db, path: name, dialect: postgresDialect, gate: &writeGate{}, chains: newChainCache()}
 	default:
 		db, err := openSQLite(ctx, dsnOrPath)
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", dsnOrPath, err)
 		}
-		s = &Store{db: db, path: dsnOrPath, dialect: sqliteDialect, gate: &writeGate{}}
+		s = &Store{db: db, path: dsnOrPath, dialect: sqliteDialect, gate: &writeGate{}, chains: newChainCache()}
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.db.Close()
