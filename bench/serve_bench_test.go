@@ -331,7 +331,7 @@ func waitRunning(b *testing.B, s *served, n int) {
 		if err == nil && len(views) == n && pending == 0 {
 			return
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	b.Fatalf("%d chains did not settle", n)
 }

@@ -71,10 +71,10 @@ func BenchmarkApplyEvent(b *testing.B) {
 				i++
 			}
 			perOp[n] = b.Elapsed() / time.Duration(max(b.N, 1))
+			if n == 2000 && perOp[5] > 0 {
+				b.Logf("apply one event: %s for 2,000 members, %s for 5: %.1f×, goal ≤ 2×",
+					perOp[2000], perOp[5], float64(perOp[2000])/float64(perOp[5]))
+			}
 		})
-	}
-	if perOp[5] > 0 && perOp[2000] > 0 {
-		b.Logf("apply one event: %s for 2,000 members, %s for 5: %.1f×, goal ≤ 2×",
-			perOp[2000], perOp[5], float64(perOp[2000])/float64(perOp[5]))
 	}
 }

@@ -161,6 +161,9 @@ func (c *Chain) member(p string) *Member {
 	return c.Members[i]
 }
 
+// Member returns the member for project p, or nil.
+func (c *Chain) Member(p string) *Member { return c.member(p) }
+
 // add inserts m, keeping Members sorted. m.Project must not be a member.
 func (c *Chain) add(m *Member) {
 	i, _ := slices.BinarySearchFunc(c.Members, m.Project, func(x *Member, p string) int {

@@ -36,9 +36,10 @@ type cachedChain struct {
 	members map[string]*chain.Member
 }
 
-// newCached caches a clone of c at version with its member rows.
+// newCached caches c at version with its member rows. c must not be
+// changed afterwards: callers that keep using it pass a clone.
 func newCached(version int64, c *chain.Chain, rows map[string]memberRow) cachedChain {
-	e := cachedChain{version: version, c: c.Clone(), rows: rows, members: make(map[string]*chain.Member, len(c.Members))}
+	e := cachedChain{version: version, c: c, rows: rows, members: make(map[string]*chain.Member, len(c.Members))}
 	for _, m := range e.c.Members {
 		e.members[m.Project] = m
 	}
@@ -143,7 +144,7 @@ func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error)
 				continue
 			}
 			out[i] = c
-			e := newCached(list[i].version, c, t.loaded[c.ID])
+			e := newCached(list[i].version, c.Clone(), t.loaded[c.ID])
 			t.cc.fresh[c.ID] = e
 			t.cc.pristine[c.ID] = e.members
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -316,6 +317,8 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 		return err
 	}
 	if t.cc != nil {
+		// The engine saves a chain last thing in its transaction (and
+		// never changes it after), so c itself becomes the cached copy.
 		t.cc.fresh[c.ID] = newCached(version, c, t.loaded[c.ID])
 		t.cc.pristine[c.ID] = t.cc.fresh[c.ID].members
 	}
@@ -333,16 +336,19 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain) error {
 		}
 		before = map[string]memberRow{}
 	}
-	var upsert *sql.Stmt
-	after := make(map[string]memberRow, len(c.Members))
 	var pristine map[string]*chain.Member
 	if t.cc != nil && diff {
 		pristine = t.cc.pristine[c.ID]
 	}
+	// after starts as a copy of before (which a cache may share) and
+	// takes the changed rows.
+	after := maps.Clone(before)
+	var upsert *sql.Stmt
+	kept := 0
 	for _, m := range c.Members {
 		if pm, ok := pristine[m.Project]; ok && sameMember(pm, m) {
-			if r, ok := before[m.Project]; ok {
-				after[m.Project] = r
+			if _, ok := before[m.Project]; ok {
+				kept++
 				continue
 			}
 		}
@@ -350,10 +356,14 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain) error {
 		if err != nil {
 			return err
 		}
-		after[m.Project] = r
-		if old, ok := before[m.Project]; ok && old == r {
-			continue
+		old, ok := before[m.Project]
+		if ok {
+			kept++
+			if old == r {
+				continue
+			}
 		}
+		after[m.Project] = r
 		if upsert == nil {
 			if upsert, err = t.tx.PrepareContext(ctx, `INSERT INTO chain_members (chain_id, project, project_id, state,
 				upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
@@ -372,8 +382,13 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain) error {
 			return fmt.Errorf("write chain %d member %s: %w", c.ID, m.Project, err)
 		}
 	}
-	for project := range before {
-		if _, ok := after[project]; !ok {
+	if kept < len(before) {
+		// Some members left the chain.
+		for project := range before {
+			if c.Member(project) != nil {
+				continue
+			}
+			delete(after, project)
 			if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_members WHERE chain_id = $1 AND project = $2`, c.ID, project); err != nil {
 				return fmt.Errorf("write chain %d: %w", c.ID, err)
 			}
