@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/store"
 )
 
 // TestRecorderGroupCommit: many concurrent recordings, each key sent
@@ -47,6 +48,23 @@ func TestRecorderGroupCommit(t *testing.T) {
 		if k := fmt.Sprintf("k%d", i); fresh[k] != 1 {
 			t.Errorf("key %s recorded %d times, want 1", k, fresh[k])
 		}
+	}
+	// Every acknowledged event is in the database, as another process
+	// (depsd restarted after kill -9) opening it now sees it.
+	other, err := store.Open(e.ctx, e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	err = other.ViewChains(e.ctx, func(tx chain.Tx) error {
+		n, err := tx.CountEvents(e.ctx)
+		if err == nil && n != keys {
+			t.Errorf("another process sees %d events, want %d", n, keys)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	n, err := e.engine.ProcessInbox(e.ctx)
 	if err != nil || n != keys {
