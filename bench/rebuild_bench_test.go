@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +77,7 @@ func rebuild(b *testing.B, seed func(*gitlabtest.Server), root string) {
 		levels := len(graph.Waves(root))
 		b.StartTimer()
 
+		before := srv.RequestCounts()
 		start := time.Now()
 		id, err := s.d.Engine().Rebuild(ctx, root, chain.Reason{Kind: chain.ReasonRebuild})
 		if err != nil {
@@ -98,6 +101,19 @@ func rebuild(b *testing.B, seed func(*gitlabtest.Server), root string) {
 		}
 		took := time.Since(start)
 		b.StopTimer()
+		// Every GitLab request depsd made during the chain counts against
+		// the rate limit, not only the creates.
+		var requests int64
+		var byEndpoint []string
+		for ep, n := range srv.RequestCounts() {
+			if d := n - before[ep]; d > 0 {
+				requests += d
+				byEndpoint = append(byEndpoint, fmt.Sprintf("%s: %d", ep, d))
+			}
+		}
+		slices.Sort(byEndpoint)
+		b.ReportMetric(float64(requests), "requests")
+		b.Logf("GitLab requests during the chain: %d (%s)", requests, strings.Join(byEndpoint, ", "))
 		created := 0
 		for _, p := range srv.Projects() {
 			for _, pl := range srv.Pipelines(p) {
