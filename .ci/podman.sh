@@ -2,7 +2,7 @@
 # podman.sh: a podman API service for tests, CI and developers.
 #
 #   eval "$(.ci/podman.sh start)"   # prints export lines; idempotent
-#   .ci/podman.sh stop              # stops the service, removes test containers
+#   .ci/podman.sh stop              # stops the service, removes test containers, networks, volumes
 #   eval "$(.ci/podman.sh rootless-start)"  # as root: a rootless service too
 #   .ci/podman.sh rootless-stop
 #
@@ -135,6 +135,11 @@ cmd_stop() {
 		if [[ -n $ids ]]; then
 			# shellcheck disable=SC2086
 			CONTAINERS_CONF=$CONF podman network rm -f $ids >/dev/null || true
+		fi
+		ids=$(CONTAINERS_CONF=$CONF podman volume ls -q --filter "label=$LABEL" || true)
+		if [[ -n $ids ]]; then
+			# shellcheck disable=SC2086
+			CONTAINERS_CONF=$CONF podman volume rm -f $ids >/dev/null || true
 		fi
 	fi
 	if running; then

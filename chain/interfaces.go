@@ -34,7 +34,7 @@ type Rescan func(ctx context.Context, project string) error
 var ErrNotFound = errors.New("chain not found")
 
 // Store keeps the chains, the outbox of actions and the event inbox; the
-// store package's *Store implements it on SQLite. Any number of engines, in
+// store package's *Store implements it on SQLite and on PostgreSQL. Any number of engines, in
 // one process or several (the daemon and `depsd rebuild`), may share one
 // store: UpdateChains transactions are serialised by the store, so each sees the
 // effects of the previous ones.

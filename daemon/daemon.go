@@ -298,6 +298,10 @@ func (d *Daemon) loadGraph(ctx context.Context) error {
 		return err
 	}
 	if _, err := d.scan(ctx); err != nil {
+		if errors.Is(err, store.ErrScanConflict) {
+			// Another replica stored a newer scan while this one ran.
+			return d.state.reload(ctx, d.store)
+		}
 		if !scanned {
 			return fmt.Errorf("first scan: %w", err)
 		}

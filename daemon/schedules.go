@@ -77,7 +77,7 @@ func (d *Daemon) maintenance(ctx context.Context) error {
 func (d *Daemon) syncHooks(ctx context.Context, dryRun bool) (gitlab.HookReport, error) {
 	cfg := d.opts.Config
 	hooks := cfg.Hooks
-	projects, err := d.gitlab.ListProjects(ctx, gitlab.Scope{Groups: cfg.Scope.Groups, Projects: cfg.Scope.Projects, Exclude: cfg.Scope.Exclude})
+	projects, err := d.gitlab.ListProjects(ctx, cfg.GitLabScope())
 	if err != nil {
 		return gitlab.HookReport{}, fmt.Errorf("hooks sync: %w", err)
 	}

@@ -35,7 +35,7 @@ var updateScreenshots = flag.Bool("update-screenshots", false, "write the dashbo
 // Bounded waits; a passing run takes a fraction of them, also under -race.
 const (
 	pageTimeout  = 20 * time.Second
-	startTimeout = 60 * time.Second
+	startTimeout = 3 * time.Minute
 )
 
 const registry = gitlabtest.DefaultRegistryHost + "/"

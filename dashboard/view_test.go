@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/report"
 	"gitlab.com/depsd/depsd/store"
 )
 
@@ -149,6 +151,35 @@ func TestPagesAnswerInTheUsersTerms(t *testing.T) {
 		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.want) {
 			t.Errorf("GET %s: %d, want %d with %q\n%.600s", tc.path, rec.Code, tc.code, tc.want, rec.Body.String())
 		}
+	}
+
+	// The focus view's picture is what `depsd graph --format svg --around`
+	// writes: the same code on the same subgraph.
+	focused, err := report.Around(report.Build(projects, store.GraphOf(projects)), "g/app", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cli strings.Builder
+	if err := report.Write(&cli, "svg", focused); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/graph.svg?focus=g/app", nil))
+	if rec.Body.String() != cli.String() {
+		t.Errorf("/graph.svg?focus=g/app differs from depsd graph --format svg --around g/app:\n%s\n---\n%s", rec.Body.String(), cli.String())
+	}
+	rec = httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/graph?focus=g/app", nil))
+	dataProjects := regexp.MustCompile(`data-project="([^"]+)"`)
+	var page, file []string
+	for _, m := range dataProjects.FindAllStringSubmatch(rec.Body.String(), -1) {
+		page = append(page, m[1])
+	}
+	for _, m := range dataProjects.FindAllStringSubmatch(cli.String(), -1) {
+		file = append(file, m[1])
+	}
+	if len(page) == 0 || !slices.Equal(page, file) {
+		t.Errorf("the focus page draws %v, the CLI %v", page, file)
 	}
 }
 

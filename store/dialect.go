@@ -2,6 +2,7 @@ package store
 
 import (
 	"database/sql"
+	"strconv"
 	"strings"
 )
 
@@ -50,7 +51,7 @@ var sqliteDialect = dialect{
 
 var postgresDialect = dialect{
 	kind:          KindPostgres,
-	lockWrites:    "SELECT pg_advisory_xact_lock(" + itoa(writeLockKey) + ")",
+	lockWrites:    "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(writeLockKey, 10) + ")",
 	readIsolation: sql.LevelRepeatableRead,
 	ddl:           postgresDDL,
 }
@@ -70,15 +71,4 @@ func postgresDDL(stmt string) string {
 	r := strings.NewReplacer(" BLOB ", " BYTEA ", " TEXT NOT NULL", ` TEXT COLLATE "C" NOT NULL`,
 		" TEXT PRIMARY KEY", ` TEXT COLLATE "C" PRIMARY KEY`, " TEXT,", ` TEXT COLLATE "C",`, " TEXT\n", " TEXT COLLATE \"C\"\n")
 	return r.Replace(stmt)
-}
-
-func itoa(n int64) string {
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }

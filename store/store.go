@@ -123,8 +123,9 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // write runs fn in a transaction that takes the write lock when it begins,
 // and commits it if fn succeeds. Taking the lock up front (BEGIN IMMEDIATE in
-// SQLite) is what makes concurrent writers wait for each other instead of
-// failing: a transaction that read first and then tries to write cannot wait.
+// SQLite, an advisory lock on PostgreSQL: see dialect) is what makes
+// concurrent writers wait for each other instead of failing: a transaction
+// that read first and then tries to write cannot wait.
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 	return s.inTx(ctx, nil, fn)
 }

@@ -44,6 +44,9 @@ running depsd serve.`,
 			if watch && len(args) == 0 {
 				return usagef("--watch follows one chain: give its ID")
 			}
+			if interval <= 0 {
+				return usagef("--interval %s: want a positive duration, e.g. 2s", interval)
+			}
 			if len(args) == 1 {
 				var err error
 				if id, err = strconv.ParseInt(args[0], 10, 64); err != nil {

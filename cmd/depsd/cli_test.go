@@ -60,7 +60,7 @@ func TestFlagsAnywhere(t *testing.T) {
 func TestHelpAndCompletion(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"check"}, {"scan"}, {"graph"}, {"deps"}, {"rdeps"}, {"hooks"}, {"hooks", "sync"}, {"serve"},
-		{"rebuild"}, {"chains"}, {"schedules"}, {"status"}, {"migrate-state"}, {"demo"}, {"version"}, {"config"}, {"config", "check"},
+		{"rebuild"}, {"chains"}, {"schedules"}, {"status"}, {"migrate-state"}, {"demo"}, {"version"}, {"config"}, {"config", "check"}, {"status"}, {"migrate-state"},
 	} {
 		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
 			code, out, errOut := depsd(t, append(cmd, "--help")...)

@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/scheduler"
 )
 
 func newConfigCmd(a *app) *cobra.Command {
@@ -92,6 +93,15 @@ Exit status 1 when something is wrong.`,
 // effectiveYAML renders cfg as depsd.yaml would write it, with the token
 // and the webhook secret (never read from the file) shown masked.
 func effectiveYAML(cfg config.Config) (string, error) {
+	// Show the defaults the scheduler applies to what is left empty.
+	sc := &cfg.Scheduler
+	if sc.CatchUp == "" {
+		sc.CatchUp = scheduler.CatchUpOnce
+	}
+	sc.Rescan = sc.RescanSpec()
+	if sc.WatchInterval == 0 {
+		sc.WatchInterval = scheduler.DefaultWatchInterval
+	}
 	var doc yaml.Node
 	if err := doc.Encode(cfg); err != nil {
 		return "", err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +34,11 @@ target empty. Stop depsd serve on the source first; then point
 				return usagef("--from and --to name the same store")
 			}
 			ctx := cmd.Context()
+			if store.KindOf(from) == store.KindSQLite {
+				if _, err := os.Stat(from); err != nil {
+					return fmt.Errorf("--from %s: %w", from, err)
+				}
+			}
 			src, err := store.Open(ctx, from)
 			if err != nil {
 				return err

@@ -34,7 +34,7 @@ same, plus its own id, at GET /api/v1/status.`,
 			if err != nil {
 				return err
 			}
-			st, err := openStore(ctx, cfg)
+			st, err := openExisting(ctx, cfg)
 			if err != nil {
 				return err
 			}

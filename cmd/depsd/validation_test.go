@@ -18,6 +18,9 @@ func TestBadValuesAreUsageErrors(t *testing.T) {
 			stderr: `invalid argument "verbose" for "--log-level" flag: want one of debug, info, warn, error`},
 		{name: "graph format", args: []string{"graph", "--format", "yaml"}, code: exitUsage, stderr: "want one of text, json, dot, mermaid"},
 		{name: "rebuild mode", args: []string{"rebuild", "--mode", "all", "x/y"}, code: exitUsage, stderr: "want one of full, first-level"},
+		{name: "watch without ID", args: []string{"chains", "--watch"}, code: exitUsage, stderr: "--watch follows one chain: give its ID"},
+		{name: "watch interval", args: []string{"chains", "1", "--watch", "--interval", "0s"}, code: exitUsage, stderr: "--interval 0s: want a positive duration"},
+		{name: "log format", args: []string{"graph", "--log-format", "xml"}, code: exitUsage, stderr: `"xml" for "--log-format" flag: want one of text, json`},
 	})
 }
 
@@ -26,7 +29,7 @@ func TestBadValuesAreUsageErrors(t *testing.T) {
 func TestReadOnlyCommandsCreateNoState(t *testing.T) {
 	_, dir := fakeInstance(t)
 	state := filepath.Join(dir, "depsd.db")
-	for _, args := range [][]string{{"graph"}, {"deps", "a/b"}, {"rdeps", "a/b"}, {"chains"}, {"chains", "1"}, {"schedules"}, {"rebuild", "--dry-run", "a/b"}} {
+	for _, args := range [][]string{{"graph"}, {"deps", "a/b"}, {"rdeps", "a/b"}, {"chains"}, {"chains", "1"}, {"schedules"}, {"status"}, {"rebuild", "--dry-run", "a/b"}} {
 		code, _, errOut := depsd(t, args...)
 		if code != exitFail || !strings.Contains(errOut, "no state at "+state+": run depsd scan first") {
 			t.Errorf("%v: exit %d, %s", args, code, errOut)
@@ -76,7 +79,7 @@ func TestConfigCheck(t *testing.T) {
 	os.WriteFile(cfg, []byte("scope:\n  groups: [infra]\nhooks:\n  secret_file: "+secret+"\nmode: chain\n"), 0o600)
 	code, out, errOut := depsd(t, "config", "check", "--config", cfg)
 	if code != exitOK || !strings.Contains(out, "token: '******** (set)'") || !strings.Contains(out, "secret: '******** (set)'") ||
-		!strings.Contains(out, "mode: full") || !strings.Contains(out, "  groups:\n    - infra") || !strings.Contains(out, "configuration OK") {
+		!strings.Contains(out, "mode: full") || !strings.Contains(out, "catch_up: once") || !strings.Contains(out, "rescan: '@every 6h'") || !strings.Contains(out, "  groups:\n    - infra") || !strings.Contains(out, "configuration OK") {
 		t.Errorf("config check: exit %d\n%s%s", code, out, errOut)
 	}
 	if strings.Contains(out+errOut, "glpat-very-secret") || strings.Contains(out+errOut, "hook-secret-value") {

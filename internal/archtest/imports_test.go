@@ -28,7 +28,9 @@ var allowed = map[string][]string{
 	"scheduler":         {"chain", "deps", "scheduler/registry"},
 	"webhook":           {"chain"},
 	"report":            {"deps", "store"},
-	"config":            {"chain", "gitlab", "scan", "scheduler"},
+	"config":            {"chain", "deps", "gitlab", "scan", "scheduler"},
+	"dashboard":         {"chain", "deps", "gitlab", "report", "scheduler", "store"},
+	"store/pgtest":      {"internal/realtest"},
 }
 
 // imports maps each package directory (relative to the module root) to

@@ -224,6 +224,9 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("driver config: network_mode %q: want \"bridge\" or \"host\"", c.NetworkMode)
 	}
+	if c.NetworkMode == "host" && c.Network != "" {
+		return fmt.Errorf("driver config: network %q and network_mode = \"host\" exclude each other", c.Network)
+	}
 	if c.WaitForServicesTimeout < -1 {
 		return fmt.Errorf("driver config: wait_for_services_timeout %d: want seconds, or -1 to disable", c.WaitForServicesTimeout)
 	}

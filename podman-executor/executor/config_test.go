@@ -44,6 +44,16 @@ func TestDefaultsFindHelperAndRootlessCache(t *testing.T) {
 	if c.CacheHostDir != "/home/r/.cache/podman-executor" {
 		t.Errorf("cache host dir = %q", c.CacheHostDir)
 	}
+	if c.StateDir != filepath.Join(os.TempDir(), "podman-executor-1000", "podman-executor") {
+		t.Errorf("state dir without XDG_RUNTIME_DIR = %q", c.StateDir)
+	}
+	h.Env["XDG_RUNTIME_DIR"] = "/run/user/1000"
+	if c := Defaults(h); c.StateDir != "/run/user/1000/podman-executor" {
+		t.Errorf("rootless state dir = %q", c.StateDir)
+	}
+	if c := Defaults(Host{UID: 0}); c.StateDir != "/run/podman-executor" || c.WaitForServicesTimeout != 30 {
+		t.Errorf("rootful state dir %q, wait_for_services_timeout %d", c.StateDir, c.WaitForServicesTimeout)
+	}
 }
 
 func TestParseConfig(t *testing.T) {
@@ -93,6 +103,10 @@ gc_cache_max_age = "48h"
 		{name: "typo is an error", text: `pul_policy = "always"`, wantErr: "unknown keys pul_policy"},
 		{name: "bad pull policy", text: `pull_policy = "sometimes"`, wantErr: "pull_policy"},
 		{name: "bad memory", text: `memory = "lots"`, wantErr: "memory"},
+		{name: "bad network mode", text: `network_mode = "none"`, wantErr: `network_mode "none"`},
+		{name: "host network mode with a network", text: "network_mode = \"host\"\nnetwork = \"ci\"", wantErr: "exclude each other"},
+		{name: "bad wait_for_services_timeout", text: `wait_for_services_timeout = -2`, wantErr: "wait_for_services_timeout -2"},
+		{name: "relative state_dir", text: `state_dir = "run"`, wantErr: "state_dir"},
 		{name: "bad volume option", text: `volumes = ["/srv/data:/data:bogus"]`, wantErr: `volume "/srv/data:/data:bogus": invalid option type "bogus"`},
 		{name: "conflicting volume options", text: `volumes = ["/srv/data:/data:ro,rw"]`, wantErr: `volume "/srv/data:/data:ro,rw"`},
 		{name: "relative builds dir", text: `builds_dir = "builds"`, wantErr: "absolute"},

@@ -64,12 +64,13 @@ func (e *Executor) GCStage(ctx context.Context, o GCOptions, out io.Writer) erro
 	for _, c := range list {
 		g := get(c.Labels[LabelGroup], sinceLabel(c.Labels, c.Created, now))
 		g.members = append(g.members, c.Name)
-		if c.Labels[LabelRole] == "job" && c.Running {
+		if role := c.Labels[LabelRole]; (role == "job" || role == "helper") && c.Running {
 			info, err := e.Engine.Inspect(ctx, c.ID)
 			if err == nil && info.ExecRunning {
 				g.busy = true
 			}
-			if e.Config.StateDir != "" && channel.Busy(e.channelDir(c.Labels[LabelGroup])) {
+			group := c.Labels[LabelGroup]
+			if e.Config.StateDir != "" && (channel.Busy(e.channelDir(group)) || channel.Busy(e.helperChannelDir(group))) {
 				g.busy = true
 			}
 		}

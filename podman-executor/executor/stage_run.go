@@ -66,10 +66,10 @@ func (e *Executor) RunStage(ctx context.Context, scriptPath, stage string) error
 	if e.Config.StateDir != "" && channel.Exists(dir) {
 		// Prepared with a stage channel: no podman call unless the stage
 		// must be stopped or the container looks gone.
-		id := clean(stage) + "-" + strconv.Itoa(os.Getpid())
-		pidFile = channel.PIDFile(id)
+		stageID := clean(stage) + "-" + strconv.Itoa(os.Getpid())
+		pidFile = channel.PIDFile(stageID)
 		go func() {
-			code, err := channel.Run(execCtx, dir, channel.Stage{ID: id, Script: script, Out: e.Stdout, Alive: e.alive(execCtx, name)})
+			code, err := channel.Run(execCtx, dir, channel.Stage{ID: stageID, Script: script, Out: e.Stdout, Alive: e.alive(execCtx, name)})
 			done <- execResult{code, err}
 		}()
 	} else {

@@ -11,7 +11,8 @@
 // The server is started on first use and stopped when the tests end.
 // DEPSD_TEST_POSTGRES_URL points at an existing server instead (a URL whose
 // user may CREATE DATABASE). Without the binaries, tests skip saying why,
-// unless CI=true or DEPSD_TEST_POSTGRES is set: then they fail.
+// unless the environment expects PostgreSQL (internal/realtest: CI=true,
+// DEPSD_REQUIRE, DEPSD_TEST_POSTGRES): then they fail.
 package pgtest
 
 import (
@@ -33,6 +34,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+
+	"gitlab.com/depsd/depsd/internal/realtest"
 )
 
 // BinDir is where Debian's postgresql package puts its programs.
@@ -69,12 +72,6 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// Required reports whether PostgreSQL tests must run (and so fail rather
-// than skip when PostgreSQL is missing).
-func Required() bool {
-	return os.Getenv("CI") == "true" || os.Getenv("DEPSD_TEST_POSTGRES") != "" || os.Getenv(EnvURL) != ""
-}
-
 // Available reports why PostgreSQL tests cannot run here ("" when they can).
 func Available() string {
 	if os.Getenv(EnvURL) != "" {
@@ -90,12 +87,8 @@ func Available() string {
 // skips t when PostgreSQL cannot run here and is not required.
 func Shared(t testing.TB) *Server {
 	t.Helper()
-	if why := Available(); why != "" {
-		if Required() {
-			t.Fatalf("PostgreSQL is required here (CI=true or DEPSD_TEST_POSTGRES set) but: %s", why)
-		}
-		t.Skip("skipping PostgreSQL test: " + why)
-	}
+	why := Available()
+	realtest.Require(t, realtest.PostgreSQL, why == "", why)
 	shared.once.Do(func() {
 		if u := os.Getenv(EnvURL); u != "" {
 			shared.srv, shared.err = &Server{admin: u}, nil
@@ -113,13 +106,8 @@ func Shared(t testing.TB) *Server {
 // stopped when t ends. It skips or fails as Shared does.
 func Own(t testing.TB) *Server {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(BinDir, "initdb")); err != nil {
-		why := "PostgreSQL 15 is not installed (apt-get install postgresql; " + BinDir + "/initdb missing)"
-		if os.Getenv("CI") == "true" || os.Getenv("DEPSD_TEST_POSTGRES") != "" {
-			t.Fatalf("PostgreSQL is required here (CI=true or DEPSD_TEST_POSTGRES set) but: %s", why)
-		}
-		t.Skip("skipping PostgreSQL test: " + why)
-	}
+	_, err := os.Stat(filepath.Join(BinDir, "initdb"))
+	realtest.Require(t, realtest.PostgreSQL, err == nil, "apt-get install postgresql: "+BinDir+"/initdb missing")
 	srv, err := Start(context.Background())
 	if err != nil {
 		t.Fatalf("start PostgreSQL: %v", err)
