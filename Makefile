@@ -75,6 +75,8 @@ image: build-depsd
 bench:
 	go test -run '^$$' -bench . -benchmem ./deps/ ./deps/buildkitref/
 	go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
+	DEPSD_BENCH_STORE=postgres go test -run '^$$' -bench 'WebhookAck|RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
+	go test -run '^$$' -bench ApplyEvent -benchtime 200x ./chain/
 
 ## mutants: break the code in known ways and check the tests fail (a few minutes)
 mutants:

@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,12 +21,51 @@ import (
 // rate-floor-s, the create requests at the default 2,000 requests a
 // minute plus the pipeline time of every level.
 func BenchmarkRebuild2000(b *testing.B) {
+	rebuild(b, func(srv *gitlabtest.Server) { seedInstance(b, srv, 2000) }, "images/base-0")
+}
+
+// BenchmarkRebuildBase2000 is issue 10's goal 4: a base with 1,999 projects
+// downstream in 4 levels (1 base, 20 runtimes, 200 images, 1,779 apps),
+// 20 ms per request, 100 ms pipelines, default settings. Goal: within 2×
+// of floor-s (5.4 s); at the default rate limit the creates alone take
+// 60 s (rate-floor-s).
+func BenchmarkRebuildBase2000(b *testing.B) {
+	rebuild(b, func(srv *gitlabtest.Server) { seedBase(b, srv, 20, 200, 1779) }, "images/base")
+}
+
+// seedBase seeds one base, and below it levels of projects each building
+// FROM one project of the level above.
+func seedBase(b *testing.B, srv *gitlabtest.Server, levels ...int) {
+	b.Helper()
+	add := func(path, cf string) {
+		if _, err := srv.AddProject(gitlabtest.Project{Path: path, Files: map[string]string{"Containerfile": cf}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	add("images/base", "FROM debian:bookworm\n")
+	above := []string{"images/base"}
+	for l, n := range levels {
+		var here []string
+		for i := range n {
+			group := "images"
+			if l == len(levels)-1 {
+				group = "apps"
+			}
+			p := fmt.Sprintf("%s/l%d-%d", group, l+1, i)
+			add(p, fmt.Sprintf("FROM registry.example.com/%s\n", above[i%len(above)]))
+			here = append(here, p)
+		}
+		above = here
+	}
+}
+
+func rebuild(b *testing.B, seed func(*gitlabtest.Server), root string) {
 	for b.Loop() {
 		b.StopTimer()
 		const latency, pipeline = 20 * time.Millisecond, 100 * time.Millisecond
 		srv, clk := newFake(gitlabtest.Options{Token: "bench",
 			Pipelines: gitlabtest.Behavior{Duration: pipeline, Outcome: "success"}})
-		seedInstance(b, srv, 2000)
+		seed(srv)
 		s := serve(b, srv, clk, []string{"images", "apps"}, chain.Full)
 		srv.SetLatency(latency)
 		ctx := context.Background()
@@ -31,11 +73,11 @@ func BenchmarkRebuild2000(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		const root = "images/base-0"
 		affected := len(graph.Affected(root))
 		levels := len(graph.Waves(root))
 		b.StartTimer()
 
+		before := srv.RequestCounts()
 		start := time.Now()
 		id, err := s.d.Engine().Rebuild(ctx, root, chain.Reason{Kind: chain.ReasonRebuild})
 		if err != nil {
@@ -53,10 +95,25 @@ func BenchmarkRebuild2000(b *testing.B) {
 			if time.Since(start) > 5*time.Minute {
 				b.Fatalf("chain still running after 5 minutes")
 			}
-			time.Sleep(50 * time.Millisecond)
+			// Each look reads the chain's members: not too often, or the
+			// benchmark loads the machine it measures.
+			time.Sleep(250 * time.Millisecond)
 		}
 		took := time.Since(start)
 		b.StopTimer()
+		// Every GitLab request depsd made during the chain counts against
+		// the rate limit, not only the creates.
+		var requests int64
+		var byEndpoint []string
+		for ep, n := range srv.RequestCounts() {
+			if d := n - before[ep]; d > 0 {
+				requests += d
+				byEndpoint = append(byEndpoint, fmt.Sprintf("%s: %d", ep, d))
+			}
+		}
+		slices.Sort(byEndpoint)
+		b.ReportMetric(float64(requests), "requests")
+		b.Logf("GitLab requests during the chain: %d (%s)", requests, strings.Join(byEndpoint, ", "))
 		created := 0
 		for _, p := range srv.Projects() {
 			for _, pl := range srv.Pipelines(p) {
@@ -73,8 +130,13 @@ func BenchmarkRebuild2000(b *testing.B) {
 		b.ReportMetric(float64(affected), "affected")
 		creates := float64(created)
 		levelTime := float64(levels) * pipeline.Seconds()
-		b.ReportMetric(levelTime+creates*latency.Seconds()/float64(s.cfg.GitLab.Concurrency), "floor-s")
-		b.ReportMetric(levelTime+creates*60/float64(s.cfg.GitLab.RequestsPerMinute), "rate-floor-s")
+		floor := levelTime + creates*latency.Seconds()/float64(s.cfg.GitLab.Concurrency)
+		rateFloor := levelTime + creates*60/float64(s.cfg.GitLab.RequestsPerMinute)
+		b.ReportMetric(floor, "floor-s")
+		b.ReportMetric(rateFloor, "rate-floor-s")
+		b.Logf("rebuild of %s (%s store, %d affected, %d levels): %.1f s; floor %.1f s (goal ≤ 2× = %.1f s, %.1f× now); floor at the default %d requests/min %.1f s (%.1f× now)",
+			root, storeKind(), affected, levels, took.Seconds(), floor, 2*floor, took.Seconds()/floor,
+			s.cfg.GitLab.RequestsPerMinute, rateFloor, took.Seconds()/rateFloor)
 		srv.SetLatency(0)
 		s.stop(b)
 		b.StartTimer()

@@ -19,3 +19,11 @@ func benchState(b *testing.B) string {
 	}
 	return filepath.Join(b.TempDir(), "depsd.db")
 }
+
+// storeKind names the backend benchState picks, for the figures' lines.
+func storeKind() string {
+	if os.Getenv("DEPSD_BENCH_STORE") == "postgres" {
+		return "postgres"
+	}
+	return "sqlite"
+}

@@ -161,6 +161,9 @@ func (c *Chain) member(p string) *Member {
 	return c.Members[i]
 }
 
+// Member returns the member for project p, or nil.
+func (c *Chain) Member(p string) *Member { return c.member(p) }
+
 // add inserts m, keeping Members sorted. m.Project must not be a member.
 func (c *Chain) add(m *Member) {
 	i, _ := slices.BinarySearchFunc(c.Members, m.Project, func(x *Member, p string) int {
@@ -190,4 +193,22 @@ func (c *Chain) addRoot(r string) {
 	if i, found := slices.BinarySearch(c.Roots, r); !found {
 		c.Roots = slices.Insert(c.Roots, i, r)
 	}
+}
+
+// Clone returns a deep copy of c, not dirty. Stores that keep the active
+// chains in memory between transactions hand out clones, so that what a
+// transaction changes and then rolls back never reaches their copy.
+func (c *Chain) Clone() *Chain {
+	out := *c
+	out.dirty = false
+	out.Roots = slices.Clone(c.Roots)
+	out.Reasons = slices.Clone(c.Reasons)
+	out.Skipped = slices.Clone(c.Skipped)
+	out.Members = make([]*Member, len(c.Members))
+	for i, m := range c.Members {
+		mm := *m
+		mm.Upstreams = slices.Clone(m.Upstreams)
+		out.Members[i] = &mm
+	}
+	return &out
 }

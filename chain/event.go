@@ -61,3 +61,10 @@ func (e Event) Kind() string {
 	}
 	return "empty"
 }
+
+// NewEvent is an event to record with its delivery's Idempotency-Key
+// (Store.RecordEvents).
+type NewEvent struct {
+	Key   string
+	Event Event
+}

@@ -18,14 +18,14 @@ func (e *Engine) RecordEvent(ctx context.Context, key string, ev Event) (duplica
 	if ev.Pipeline == nil && ev.Push == nil {
 		return false, errors.New("record event: empty event")
 	}
-	dup, err := e.cfg.Store.RecordEvent(ctx, key, ev)
+	dups, err := e.cfg.Store.RecordEvents(ctx, []NewEvent{{Key: key, Event: ev}})
 	if err != nil {
 		return false, fmt.Errorf("record %s event: %w", ev.Kind(), err)
 	}
-	if !dup {
+	if !dups[0] {
 		e.NotifyInbox()
 	}
-	return dup, nil
+	return dups[0], nil
 }
 
 // ProcessInbox applies the unprocessed events in the order they were

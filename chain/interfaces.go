@@ -46,10 +46,12 @@ type Store interface {
 	UpdateChains(ctx context.Context, fn func(Tx) error) error
 	// ViewChains runs fn in a read-only snapshot; fn must not write.
 	ViewChains(ctx context.Context, fn func(Tx) error) error
-	// RecordEvent adds an event to the inbox unless an event with the same
-	// key was recorded in the last week (duplicate is then true and nothing
-	// is written). An empty key is never a duplicate.
-	RecordEvent(ctx context.Context, key string, ev Event) (duplicate bool, err error)
+	// RecordEvents adds events to the inbox in one transaction, in order,
+	// except those whose key was recorded in the last week or earlier in
+	// the same call (their duplicate flag is then true and nothing is
+	// written). An empty key is never a duplicate. On error nothing is
+	// recorded.
+	RecordEvents(ctx context.Context, evs []NewEvent) (duplicate []bool, err error)
 }
 
 // Tx is one store transaction, valid only inside the UpdateChains or ViewChains

@@ -78,15 +78,18 @@ type Options struct {
 
 // Daemon is a running `depsd serve`. Build it with New, run it with Run.
 type Daemon struct {
-	opts    Options
-	log     *slog.Logger
-	store   *store.Store
-	gitlab  *gitlab.Client
-	engine  *chain.Engine
-	metrics *metrics
-	state   *graphState
-	server  *http.Server
-	ui      *http.Server // nil unless Options.UIListen is set
+	opts   Options
+	log    *slog.Logger
+	store  *store.Store
+	gitlab *gitlab.Client
+	engine *chain.Engine
+	// recorder writes the webhook handler's events (group commit); Run
+	// owns its goroutine, which outlives the HTTP server's drain.
+	recorder *chain.Recorder
+	metrics  *metrics
+	state    *graphState
+	server   *http.Server
+	ui       *http.Server // nil unless Options.UIListen is set
 	// hooks is the last webhook check (at the start of a leader's term,
 	// then by each maintenance run), for the dashboard's health page.
 	hooks atomic.Pointer[dashboard.HookStatus]
@@ -160,9 +163,10 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
+	d.recorder = d.engine.NewRecorder()
 	hook, err := webhook.NewHandler(webhook.Options{
 		Secret: cfg.Hooks.Secret, DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
-		Recorder: recorder{d.engine}, Scope: d.state, Recorded: d.engine.NotifyInbox,
+		Recorder: recorder{d.recorder}, Scope: d.state, Recorded: d.engine.NotifyInbox,
 		Observe: func(kind, outcome string) { d.metrics.events.WithLabelValues(kind, outcome).Inc() },
 		Now:     opts.Now, Logger: opts.Logger.With("component", "webhook"),
 	})
@@ -258,6 +262,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// take it over while its request is still in flight.
 	alive := make(chan struct{})
 	g.Go(func() error { return d.keepAlive(gctx, func() { close(alive) }) })
+	g.Go(func() error { return d.recorder.Run(gctx) })
 	g.Go(func() error { return d.engine.RunInbox(gctx) })
 	g.Go(func() error {
 		select {

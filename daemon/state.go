@@ -54,11 +54,12 @@ func (s *graphState) InScope(projectID int64) bool {
 	return c != nil && c.ids[projectID]
 }
 
-// recorder hands accepted webhook events to the engine's inbox.
-type recorder struct{ engine *chain.Engine }
+// recorder hands accepted webhook events to the engine's inbox through
+// the group-committing chain.Recorder the daemon runs.
+type recorder struct{ r *chain.Recorder }
 
 func (r recorder) Record(ctx context.Context, ev webhook.Event) (bool, error) {
-	return r.engine.RecordEvent(ctx, ev.Key, chain.Event{Pipeline: ev.Pipeline, Push: ev.Push})
+	return r.r.Record(ctx, ev.Key, chain.Event{Pipeline: ev.Pipeline, Push: ev.Push})
 }
 
 // observer exports the engine's events as metrics.

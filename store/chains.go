@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -14,8 +15,19 @@ import (
 // UpdateChains runs fn in one immediate write transaction over the chain
 // tables (chain.Store): the engine loads the active chains, applies a
 // change, and writes chains and outbox actions back before it commits.
+// The active chains are read through this process's cache (chaincache.go).
 func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
-	return s.write(ctx, func(tx *sql.Tx) error { return fn(newChainTx(tx)) })
+	var cc *txCache
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		t := newChainTx(tx)
+		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}, pristine: map[int64]map[string]*chain.Member{}}
+		t.cc = cc
+		return fn(t)
+	})
+	if err == nil {
+		s.chains.commit(cc.active, cc.fresh)
+	}
+	return err
 }
 
 // ViewChains runs fn in a read-only snapshot of the chain tables.
@@ -30,6 +42,9 @@ type chainTx struct {
 	// so SaveChain writes only the members that changed: an event touches
 	// a few members of a chain that may have hundreds.
 	loaded map[int64]map[string]memberRow
+	// cc is the chain cache of an UpdateChains transaction; nil in
+	// ViewChains.
+	cc *txCache
 }
 
 func newChainTx(tx *sql.Tx) chainTx {
@@ -69,6 +84,10 @@ const chainColumns = `id, mode, state, roots, skipped, merged_into, started_at, 
 
 // ActiveChains returns the running and blocked chains with their members.
 func (t chainTx) ActiveChains(ctx context.Context) ([]*chain.Chain, error) {
+	if t.cc != nil {
+		t.cc.active = map[int64]bool{}
+		return t.cachedActiveChains(ctx)
+	}
 	return t.queryChains(ctx, `SELECT `+chainColumns+` FROM chains WHERE state IN ($1, $2) ORDER BY id`,
 		string(chain.Running), string(chain.Blocked))
 }
@@ -266,13 +285,17 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 	if c.MergedInto != 0 {
 		merged = c.MergedInto
 	}
-	_, err = t.tx.ExecContext(ctx, `INSERT INTO chains (`+chainColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	// version counts the saves, for the caches of every process
+	// (chaincache.go).
+	var version int64
+	err = t.tx.QueryRowContext(ctx, `INSERT INTO chains (`+chainColumns+`, version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)
 		ON CONFLICT (id) DO UPDATE SET mode = excluded.mode, state = excluded.state, roots = excluded.roots,
 			skipped = excluded.skipped, merged_into = excluded.merged_into, started_at = excluded.started_at,
-			updated_at = excluded.updated_at, ended_at = excluded.ended_at`,
+			updated_at = excluded.updated_at, ended_at = excluded.ended_at, version = chains.version + 1
+		RETURNING version`,
 		c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
-		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt))
+		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt)).Scan(&version)
 	if err != nil {
 		return fmt.Errorf("write chain %d: %w", c.ID, err)
 	}
@@ -290,7 +313,16 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 			return fmt.Errorf("write chain %d reason: %w", c.ID, err)
 		}
 	}
-	return t.saveMembers(ctx, c)
+	if err := t.saveMembers(ctx, c); err != nil {
+		return err
+	}
+	if t.cc != nil {
+		// The engine saves a chain last thing in its transaction (and
+		// never changes it after), so c itself becomes the cached copy.
+		t.cc.fresh[c.ID] = newCached(version, c, t.loaded[c.ID])
+		t.cc.pristine[c.ID] = t.cc.fresh[c.ID].members
+	}
+	return nil
 }
 
 // saveMembers writes the members of c. A chain read in this transaction
@@ -304,17 +336,34 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain) error {
 		}
 		before = map[string]memberRow{}
 	}
+	var pristine map[string]*chain.Member
+	if t.cc != nil && diff {
+		pristine = t.cc.pristine[c.ID]
+	}
+	// after starts as a copy of before (which a cache may share) and
+	// takes the changed rows.
+	after := maps.Clone(before)
 	var upsert *sql.Stmt
-	after := make(map[string]memberRow, len(c.Members))
+	kept := 0
 	for _, m := range c.Members {
+		if pm, ok := pristine[m.Project]; ok && sameMember(pm, m) {
+			if _, ok := before[m.Project]; ok {
+				kept++
+				continue
+			}
+		}
 		r, err := rowOf(m)
 		if err != nil {
 			return err
 		}
-		after[m.Project] = r
-		if old, ok := before[m.Project]; ok && old == r {
-			continue
+		old, ok := before[m.Project]
+		if ok {
+			kept++
+			if old == r {
+				continue
+			}
 		}
+		after[m.Project] = r
 		if upsert == nil {
 			if upsert, err = t.tx.PrepareContext(ctx, `INSERT INTO chain_members (chain_id, project, project_id, state,
 				upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
@@ -333,8 +382,13 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain) error {
 			return fmt.Errorf("write chain %d member %s: %w", c.ID, m.Project, err)
 		}
 	}
-	for project := range before {
-		if _, ok := after[project]; !ok {
+	if kept < len(before) {
+		// Some members left the chain.
+		for project := range before {
+			if c.Member(project) != nil {
+				continue
+			}
+			delete(after, project)
 			if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_members WHERE chain_id = $1 AND project = $2`, c.ID, project); err != nil {
 				return fmt.Errorf("write chain %d: %w", c.ID, err)
 			}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -113,6 +114,59 @@ func testEventsDedupeAndPrune(t *testing.T, b backend) {
 	// Once pruned, the key may be recorded again.
 	if dup, err := s.RecordEvent(ctx, "k1", ev); dup || err != nil {
 		t.Errorf("RecordEvent after prune = %v, %v", dup, err)
+	}
+}
+
+func TestRecordEventsBatch(t *testing.T) { forEachBackend(t, testRecordEventsBatch) }
+
+// testRecordEventsBatch: one batch dedupes against earlier batches and
+// within itself, keeps its order, and more rows than one statement takes
+// still go in.
+func testRecordEventsBatch(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
+	ctx := t.Context()
+	ev := func(id int64) chain.Event {
+		return chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/a", PipelineID: id, Status: "running"}}
+	}
+	if _, err := s.RecordEvent(ctx, "old", ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	batch := []chain.NewEvent{{Key: "a", Event: ev(2)}, {Key: "old", Event: ev(3)}, {Key: "b", Event: ev(4)}, {Key: "a", Event: ev(5)}, {Key: "", Event: ev(6)}, {Key: "", Event: ev(7)}}
+	for i := range 1200 {
+		batch = append(batch, chain.NewEvent{Key: fmt.Sprintf("many-%d", i), Event: ev(int64(100 + i))})
+	}
+	dups, err := s.RecordEvents(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]bool, len(batch))
+	want[1], want[3] = true, true
+	if !reflect.DeepEqual(dups, want) {
+		t.Errorf("duplicates = %v…, want %v…", dups[:7], want[:7])
+	}
+	var order []int64
+	err = s.UpdateChains(ctx, func(tx chain.Tx) error {
+		for {
+			se, ok, err := tx.NextEvent(ctx)
+			if err != nil || !ok {
+				return err
+			}
+			order = append(order, se.Event.Pipeline.PipelineID)
+			if err := tx.MarkEvent(ctx, se.Seq, time.Now(), "done"); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != 1+4+1200 || !reflect.DeepEqual(order[:5], []int64{1, 2, 4, 6, 7}) || order[len(order)-1] != 1299 {
+		t.Errorf("recorded %d events in order %v…%v", len(order), order[:min(5, len(order))], order[len(order)-1])
+	}
+	// The batch's keys are duplicates for the next batch.
+	dups, err = s.RecordEvents(ctx, []chain.NewEvent{{Key: "b", Event: ev(8)}, {Key: "many-1199", Event: ev(9)}, {Key: "c", Event: ev(10)}})
+	if err != nil || !reflect.DeepEqual(dups, []bool{true, true, false}) {
+		t.Errorf("second batch = %v, %v", dups, err)
 	}
 }
 

@@ -7,74 +7,258 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
 )
 
-// RecordEvent adds a webhook event to the inbox in its own transaction, so
-// the handler can acknowledge the delivery once it returns. key is the
-// delivery's Idempotency-Key: if an event with that key is still kept
-// (processed events are pruned after a week), duplicate is true and nothing
-// is written. An empty key (a GitLab too old to send one) is replaced by a
-// random one: such deliveries cannot be deduplicated.
+// RecordEvent adds one webhook event to the inbox in its own transaction
+// (RecordEvents with one event).
 func (s *Store) RecordEvent(ctx context.Context, key string, ev chain.Event) (duplicate bool, err error) {
-	if key == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		key = "nokey-" + hex.EncodeToString(b[:])
-	}
-	payload, err := json.Marshal(ev)
+	dups, err := s.RecordEvents(ctx, []chain.NewEvent{{Key: key, Event: ev}})
 	if err != nil {
-		return false, fmt.Errorf("record event %s: %w", key, err)
+		return false, err
+	}
+	return dups[0], nil
+}
+
+// RecordEvents adds webhook events to the inbox in one transaction (the
+// daemon's group commit), in the order given, so the handlers can
+// acknowledge the deliveries once it returns. Each Key is a delivery's
+// Idempotency-Key: if an event with that key is still kept (processed
+// events are pruned after a week), or an earlier event of the same batch
+// has it, its duplicate flag is true and nothing is written for it. An
+// empty key (a GitLab too old to send one) is replaced by a random one:
+// such deliveries cannot be deduplicated. On error nothing is recorded.
+func (s *Store) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplicate []bool, err error) {
+	duplicate = make([]bool, len(evs))
+	if len(evs) == 0 {
+		return duplicate, nil
+	}
+	keys := make([]string, len(evs))
+	payloads := make([]string, len(evs))
+	for i, ne := range evs {
+		keys[i] = ne.Key
+		if keys[i] == "" {
+			var b [16]byte
+			_, _ = rand.Read(b[:])
+			keys[i] = "nokey-" + hex.EncodeToString(b[:])
+		}
+		payload, err := json.Marshal(ne.Event)
+		if err != nil {
+			return nil, fmt.Errorf("record event %s: %w", keys[i], err)
+		}
+		payloads[i] = string(payload)
 	}
 	// A webhook's request context ends when GitLab hangs up; once the
 	// transaction has begun, its statements run to the end.
 	stmtCtx := context.WithoutCancel(ctx)
+	now := encodeTime(time.Now())
 	if s.dialect.kind == KindPostgres {
-		// One statement, no write lock: the seq comes from a sequence and
-		// the unique key dedupes (a concurrent insert of the same key
-		// waits for the other and then does nothing). Webhooks are then
-		// acknowledged while the engine holds the lock. Seqs may commit
-		// out of order; events are applied in seq order of those
-		// committed, and a status never moves a member backwards.
-		if err := ctx.Err(); err != nil {
-			return false, fmt.Errorf("record event %s: %w", key, err)
+		if err := s.recordEventsPostgres(ctx, keys, evs, payloads, now, duplicate); err != nil {
+			return nil, fmt.Errorf("record %d events (first key %s): %w", len(evs), keys[0], err)
 		}
-		// Bounded well inside GitLab's 10 s webhook timeout, so that an
-		// unreachable database is answered 503 rather than a timeout.
-		stmtCtx, cancel := context.WithTimeout(stmtCtx, 5*time.Second)
-		defer cancel()
-		res, err := s.db.ExecContext(stmtCtx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
-			VALUES (nextval('events_seq'), $1, $2, $3, $4, '') ON CONFLICT (key) DO NOTHING`,
-			key, ev.Kind(), string(payload), encodeTime(time.Now()))
-		if err != nil {
-			return false, fmt.Errorf("record event %s: %w", key, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return false, fmt.Errorf("record event %s: %w", key, err)
-		}
-		return n == 0, nil
+		return duplicate, nil
 	}
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(stmtCtx, `SELECT COUNT(*) FROM events WHERE key = $1`, key).Scan(&n); err != nil {
+	// Recordings go before other writers of this process (gate.go).
+	err = s.write(withUrgentWrites(ctx), func(tx *sql.Tx) error {
+		clear(duplicate)
+		seen, err := s.existingKeys(stmtCtx, tx, keys)
+		if err != nil {
 			return err
 		}
-		if n > 0 {
-			duplicate = true
-			return nil
+		var next int64
+		if err := tx.QueryRowContext(stmtCtx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM events`).Scan(&next); err != nil {
+			return err
 		}
-		_, err := tx.ExecContext(stmtCtx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
-			VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM events), $1, $2, $3, $4, '')`,
-			key, ev.Kind(), string(payload), encodeTime(time.Now()))
-		return err
+		var rows []any
+		for i := range evs {
+			if seen[keys[i]] {
+				duplicate[i] = true
+				continue
+			}
+			seen[keys[i]] = true
+			rows = append(rows, next, keys[i], evs[i].Event.Kind(), payloads[i], now)
+			next++
+		}
+		return s.insertRows(stmtCtx, tx, `INSERT INTO events (seq, key, kind, payload, received_at, result) VALUES `,
+			"($%d, $%d, $%d, $%d, $%d, '')", 5, rows)
 	})
 	if err != nil {
-		return false, fmt.Errorf("record event %s: %w", key, err)
+		return nil, fmt.Errorf("record %d events (first key %s): %w", len(evs), keys[0], err)
 	}
 	return duplicate, nil
+}
+
+// recordEventsPostgres writes a batch without the write lock: the seqs come
+// from a sequence and the unique key dedupes (a concurrent insert of the
+// same key waits for the other and then does nothing), so webhooks are
+// acknowledged while the engine holds the lock. Seqs may commit out of
+// order; events are applied in seq order of those committed, and a status
+// never moves a member backwards. It fills in duplicate.
+func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []chain.NewEvent, payloads []string,
+	now any, duplicate []bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Bounded well inside GitLab's 10 s webhook timeout, so that an
+	// unreachable database is answered 503 rather than a timeout.
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	first := map[string]int{}
+	var rows []any
+	for i := range evs {
+		if _, ok := first[keys[i]]; ok {
+			duplicate[i] = true
+			continue
+		}
+		first[keys[i]] = i
+		rows = append(rows, keys[i], evs[i].Event.Kind(), payloads[i], now)
+	}
+	inserted := map[string]bool{}
+	tx, err := s.db.BeginTx(txCtx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	const width = 4
+	for lo := 0; lo < len(rows); lo += eventChunk * width {
+		part := rows[lo:min(len(rows), lo+eventChunk*width)]
+		var q strings.Builder
+		q.WriteString(`INSERT INTO events (seq, key, kind, payload, received_at, result) VALUES `)
+		for r := 0; r < len(part)/width; r++ {
+			if r > 0 {
+				q.WriteString(", ")
+			}
+			n := r * width
+			fmt.Fprintf(&q, "(nextval('events_seq'), $%d, $%d, $%d, $%d, '')", n+1, n+2, n+3, n+4)
+		}
+		q.WriteString(` ON CONFLICT (key) DO NOTHING RETURNING key`)
+		res, err := tx.QueryContext(txCtx, q.String(), part...)
+		if err != nil {
+			return err
+		}
+		for res.Next() {
+			var k string
+			if err := res.Scan(&k); err != nil {
+				res.Close()
+				return err
+			}
+			inserted[k] = true
+		}
+		res.Close()
+		if err := res.Err(); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	for k, i := range first {
+		duplicate[i] = !inserted[k]
+	}
+	return nil
+}
+
+// eventChunk bounds the rows (and so the parameters) of one PostgreSQL
+// statement (at most 65,535 parameters).
+const eventChunk = 500
+
+// existingKeys returns which of keys the events table holds. On SQLite a
+// prepared statement is run per key: the driver binds numbered parameters
+// in time quadratic in their count, and a statement costs no round trip.
+// On PostgreSQL one statement asks for many keys.
+func (s *Store) existingKeys(ctx context.Context, tx *sql.Tx, keys []string) (map[string]bool, error) {
+	seen := make(map[string]bool, len(keys))
+	if s.dialect.kind == KindSQLite {
+		stmt, err := tx.PrepareContext(ctx, `SELECT COUNT(*) FROM events WHERE key = $1`)
+		if err != nil {
+			return nil, err
+		}
+		defer stmt.Close()
+		for _, k := range keys {
+			var n int
+			if err := stmt.QueryRowContext(ctx, k).Scan(&n); err != nil {
+				return nil, err
+			}
+			seen[k] = n > 0
+		}
+		return seen, nil
+	}
+	for lo := 0; lo < len(keys); lo += eventChunk {
+		part := keys[lo:min(len(keys), lo+eventChunk)]
+		var q strings.Builder
+		q.WriteString(`SELECT key FROM events WHERE key IN (`)
+		args := make([]any, len(part))
+		for i, k := range part {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(&q, "$%d", i+1)
+			args[i] = k
+		}
+		q.WriteString(")")
+		rows, err := tx.QueryContext(ctx, q.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			seen[k] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return seen, nil
+}
+
+// insertRows runs prefix followed by one row tuple (with width
+// placeholders) per width values of args: on SQLite one prepared row at a
+// time (see existingKeys), on PostgreSQL eventChunk rows a statement.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, prefix, tuple string, width int, args []any) error {
+	if s.dialect.kind == KindSQLite && len(args) > 0 {
+		ph := make([]any, width)
+		for c := range width {
+			ph[c] = c + 1
+		}
+		stmt, err := tx.PrepareContext(ctx, prefix+fmt.Sprintf(tuple, ph...))
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for lo := 0; lo < len(args); lo += width {
+			if _, err := stmt.ExecContext(ctx, args[lo:lo+width]...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for lo := 0; lo < len(args); lo += eventChunk * width {
+		part := args[lo:min(len(args), lo+eventChunk*width)]
+		var q strings.Builder
+		q.WriteString(prefix)
+		ph := make([]any, width)
+		for r := 0; r < len(part)/width; r++ {
+			if r > 0 {
+				q.WriteString(", ")
+			}
+			for c := range width {
+				ph[c] = r*width + c + 1
+			}
+			fmt.Fprintf(&q, tuple, ph...)
+		}
+		if _, err := tx.ExecContext(ctx, q.String(), part...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // NextEvent returns the oldest unprocessed event.

@@ -174,5 +174,15 @@ func migrations() []migration {
 			},
 		},
 		replicaMigration(),
+		{
+			version: 6,
+			name:    "chain versions",
+			stmts: []string{
+				// Incremented by every save of a chain, so that each
+				// process's cache of the active chains knows when another
+				// wrote one (chaincache.go).
+				`ALTER TABLE chains ADD COLUMN version BIGINT NOT NULL DEFAULT 0`,
+			},
+		},
 	}
 }

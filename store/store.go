@@ -36,6 +36,10 @@ var ErrNotFound = errors.New("not found")
 // same database at once: writers wait for each other (up to the busy
 // timeout on SQLite, on an advisory lock on PostgreSQL).
 type Store struct {
+	// gate queues this process's writers (gate.go).
+	gate *writeGate
+	// chains caches the active chains between UpdateChains (chaincache.go).
+	chains  *chainCache
 	db      *sql.DB
 	path    string // as given, for SQLite; the URL without its password for PostgreSQL
 	dialect dialect
@@ -79,13 +83,13 @@ func Open(ctx context.Context, dsnOrPath string) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", name, err)
 		}
-		s = &Store{db: db, path: name, dialect: postgresDialect}
+		s = &Store{db: db, path: name, dialect: postgresDialect, gate: &writeGate{}, chains: newChainCache()}
 	default:
 		db, err := openSQLite(ctx, dsnOrPath)
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", dsnOrPath, err)
 		}
-		s = &Store{db: db, path: dsnOrPath, dialect: sqliteDialect}
+		s = &Store{db: db, path: dsnOrPath, dialect: sqliteDialect, gate: &writeGate{}, chains: newChainCache()}
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.db.Close()
@@ -133,6 +137,13 @@ func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	readOnly := opts != nil && opts.ReadOnly
+	if !readOnly {
+		if err := s.gate.acquire(ctx, isUrgent(ctx)); err != nil {
+			return err
+		}
+		defer s.gate.release()
+	}
 	txCtx, cancel := detached(ctx)
 	defer cancel()
 	conn, err := s.db.Conn(txCtx)
@@ -140,7 +151,6 @@ func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) 
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer conn.Close()
-	readOnly := opts != nil && opts.ReadOnly
 	tx, err := conn.BeginTx(txCtx, s.dialect.txOptions(readOnly))
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

@@ -1,0 +1,80 @@
+package chain_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/store/storetest"
+)
+
+// BenchmarkApplyEvent applies one pipeline event (the running chain's base
+// pipeline going pending, then running, alternately: the member's status
+// changes each time) to a chain of 5 members and to one of 2,000, through
+// the engine and the store (SQLite by default, DEPSD_TEST_STORE=postgres).
+// Goal (issue 10): the 2,000-member event costs at most 2× the 5-member one.
+func BenchmarkApplyEvent(b *testing.B) {
+	perOp := map[int]time.Duration{}
+	for _, n := range []int{5, 2000} {
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			ctx := b.Context()
+			s, err := store.Open(ctx, storetest.State(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			projects := []store.Project{{ID: 1, Path: "g/base", DefaultBranch: "main"}}
+			for i := 1; i < n; i++ {
+				projects = append(projects, store.Project{ID: int64(i + 1), Path: fmt.Sprintf("g/app%d", i), DefaultBranch: "main",
+					Dependencies: []deps.Dependency{{Kind: deps.KindGitLabDeps, Ref: "g/base", Project: "g/base"}}})
+			}
+			if err := s.ApplyScan(ctx, projects, store.ScanMeta{StartedAt: t0}); err != nil {
+				b.Fatal(err)
+			}
+			clk := &clock{t: t0}
+			gl := &fakeGitLab{now: clk.Now}
+			// The daemon hands the engine its graph from memory.
+			g, err := s.Graph(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			graph := func(context.Context) (*deps.Graph, error) { return g, nil }
+			en, err := chain.New(chain.Config{Store: s, GitLab: gl, Graph: graph, Mode: chain.Full, Now: clk.Now})
+			if err != nil {
+				b.Fatal(err)
+			}
+			id, err := en.Rebuild(ctx, "g/base", chain.Reason{Kind: chain.ReasonRebuild, Detail: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := en.SendPending(ctx); err != nil {
+				b.Fatal(err)
+			}
+			v, err := en.Chain(ctx, id)
+			if err != nil || len(v.Members) != n {
+				b.Fatalf("chain of %d members, want %d (%v)", len(v.Members), n, err)
+			}
+			p := gl.created(1)[0]
+			statuses := []string{"pending", "running"}
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				ev := chain.PipelineEvent{ProjectID: 1, Project: "g/base", PipelineID: p.ID, Status: statuses[i%2],
+					Ref: "main", Source: "api", Variables: p.vars, URL: p.WebURL, At: clk.Now()}
+				if _, err := en.ApplyPipelineEvent(ctx, ev); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			perOp[n] = b.Elapsed() / time.Duration(max(b.N, 1))
+			if n == 2000 && perOp[5] > 0 {
+				b.Logf("apply one event: %s for 2,000 members, %s for 5: %.1f×, goal ≤ 2×",
+					perOp[2000], perOp[5], float64(perOp[2000])/float64(perOp[5]))
+			}
+		})
+	}
+}

@@ -1,0 +1,112 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrRecorderStopped is returned by Recorder.Record once the recorder's Run
+// has returned: the event was not recorded.
+var ErrRecorderStopped = errors.New("event recorder stopped")
+
+// maxRecordBatch bounds how many recordings share one transaction.
+const maxRecordBatch = 512
+
+// Recorder records webhook events in the inbox with group commit: the
+// recordings that arrive while a transaction runs are written together in
+// the next one, so under load the webhook handlers wait for one commit
+// instead of queueing for the write lock one by one. Each Record returns
+// after the transaction holding its event committed, so an acknowledged
+// event survives a crash. Its Run goroutine is owned by whoever runs the
+// engine (the daemon).
+type Recorder struct {
+	e       *Engine
+	reqs    chan *recordReq
+	stopped chan struct{}
+}
+
+type recordReq struct {
+	ev   NewEvent
+	dup  bool
+	err  error
+	done chan struct{}
+}
+
+// NewRecorder returns a recorder for e's inbox; Record waits until Run runs.
+func (e *Engine) NewRecorder() *Recorder {
+	return &Recorder{e: e, reqs: make(chan *recordReq), stopped: make(chan struct{})}
+}
+
+// Record records ev with its delivery key and reports whether it is a
+// duplicate (the same key recorded before, or earlier in the same batch).
+// It returns once the event is committed, or with an error when it could
+// not be recorded (the store is down, the recorder stopped, ctx ended
+// before the event was handed over). It is called concurrently.
+func (r *Recorder) Record(ctx context.Context, key string, ev Event) (duplicate bool, err error) {
+	if ev.Pipeline == nil && ev.Push == nil {
+		return false, errors.New("record event: empty event")
+	}
+	req := &recordReq{ev: NewEvent{Key: key, Event: ev}, done: make(chan struct{})}
+	select {
+	case r.reqs <- req:
+	case <-r.stopped:
+		return false, ErrRecorderStopped
+	case <-ctx.Done():
+		return false, fmt.Errorf("record %s event: %w", ev.Kind(), ctx.Err())
+	}
+	// Once handed over, the event is written whatever ctx does: wait for
+	// the commit so the answer tells the truth.
+	<-req.done
+	return req.dup, req.err
+}
+
+// Run writes the recordings until ctx ends: it takes one, then every other
+// that is waiting (up to maxRecordBatch), writes them in one transaction,
+// answers each and wakes the inbox processor.
+func (r *Recorder) Run(ctx context.Context) error {
+	defer close(r.stopped)
+	batch := make([]*recordReq, 0, maxRecordBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return nil
+		case req := <-r.reqs:
+			batch = append(batch, req)
+		}
+	more:
+		for len(batch) < maxRecordBatch {
+			select {
+			case req := <-r.reqs:
+				batch = append(batch, req)
+			default:
+				break more
+			}
+		}
+		r.write(ctx, batch)
+	}
+}
+
+// write records one batch and answers its waiters.
+func (r *Recorder) write(ctx context.Context, batch []*recordReq) {
+	evs := make([]NewEvent, len(batch))
+	for i, req := range batch {
+		evs[i] = req.ev
+	}
+	// The batch was handed over: write it even if ctx just ended.
+	dups, err := r.e.cfg.Store.RecordEvents(context.WithoutCancel(ctx), evs)
+	added := false
+	for i, req := range batch {
+		if err != nil {
+			req.err = fmt.Errorf("record %s event: %w", req.ev.Event.Kind(), err)
+		} else {
+			req.dup = dups[i]
+			added = added || !dups[i]
+		}
+		close(req.done)
+	}
+	if added {
+		r.e.NotifyInbox()
+	}
+}
