@@ -17,6 +17,9 @@ import (
 // helperImage is built by .ci/helper-image.sh: Debian minbase with git.
 func helperImage(t *testing.T) string {
 	t.Helper()
+	if shared.skip != "" { // no podman here (TestMain fails instead where podman is expected)
+		t.Skip(shared.skip)
+	}
 	image := os.Getenv("DEPSD_HELPER_IMAGE")
 	if image == "" {
 		image = "localhost/helper-git-test:bookworm"
