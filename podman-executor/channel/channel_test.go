@@ -50,10 +50,25 @@ func startLoop(t *testing.T) string {
 	}
 	loop := Loop(dir)
 	cmd := exec.Command(sh, loop[1:]...)
+	// Its own process group, so that cleanup ends the stages it started
+	// too: a stage left running would write into the directory while
+	// TempDir's cleanup removes it.
+	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		pgid := cmd.Process.Pid
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+		_ = cmd.Wait()
+		// A killed process may still finish the write it was in: remove
+		// the directory until it stays removed.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := Ready(ctx, dir, nil); err != nil {
