@@ -62,7 +62,9 @@ start_service() {
 		return
 	fi
 	rm -f "$SOCK"
-	CONTAINERS_CONF=$CONF setsid podman system service --time=0 "unix://$SOCK" \
+	# From /: conmon runs in the service's working directory, not a
+	# checkout that may go away.
+	(cd / && CONTAINERS_CONF=$CONF exec setsid podman system service --time=0 "unix://$SOCK") \
 		>"$LOG" 2>&1 </dev/null &
 	echo $! >"$PIDFILE"
 	local i
@@ -191,7 +193,12 @@ cmd_rootless_start() {
 	local sock=$RL_RUN/podman/podman.sock
 	if ! as_user podman --remote --url "unix://$sock" info >/dev/null 2>&1; then
 		as_user mkdir -p "$RL_RUN/podman"
-		as_user setsid podman system service --time=0 "unix://$sock" >"$RL_STATE/service.log" 2>&1 </dev/null &
+		# From /: conmon runs in the service's working directory, and a
+		# checkout that is later removed (or root's home, which the user
+		# cannot enter) fails every container start.
+		(cd / && exec runuser -u "$RL_USER" -- env -u CONTAINER_HOST -u CONTAINER_CONNECTION \
+			HOME="$(getent passwd "$RL_USER" | cut -d: -f6)" XDG_RUNTIME_DIR="$RL_RUN" CONTAINERS_CONF="$RL_CONF" \
+			setsid podman system service --time=0 "unix://$sock") >"$RL_STATE/service.log" 2>&1 </dev/null &
 		echo $! >"$RL_STATE/service.pid"
 		local i
 		for i in $(seq 1 100); do
