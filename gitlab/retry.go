@@ -54,6 +54,12 @@ func (c *Client) call(ctx context.Context, idempotent bool, req request) error {
 			return fmt.Errorf("gitlab request: %w", ctx.Err())
 		}
 		ae := c.apiError(resp, err, attempt)
+		if ae.Status == http.StatusTooManyRequests {
+			// Every call of this client waits out GitLab's reset, whether
+			// or not this one is retried (last attempt, a POST, a wait
+			// longer than MaxRetryAfter).
+			c.slowDown(resp, c.throttledFor(resp))
+		}
 		if !ae.retryable || attempt > c.cfg.MaxRetries || ae.Status == http.StatusBadRequest {
 			return ae
 		}
@@ -64,9 +70,6 @@ func (c *Client) call(ctx context.Context, idempotent bool, req request) error {
 		if !ok {
 			ae.Message += fmt.Sprintf(" (server asks to wait %s, more than %s)", wait, c.cfg.MaxRetryAfter)
 			return ae
-		}
-		if ae.Status == http.StatusTooManyRequests {
-			c.slowDown(resp, wait)
 		}
 		c.log.Warn("retrying GitLab request", "method", ae.Method, "path", ae.Path,
 			"status", ae.Status, "attempt", attempt, "wait", wait, "err", ae.Message)
@@ -100,6 +103,17 @@ func (c *Client) backoff(attempt int, resp *gl.Response) (time.Duration, bool) {
 		}
 	}
 	return d, true
+}
+
+// throttledFor is how long GitLab asks a throttled client to wait: its
+// Retry-After or RateLimit-Reset, else the first backoff step.
+func (c *Client) throttledFor(resp *gl.Response) time.Duration {
+	if resp != nil && resp.Response != nil {
+		if ra, ok := retryAfter(resp.Header, c.cfg.Now()); ok {
+			return ra
+		}
+	}
+	return c.cfg.BackoffBase
 }
 
 // retryAfter reads Retry-After (seconds or an HTTP date), falling back to

@@ -103,3 +103,23 @@ func TestTooManyRequestsSlowsTheClientDown(t *testing.T) {
 		t.Errorf("%d requests, want 4 (one retried once)", n)
 	}
 }
+
+// A 429 whose Retry-After is longer than the client retries for fails that
+// call, and still holds back every other call until GitLab's reset.
+func TestTooManyRequestsWithALongWaitStillPausesTheClient(t *testing.T) {
+	clk := newClock()
+	srv := newFake(t, gitlabtest.Options{Now: clk.Now})
+	id := must(srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"a": "b"}}))
+	c, rec := newClient(t, srv, func(cfg *Config) { cfg.Now = clk.Now; cfg.MaxRetryAfter = time.Minute })
+	ctx := context.Background()
+	srv.Fail(gitlabtest.Fault{Endpoint: branchEndpoint, Status: http.StatusTooManyRequests, RetryAfter: 5 * time.Minute})
+	if _, err := c.HeadCommit(ctx, id, "main"); err == nil {
+		t.Fatal("a call asked to wait 5m, past MaxRetryAfter, succeeded")
+	}
+	if _, err := c.HeadCommit(ctx, id, "main"); err != nil {
+		t.Fatal(err)
+	}
+	if w := rec.all(); len(w) != 1 || w[0] != 5*time.Minute {
+		t.Fatalf("waits %v: the next call did not wait out GitLab's 5m reset", w)
+	}
+}
