@@ -17,13 +17,15 @@ type Project struct {
 	DefaultBranch  string
 	RegistryPrefix string // container_registry_image_prefix
 	WebURL         string
-	HeadCommit     string // of the default branch; unchanged means the files need not be refetched
+	// HeadCommit identifies the dependency files last read from the default
+	// branch: a digest of their blob ids ("blobs:…", see scan), not a commit.
+	HeadCommit string
 	// LastActivity is GitLab's last_activity_at, a cheap change signal for
 	// incremental scans.
 	LastActivity time.Time
-	// HeadCheckedAt is when HeadCommit was last confirmed with GitLab.
+	// HeadCheckedAt is when the files were last confirmed with GitLab.
 	HeadCheckedAt time.Time
-	// Files are the dependency files as read at HeadCommit (the
+	// Files are the dependency files as last read (the
 	// Containerfile or Dockerfile found, and .gitlab-deps), kept so that a
 	// rescan re-analyses them against the current set of projects without
 	// fetching them again. SearchedFiles are the candidate names that were
