@@ -81,6 +81,8 @@ func TestHelpAndCompletion(t *testing.T) {
 		{name: "unknown command", args: []string{"frobnicate"}, code: exitUsage, stderr: `unknown command "frobnicate"`},
 		{name: "unknown flag", args: []string{"graph", "--bogus"}, code: exitUsage, stderr: "unknown flag: --bogus"},
 		{name: "hooks without sync", args: []string{"hooks"}, code: exitUsage, stderr: "sync"},
+		{name: "serve lease too short", args: []string{"serve", "--leader-lease", "1ns"}, code: exitUsage, stderr: "--leader-lease 1ns: want at least 1s"},
+		{name: "serve zero catch-up", args: []string{"serve", "--catch-up-interval", "0"}, code: exitUsage, stderr: "--catch-up-interval 0s: want at least"},
 		{name: "completion bash", args: []string{"completion", "bash"}, code: exitOK, stdout: "bash completion"},
 		{name: "completion zsh", args: []string{"completion", "zsh"}, code: exitOK, stdout: "compdef"},
 		{name: "completion fish", args: []string{"completion", "fish"}, code: exitOK, stdout: "complete -c depsd"},

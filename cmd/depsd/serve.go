@@ -42,6 +42,16 @@ DEPSD_WEBHOOK_SECRET_FILE, --webhook-secret-file or hooks.secret_file).`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			for _, d := range []struct {
+				flag string
+				v    time.Duration
+				min  time.Duration
+			}{{"leader-lease", lease, time.Second}, {"reconcile-interval", reconcile, 100 * time.Millisecond},
+				{"chain-expiry", expiry, time.Minute}, {"catch-up-interval", catchUp, 100 * time.Millisecond}} {
+				if d.v < d.min {
+					return usagef("--%s %s: want at least %s", d.flag, d.v, d.min)
+				}
+			}
 			cfg, err := s.load(a)
 			if err != nil {
 				return err
