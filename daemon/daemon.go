@@ -151,9 +151,12 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.store = st
 	d.state = newGraphState()
-	d.elector = &elector{st: st, id: opts.ReplicaID, ttl: opts.LeaderLease, now: opts.Now,
-		log: opts.Logger.With("component", "leader")}
 	d.incarnation = newIncarnation(opts.ReplicaID)
+	// The lease is held by this process, not by its replica id: two
+	// processes given the same id (a copied --replica-id) must not both
+	// take themselves for the holder and lead at once.
+	d.elector = &elector{st: st, id: d.incarnation, ttl: opts.LeaderLease, now: opts.Now,
+		log: opts.Logger.With("component", "leader")}
 	d.engine, err = chain.New(chain.Config{
 		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
 		Expiry: opts.ChainExpiry, ReconcileInterval: opts.ReconcileInterval, PollInterval: opts.PollInterval,

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -145,10 +146,11 @@ type ReplicaInfo struct {
 
 // LeaderInfo is the leader lease as stored.
 type LeaderInfo struct {
-	Replica   string    `json:"replica"`
-	Since     time.Time `json:"since"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Expired   bool      `json:"expired"`
+	Replica     string    `json:"replica"`
+	Incarnation string    `json:"incarnation"` // the process holding the lease
+	Since       time.Time `json:"since"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	Expired     bool      `json:"expired"`
 }
 
 // JobInfo is the last run of a background job.
@@ -177,7 +179,7 @@ func ReadStatus(ctx context.Context, st *store.Store, now time.Time) (Status, er
 		return s, fmt.Errorf("status: %w", err)
 	}
 	if ok {
-		s.Leader = &LeaderInfo{Replica: l.Holder, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt, Expired: !now.Before(l.ExpiresAt)}
+		s.Leader = &LeaderInfo{Replica: replicaOf(l.Holder), Incarnation: l.Holder, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt, Expired: !now.Before(l.ExpiresAt)}
 	}
 	alive, err := st.LiveLeases(ctx, alivePrefix, now)
 	if err != nil {
@@ -194,4 +196,12 @@ func ReadStatus(ctx context.Context, st *store.Store, now time.Time) (Status, er
 		s.Jobs = append(s.Jobs, JobInfo{Name: r.Name, Replica: r.Replica, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: r.Err})
 	}
 	return s, nil
+}
+
+// replicaOf is the replica id of an incarnation (newIncarnation).
+func replicaOf(incarnation string) string {
+	if i := strings.LastIndexByte(incarnation, '/'); i >= 0 {
+		return incarnation[:i]
+	}
+	return incarnation
 }

@@ -1,0 +1,67 @@
+package daemon
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+)
+
+// Two processes started with the same --replica-id (a copied deployment)
+// share one store: exactly one of them leads. The leader lease names the
+// process, not the replica id, or both would take themselves for its holder.
+func TestSameReplicaIDLeadsOnce(t *testing.T) {
+	srv := gitlabtest.New(gitlabtest.Options{Token: "t"})
+	t.Cleanup(srv.Close)
+	if _, err := srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM debian:12\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "depsd.db")
+	var daemons []*Daemon
+	for range 2 {
+		gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := config.Defaults()
+		cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
+		cfg.Scope.Groups = []string{"g"}
+		cfg.State = state
+		cfg.Hooks.Secret = "s"
+		ctx, cancel := context.WithCancel(context.Background())
+		d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, ReplicaID: "same", LeaderLease: time.Second})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+		daemons = append(daemons, d)
+	}
+	leaders := func() int {
+		n := 0
+		for _, d := range daemons {
+			if st, err := d.Status(context.Background()); err == nil && st.Leading {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "one of them leads", func() bool { return leaders() >= 1 })
+	// Renewals come every third of a lease: watch for two.
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if n := leaders(); n != 1 {
+			t.Fatalf("%d processes lead at once", n)
+		}
+	}
+}
