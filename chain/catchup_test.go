@@ -75,3 +75,28 @@ func projectID(t *testing.T, g *glEnv, path string) int64 {
 	}
 	return p.ID
 }
+
+// A project with more pipelines updated since the last round than one page
+// holds: the catch-up reads the oldest first, so the missed success among
+// them is still found.
+func TestCatchUpReadsABusyProjectOldestFirst(t *testing.T) {
+	g := newGitLabEnv(t, nil, "base>a")
+	if _, err := g.engine.CatchUp(g.ctx); err != nil { // notes where to start
+		t.Fatal(err)
+	}
+	if _, err := g.srv.AddPipeline("g/base", "main", "push", "success"); err != nil {
+		t.Fatal(err)
+	}
+	for range 120 {
+		if _, err := g.srv.AddPipeline("g/base", "main", "push", "failed"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := g.engine.CatchUp(g.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied != 1 {
+		t.Fatalf("the success under 120 newer pipelines was not caught up: %+v", res)
+	}
+}

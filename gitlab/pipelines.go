@@ -110,6 +110,9 @@ type PipelineFilter struct {
 	UpdatedAfter time.Time
 	// Limit is the most pipelines returned, newest first. Default 100.
 	Limit int
+	// OldestUpdatedFirst orders by updated_at ascending instead: with
+	// UpdatedAfter, a full page then ends where the next read resumes.
+	OldestUpdatedFirst bool
 }
 
 // ListPipelines returns recent pipelines of a project, newest first.
@@ -121,6 +124,9 @@ func (c *Client) ListPipelines(ctx context.Context, projectID int64, f PipelineF
 		ListOptions: gl.ListOptions{PerPage: int64(min(f.Limit, 100)), Page: 1},
 		OrderBy:     gl.Ptr("id"),
 		Sort:        gl.Ptr("desc"),
+	}
+	if f.OldestUpdatedFirst {
+		opt.OrderBy, opt.Sort = gl.Ptr("updated_at"), gl.Ptr("asc")
 	}
 	if f.Ref != "" {
 		opt.Ref = gl.Ptr(f.Ref)
