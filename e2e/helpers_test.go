@@ -333,7 +333,10 @@ func (s *serveSetup) world(t *testing.T) *world {
 // the test ends if it still runs.
 func (s *serveSetup) start(t *testing.T, extraArgs ...string) *serveProc {
 	t.Helper()
-	args := append([]string{"serve", "--group", scopeGroup, "--listen", s.listen, "--reconcile-interval", "300ms", "--log-level", "info"}, extraArgs...)
+	// A short leader lease: a process restarted after SIGKILL leads (and
+	// reconciles) once its earlier run's lease has run out.
+	args := append([]string{"serve", "--group", scopeGroup, "--listen", s.listen, "--reconcile-interval", "300ms",
+		"--leader-lease", "3s", "--log-level", "info"}, extraArgs...)
 	cmd := exec.Command(depsdBinary(t), args...)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(),
