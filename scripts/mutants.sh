@@ -61,8 +61,8 @@ mutant "docker-registry missing in CI is skipped" \
 
 mutant "a 429 does not slow the other calls down" \
 	gitlab/retry.go \
-	'c.slowDown(resp, wait)' \
-	'_ = wait' \
+	'c.slowDown(resp, c.throttledFor(resp))' \
+	'_ = c.throttledFor(resp)' \
 	-- go test -count=1 -run 'TooManyRequests' ./gitlab/
 
 mutant "incremental rescan never trusts last_activity_at" \
