@@ -28,14 +28,41 @@ func (e *Engine) RecordEvent(ctx context.Context, key string, ev Event) (duplica
 	return dups[0], nil
 }
 
+// maxInboxBatch bounds how many events one transaction of ProcessInbox
+// applies.
+const maxInboxBatch = 64
+
+// WriteYielder is what a Store may also implement so that the inbox
+// processor lets the webhook recorder in: UrgentWritersWaiting reports
+// whether a write of this process that a webhook's answer waits for
+// (RecordEvents) is queued behind the transaction in progress. It is called
+// inside UpdateChains, from the goroutine holding the write lock, and must
+// be cheap. A Store without it is never yielded to between events.
+type WriteYielder interface {
+	UrgentWritersWaiting() bool
+}
+
 // ProcessInbox applies the unprocessed events in the order they were
 // recorded, each in one transaction with its effects and its "processed"
 // mark, and returns how many it applied. Several processors (in one process
 // or several) may run at once: each event is applied once. Push events are
 // handed to Rescan outside any transaction, then marked.
+//
+// Events that change no chain and queue no action (most of them: pending
+// and running statuses, pipelines of projects in no chain) share a
+// transaction with the events after them, up to maxInboxBatch, which saves
+// a commit and the read of the active chains per event. The transaction
+// ends after the first event that changes a chain, so every event sees
+// the chains exactly as if it had a transaction of its own; it also ends
+// when a webhook recording waits for the write lock (WriteYielder), so an
+// acknowledgement waits for one event, not a batch. If a batch fails, its
+// events are applied again one per transaction, so that one event that
+// cannot be applied does not hold back those before it.
 func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 	var g *deps.Graph
+	yield, _ := e.cfg.Store.(WriteYielder)
 	n := 0
+	limit := maxInboxBatch
 	for {
 		if err := ctx.Err(); err != nil {
 			return n, err
@@ -46,38 +73,54 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 				return n, fmt.Errorf("process inbox: load graph: %w", err)
 			}
 		}
+		type applied struct{ kind, outcome string }
+		var done []applied
 		var push *StoredEvent
-		var kind, outcome string
-		got := false
 		err := e.update(ctx, g, func(t *txn) error {
-			se, ok, err := t.tx.NextEvent(ctx)
-			if err != nil || !ok {
-				return err
-			}
-			got, kind = true, se.Event.Kind()
-			switch {
-			case se.Event.Pipeline != nil:
-				outcome, err = t.applyPipeline(*se.Event.Pipeline)
-				if err != nil {
-					return fmt.Errorf("apply event %d (pipeline %d of %s): %w", se.Seq,
-						se.Event.Pipeline.PipelineID, se.Event.Pipeline.Project, err)
+			done = done[:0]
+			for len(done) < limit {
+				se, ok, err := t.tx.NextEvent(ctx)
+				if err != nil || !ok {
+					return err
 				}
-			case se.Event.Push != nil:
-				push = &se
-				return nil // marked after the rescan
-			default:
-				outcome = "ignored: empty event"
+				if se.Event.Push != nil {
+					if len(done) == 0 {
+						push = &se // marked after the rescan
+					}
+					return nil
+				}
+				t.now = e.now()
+				outcome := "ignored: empty event"
+				if se.Event.Pipeline != nil {
+					if outcome, err = t.applyPipeline(*se.Event.Pipeline); err != nil {
+						return fmt.Errorf("apply event %d (pipeline %d of %s): %w", se.Seq,
+							se.Event.Pipeline.PipelineID, se.Event.Pipeline.Project, err)
+					}
+				}
+				if err := t.tx.MarkEvent(ctx, se.Seq, t.now, outcome); err != nil {
+					return err
+				}
+				done = append(done, applied{se.Event.Kind(), outcome})
+				if t.changed() || (yield != nil && yield.UrgentWritersWaiting()) {
+					return nil
+				}
 			}
-			return t.tx.MarkEvent(ctx, se.Seq, t.now, outcome)
+			return nil
 		})
 		if err != nil {
+			if limit > 1 {
+				limit = 1 // again, one event at a time
+				continue
+			}
 			return n, fmt.Errorf("process inbox: %w", err)
 		}
-		if !got {
-			return n, nil
+		limit = maxInboxBatch
+		for _, a := range done {
+			e.obs.EventApplied(a.kind, a.outcome)
 		}
+		n += len(done)
 		if push != nil {
-			outcome = e.rescan(ctx, push.Event.Push)
+			outcome := e.rescan(ctx, push.Event.Push)
 			err := e.cfg.Store.UpdateChains(ctx, func(tx Tx) error {
 				return tx.MarkEvent(ctx, push.Seq, e.now(), outcome)
 			})
@@ -85,10 +128,29 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 				return n, fmt.Errorf("process inbox: mark push event %d: %w", push.Seq, err)
 			}
 			g = nil // the rescan may have changed the graph
+			e.obs.EventApplied(push.Event.Kind(), outcome)
+			n++
+			continue
 		}
-		e.obs.EventApplied(kind, outcome)
-		n++
+		if len(done) == 0 {
+			return n, nil
+		}
 	}
+}
+
+// changed reports whether t holds a change to a chain or a new action:
+// what a later event of the same transaction could see differently from
+// the store than from t (chains are written when t commits).
+func (t *txn) changed() bool {
+	if t.actions > 0 {
+		return true
+	}
+	for _, c := range t.chains {
+		if c.dirty {
+			return true
+		}
+	}
+	return false
 }
 
 // rescan routes a push to Rescan and returns the outcome to record. A

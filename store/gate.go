@@ -87,3 +87,12 @@ func isUrgent(ctx context.Context) bool {
 	u, _ := ctx.Value(urgentKey{}).(bool)
 	return u
 }
+
+// UrgentWritersWaiting reports whether an urgent writer (a webhook
+// recording) waits for the gate; it implements chain.WriteYielder, so the
+// inbox processor ends its transaction early for it.
+func (s *Store) UrgentWritersWaiting() bool {
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
+	return len(s.gate.urgent) > 0
+}
