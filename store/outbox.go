@@ -54,7 +54,11 @@ func (t chainTx) Action(ctx context.Context, id string) (chain.Action, bool, err
 
 // ActionByPipeline returns the action that created this pipeline.
 func (t chainTx) ActionByPipeline(ctx context.Context, pipelineID int64) (chain.Action, bool, error) {
-	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox WHERE pipeline_id = $1 ORDER BY created_at LIMIT 1`, pipelineID)
+	// The first action by created_at, without ORDER BY: SQLite sorts
+	// those in a temporary b-tree, which its pure-Go build allocates and
+	// frees with mmap and munmap, on every pipeline event of the inbox.
+	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox WHERE pipeline_id = $1
+		AND created_at = (SELECT MIN(created_at) FROM outbox WHERE pipeline_id = $1) LIMIT 1`, pipelineID)
 }
 
 // DueAction returns the pending action due first whose lease, if any, ran out.
