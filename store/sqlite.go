@@ -28,6 +28,10 @@ const busyTimeoutMillis = 15000
 //     project must delete its dependencies;
 //   - synchronous(NORMAL): durable across process crashes in WAL mode, and
 //     much cheaper than FULL;
+//   - wal_autocheckpoint: the commit that takes the WAL past this many pages
+//     copies it back into the database while holding the write lock; the
+//     store's checkpointer does that off the write path long before
+//     (checkpoint.go), so this is only a backstop;
 //
 // and _txlock=immediate makes every read-write transaction take the write
 // lock when it begins (read-only ones stay deferred).
@@ -44,6 +48,7 @@ func sqliteDSN(path string) (string, error) {
 		"_pragma=journal_mode(WAL)",
 		"_pragma=foreign_keys(1)",
 		"_pragma=synchronous(NORMAL)",
+		fmt.Sprintf("_pragma=wal_autocheckpoint(%d)", ckptBackstopPages),
 		"_txlock=immediate",
 	}
 	return u.String() + "?" + strings.Join(q, "&"), nil

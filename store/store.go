@@ -39,7 +39,10 @@ type Store struct {
 	// gate queues this process's writers (gate.go).
 	gate *writeGate
 	// chains caches the active chains between UpdateChains (chaincache.go).
-	chains  *chainCache
+	chains *chainCache
+	// ckpt copies SQLite's WAL back into the database off the write path
+	// (checkpoint.go); nil on PostgreSQL.
+	ckpt    *checkpointer
 	db      *sql.DB
 	path    string // as given, for SQLite; the URL without its password for PostgreSQL
 	dialect dialect
@@ -90,9 +93,10 @@ func Open(ctx context.Context, dsnOrPath string) (*Store, error) {
 			return nil, fmt.Errorf("open store %s: %w", dsnOrPath, err)
 		}
 		s = &Store{db: db, path: dsnOrPath, dialect: sqliteDialect, gate: &writeGate{}, chains: newChainCache()}
+		s.ckpt = startCheckpointer(db, s.gate, ckptEvery, ckptRestartFrames)
 	}
 	if err := s.migrate(ctx); err != nil {
-		s.db.Close()
+		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", s.path, err)
 	}
 	return s, nil
@@ -100,6 +104,9 @@ func Open(ctx context.Context, dsnOrPath string) (*Store, error) {
 
 // Close releases the database. In-flight calls must have returned.
 func (s *Store) Close() error {
+	if s.ckpt != nil {
+		s.ckpt.stop()
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.path, err)
 	}
@@ -172,6 +179,9 @@ func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) 
 	if err := tx.Commit(); err != nil {
 		endTransaction(conn)
 		return fmt.Errorf("commit: %w", err)
+	}
+	if s.ckpt != nil {
+		s.ckpt.wrote()
 	}
 	return nil
 }
