@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,12 +92,17 @@ func (s *Store) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplica
 	return duplicate, nil
 }
 
-// recordEventsPostgres writes a batch without the write lock: the seqs come
-// from a sequence and the unique key dedupes (a concurrent insert of the
-// same key waits for the other and then does nothing), so webhooks are
-// acknowledged while the engine holds the lock. Seqs may commit out of
-// order; events are applied in seq order of those committed, and a status
-// never moves a member backwards. It fills in duplicate.
+// recordEventsPostgres writes a batch without the write lock, in one
+// statement (one round trip, atomic without a transaction of its own): the
+// seqs come from a sequence and the unique key dedupes (a concurrent insert
+// of the same key waits for the other and then does nothing), so webhooks
+// are acknowledged while the engine holds the lock. The rows go in in key
+// order: two replicas inserting overlapping keys then wait for each other
+// in the same order and cannot deadlock (PostgreSQL would abort one, and its
+// webhooks would get a 503). Recordings that arrive together have no order
+// of their own, and seqs may commit out of order anyway: events are applied
+// in seq order of those committed, and a status never moves a member
+// backwards. It fills in duplicate.
 func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []chain.NewEvent, payloads []string,
 	now any, duplicate []bool) error {
 	if err := ctx.Err(); err != nil {
@@ -104,56 +110,44 @@ func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []c
 	}
 	// Bounded well inside GitLab's 10 s webhook timeout, so that an
 	// unreachable database is answered 503 rather than a timeout.
-	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	stmtCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	first := map[string]int{}
-	var rows []any
+	first := make(map[string]int, len(evs))
+	var order []int
 	for i := range evs {
 		if _, ok := first[keys[i]]; ok {
 			duplicate[i] = true
 			continue
 		}
 		first[keys[i]] = i
-		rows = append(rows, keys[i], evs[i].Event.Kind(), payloads[i], now)
+		order = append(order, i)
 	}
-	inserted := map[string]bool{}
-	tx, err := s.db.BeginTx(txCtx, nil)
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
+	rowKeys := make([]string, len(order))
+	kinds := make([]string, len(order))
+	rowPayloads := make([]string, len(order))
+	for r, i := range order {
+		rowKeys[r], kinds[r], rowPayloads[r] = keys[i], evs[i].Event.Kind(), payloads[i]
+	}
+	rows, err := s.db.QueryContext(stmtCtx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
+		SELECT nextval('events_seq'), k, kind, payload, $4::text, ''
+		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(k, kind, payload, n) ORDER BY n
+		ON CONFLICT (key) DO NOTHING RETURNING key`, rowKeys, kinds, rowPayloads, now)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return err
 	}
-	defer tx.Rollback()
-	const width = 4
-	for lo := 0; lo < len(rows); lo += eventChunk * width {
-		part := rows[lo:min(len(rows), lo+eventChunk*width)]
-		var q strings.Builder
-		q.WriteString(`INSERT INTO events (seq, key, kind, payload, received_at, result) VALUES `)
-		for r := 0; r < len(part)/width; r++ {
-			if r > 0 {
-				q.WriteString(", ")
-			}
-			n := r * width
-			fmt.Fprintf(&q, "(nextval('events_seq'), $%d, $%d, $%d, $%d, '')", n+1, n+2, n+3, n+4)
-		}
-		q.WriteString(` ON CONFLICT (key) DO NOTHING RETURNING key`)
-		res, err := tx.QueryContext(txCtx, q.String(), part...)
-		if err != nil {
+	inserted := make(map[string]bool, len(order))
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
 			return err
 		}
-		for res.Next() {
-			var k string
-			if err := res.Scan(&k); err != nil {
-				res.Close()
-				return err
-			}
-			inserted[k] = true
-		}
-		res.Close()
-		if err := res.Err(); err != nil {
-			return err
-		}
+		inserted[k] = true
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
 	}
 	for k, i := range first {
 		duplicate[i] = !inserted[k]
@@ -161,100 +155,45 @@ func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []c
 	return nil
 }
 
-// eventChunk bounds the rows (and so the parameters) of one PostgreSQL
-// statement (at most 65,535 parameters).
-const eventChunk = 500
-
-// existingKeys returns which of keys the events table holds. On SQLite a
-// prepared statement is run per key: the driver binds numbered parameters
-// in time quadratic in their count, and a statement costs no round trip.
-// On PostgreSQL one statement asks for many keys.
+// existingKeys returns which of keys the events table holds (SQLite: the
+// PostgreSQL path dedupes with ON CONFLICT). A prepared statement is run
+// per key: the driver binds numbered parameters in time quadratic in their
+// count, and a statement costs no round trip.
 func (s *Store) existingKeys(ctx context.Context, tx *sql.Tx, keys []string) (map[string]bool, error) {
 	seen := make(map[string]bool, len(keys))
-	if s.dialect.kind == KindSQLite {
-		stmt, err := tx.PrepareContext(ctx, `SELECT COUNT(*) FROM events WHERE key = $1`)
-		if err != nil {
-			return nil, err
-		}
-		defer stmt.Close()
-		for _, k := range keys {
-			var n int
-			if err := stmt.QueryRowContext(ctx, k).Scan(&n); err != nil {
-				return nil, err
-			}
-			seen[k] = n > 0
-		}
-		return seen, nil
+	stmt, err := tx.PrepareContext(ctx, `SELECT COUNT(*) FROM events WHERE key = $1`)
+	if err != nil {
+		return nil, err
 	}
-	for lo := 0; lo < len(keys); lo += eventChunk {
-		part := keys[lo:min(len(keys), lo+eventChunk)]
-		var q strings.Builder
-		q.WriteString(`SELECT key FROM events WHERE key IN (`)
-		args := make([]any, len(part))
-		for i, k := range part {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			fmt.Fprintf(&q, "$%d", i+1)
-			args[i] = k
-		}
-		q.WriteString(")")
-		rows, err := tx.QueryContext(ctx, q.String(), args...)
-		if err != nil {
+	defer stmt.Close()
+	for _, k := range keys {
+		var n int
+		if err := stmt.QueryRowContext(ctx, k).Scan(&n); err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			seen[k] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+		seen[k] = n > 0
 	}
 	return seen, nil
 }
 
 // insertRows runs prefix followed by one row tuple (with width
-// placeholders) per width values of args: on SQLite one prepared row at a
-// time (see existingKeys), on PostgreSQL eventChunk rows a statement.
+// placeholders) per width values of args, one prepared row at a time
+// (SQLite; see existingKeys).
 func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, prefix, tuple string, width int, args []any) error {
-	if s.dialect.kind == KindSQLite && len(args) > 0 {
-		ph := make([]any, width)
-		for c := range width {
-			ph[c] = c + 1
-		}
-		stmt, err := tx.PrepareContext(ctx, prefix+fmt.Sprintf(tuple, ph...))
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
-		for lo := 0; lo < len(args); lo += width {
-			if _, err := stmt.ExecContext(ctx, args[lo:lo+width]...); err != nil {
-				return err
-			}
-		}
+	if len(args) == 0 {
 		return nil
 	}
-	for lo := 0; lo < len(args); lo += eventChunk * width {
-		part := args[lo:min(len(args), lo+eventChunk*width)]
-		var q strings.Builder
-		q.WriteString(prefix)
-		ph := make([]any, width)
-		for r := 0; r < len(part)/width; r++ {
-			if r > 0 {
-				q.WriteString(", ")
-			}
-			for c := range width {
-				ph[c] = r*width + c + 1
-			}
-			fmt.Fprintf(&q, tuple, ph...)
-		}
-		if _, err := tx.ExecContext(ctx, q.String(), part...); err != nil {
+	ph := make([]any, width)
+	for c := range width {
+		ph[c] = c + 1
+	}
+	stmt, err := tx.PrepareContext(ctx, prefix+fmt.Sprintf(tuple, ph...))
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for lo := 0; lo < len(args); lo += width {
+		if _, err := stmt.ExecContext(ctx, args[lo:lo+width]...); err != nil {
 			return err
 		}
 	}
