@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
@@ -99,10 +97,10 @@ func (s *Store) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplica
 // are acknowledged while the engine holds the lock. The rows go in in key
 // order: two replicas inserting overlapping keys then wait for each other
 // in the same order and cannot deadlock (PostgreSQL would abort one, and its
-// webhooks would get a 503). Recordings that arrive together have no order
-// of their own, and seqs may commit out of order anyway: events are applied
-// in seq order of those committed, and a status never moves a member
-// backwards. It fills in duplicate.
+// webhooks would get a 503); the seqs still follow the batch's order. Seqs
+// may commit out of order: events are applied in seq order of those
+// committed, and a status never moves a member backwards. It fills in
+// duplicate.
 func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []chain.NewEvent, payloads []string,
 	now any, duplicate []bool) error {
 	if err := ctx.Err(); err != nil {
@@ -113,30 +111,33 @@ func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []c
 	stmtCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	first := make(map[string]int, len(evs))
-	var order []int
+	var rowKeys, kinds, rowPayloads []string
 	for i := range evs {
 		if _, ok := first[keys[i]]; ok {
 			duplicate[i] = true
 			continue
 		}
 		first[keys[i]] = i
-		order = append(order, i)
+		rowKeys = append(rowKeys, keys[i])
+		kinds = append(kinds, evs[i].Event.Kind())
+		rowPayloads = append(rowPayloads, payloads[i])
 	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(keys[a], keys[b]) })
-	rowKeys := make([]string, len(order))
-	kinds := make([]string, len(order))
-	rowPayloads := make([]string, len(order))
-	for r, i := range order {
-		rowKeys[r], kinds[r], rowPayloads[r] = keys[i], evs[i].Event.Kind(), payloads[i]
-	}
-	rows, err := s.db.QueryContext(stmtCtx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
-		SELECT nextval('events_seq'), k, kind, payload, $4::text, ''
-		FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(k, kind, payload, n) ORDER BY n
+	// The seqs follow the batch's order (nextval after the sort, as
+	// PostgreSQL evaluates a volatile select list), the inserts (and the
+	// waits on a concurrent insert of the same key) the keys' order.
+	rows, err := s.db.QueryContext(stmtCtx, `WITH batch AS (
+			SELECT k, kind, payload, n FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(k, kind, payload, n)
+		), seqs AS MATERIALIZED (
+			SELECT n, nextval('events_seq') AS seq FROM (SELECT n FROM batch ORDER BY n) o
+		)
+		INSERT INTO events (seq, key, kind, payload, received_at, result)
+		SELECT seqs.seq, batch.k, batch.kind, batch.payload, $4::text, '' FROM batch JOIN seqs USING (n)
+		ORDER BY batch.k COLLATE "C"
 		ON CONFLICT (key) DO NOTHING RETURNING key`, rowKeys, kinds, rowPayloads, now)
 	if err != nil {
 		return err
 	}
-	inserted := make(map[string]bool, len(order))
+	inserted := make(map[string]bool, len(rowKeys))
 	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
