@@ -1,10 +1,11 @@
-package scan
+package scan_test
 
 import (
 	"context"
 	"testing"
 
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 // TestFirstScanReadsOnlyWhatCounts: one tree listing per project, then
@@ -19,7 +20,7 @@ func TestFirstScanReadsOnlyWhatCounts(t *testing.T) {
 		gitlabtest.Project{Path: "g/docs", Files: map[string]string{"README.md": "no dependency files"}},
 	)
 	ctx := context.Background()
-	res, err := Run(ctx, c.gl, c.st, c.opts)
+	res, err := scan.Run(ctx, c.gl, c.st, c.opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func (s *Store) RegisterSchedule(ctx context.Context, st scheduler.ScheduleState
 			return err
 		}
 		if len(found) != 1 {
-			return ErrNotFound
+			return fmt.Errorf("the row is missing after its insert")
 		}
 		out = found[0]
 		return nil

@@ -10,6 +10,7 @@ import (
 
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 )
 
@@ -45,7 +46,7 @@ everything built from it: the dashboard's focus view.`,
 			if err != nil {
 				return err
 			}
-			doc := report.Build(projects, store.GraphOf(projects))
+			doc := report.Build(projects, scan.GraphOf(projects))
 			if around != "" {
 				if doc, err = report.Around(doc, around, depth); err != nil {
 					return err
