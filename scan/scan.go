@@ -263,9 +263,10 @@ type blobCache struct {
 }
 
 type blobEntry struct {
-	done chan struct{} // closed when data and err are set
-	data []byte
-	err  error
+	done    chan struct{} // closed when data and err are set
+	data    []byte
+	err     error
+	waiters int // calls waiting for done (under blobCache.mu; tests watch it)
 }
 
 func newBlobCache(previous []Project) *blobCache {
@@ -282,26 +283,39 @@ func newBlobCache(previous []Project) *blobCache {
 
 // get returns the blob's content, reading it from the project unless it
 // is known or being read for another project. fetched reports whether
-// this call read it.
+// this call read it. A read that fails for another project is not this
+// project's failure (a 404 there says nothing here): the caller then reads
+// the blob itself.
 func (c *blobCache) get(ctx context.Context, gl GitLab, projectID int64, id string) (data []byte, fetched bool, err error) {
-	c.mu.Lock()
-	e, ok := c.entries[id]
-	if !ok {
-		e = &blobEntry{done: make(chan struct{})}
-		c.entries[id] = e
-	}
-	c.mu.Unlock()
-	if ok {
+	for {
+		c.mu.Lock()
+		e, ok := c.entries[id]
+		if !ok {
+			e = &blobEntry{done: make(chan struct{})}
+			c.entries[id] = e
+			c.mu.Unlock()
+			return c.read(ctx, gl, projectID, id, e)
+		}
+		e.waiters++
+		c.mu.Unlock()
 		select {
 		case <-e.done:
-			return e.data, false, e.err
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
 		}
+		if e.err == nil {
+			return e.data, false, nil
+		}
+		// The reader failed and removed the entry: go round and read it.
 	}
+}
+
+// read reads the blob for e, whose creator the caller is.
+func (c *blobCache) read(ctx context.Context, gl GitLab, projectID int64, id string, e *blobEntry) ([]byte, bool, error) {
 	e.data, e.err = gl.ReadBlob(ctx, projectID, id)
 	if e.err != nil {
-		// Let a later project try again rather than inherit the failure.
+		// Let the waiters and later projects try again rather than
+		// inherit the failure.
 		c.mu.Lock()
 		delete(c.entries, id)
 		c.mu.Unlock()
