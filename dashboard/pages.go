@@ -490,6 +490,7 @@ func focusURL(path string) string { return "/graph?focus=" + url.QueryEscape(pat
 func templateFuncs(now func() time.Time) template.FuncMap {
 	return template.FuncMap{
 		"projectURL": projectURL,
+		"count":      count,
 		"focusURL":   focusURL,
 		"icon":       stateIcon,
 		"when": func(t time.Time) string {
@@ -560,4 +561,13 @@ func stateIcon(state any) string {
 		return "⇢"
 	}
 	return "?"
+}
+
+// count says n things in words: "1 project", "7 projects". noun is the
+// singular; every noun the pages count takes an s.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
