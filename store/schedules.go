@@ -120,6 +120,18 @@ func (s *Store) ClaimFire(ctx context.Context, id string, from, fire, at time.Ti
 	return ok, nil
 }
 
+// ResumeFire implements scheduler.Store: a compare-and-set on the claim
+// of a fire that has no outcome.
+func (s *Store) ResumeFire(ctx context.Context, id string, fire, firedAt, at time.Time, owner string) (bool, error) {
+	ok, err := s.moveSchedule(ctx, `UPDATE schedules SET fired_at = $4, fired_by = $5
+		WHERE id = $1 AND last_fire = $2 AND fired_at = $3 AND finished_at IS NULL`,
+		id, encodeTime(fire), encodeTime(firedAt), encodeTime(at), owner)
+	if err != nil {
+		return false, fmt.Errorf("resume fire of schedule %s at %s: %w", id, fire.UTC().Format(time.RFC3339), err)
+	}
+	return ok, nil
+}
+
 // SkipFires implements scheduler.Store: it moves handled_until from `from`
 // to `to` without recording a fire.
 func (s *Store) SkipFires(ctx context.Context, id string, from, to time.Time) (bool, error) {
