@@ -29,8 +29,14 @@ func (e *Engine) RecordEvent(ctx context.Context, key string, ev Event) (duplica
 }
 
 // maxInboxBatch bounds how many events one transaction of ProcessInbox
-// applies.
-const maxInboxBatch = 64
+// applies; yieldAfter is how many it applies before it lets a waiting
+// webhook recording in: each transaction costs a BEGIN, the read of the
+// active chains and a commit (together some events' worth), which a
+// transaction per event would pay while the recorder waits anyway.
+const (
+	maxInboxBatch = 64
+	yieldAfter    = 4
+)
 
 // WriteYielder is what a Store may also implement so that the inbox
 // processor lets the webhook recorder in: UrgentWritersWaiting reports
@@ -54,8 +60,9 @@ type WriteYielder interface {
 // a commit and the read of the active chains per event. The transaction
 // ends after the first event that changes a chain, so every event sees
 // the chains exactly as if it had a transaction of its own; it also ends
-// when a webhook recording waits for the write lock (WriteYielder), so an
-// acknowledgement waits for one event, not a batch. If a batch fails, its
+// when a webhook recording waits for the write lock (WriteYielder) and
+// yieldAfter events are applied, so an acknowledgement waits for a few
+// events, not a whole batch. If a batch fails, its
 // events are applied again one per transaction, so that one event that
 // cannot be applied does not hold back those before it.
 func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
@@ -101,7 +108,7 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 					return err
 				}
 				done = append(done, applied{se.Event.Kind(), outcome})
-				if t.changed() || (yield != nil && yield.UrgentWritersWaiting()) {
+				if t.changed() || (len(done) >= yieldAfter && yield != nil && yield.UrgentWritersWaiting()) {
 					return nil
 				}
 			}
