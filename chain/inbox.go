@@ -49,8 +49,8 @@ type WriteYielder interface {
 }
 
 // ProcessInbox applies the unprocessed events in the order they were
-// recorded, each in one transaction with its effects and its "processed"
-// mark, and returns how many it applied. Several processors (in one process
+// recorded, each in the same transaction as its effects and its
+// "processed" mark, and returns how many it applied. Several processors (in one process
 // or several) may run at once: each event is applied once. Push events are
 // handed to Rescan outside any transaction, then marked.
 //

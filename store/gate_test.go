@@ -59,3 +59,39 @@ func TestWriteGateOrder(t *testing.T) {
 		t.Errorf("gate not free at the end: %v", err)
 	}
 }
+
+// TestUrgentWritersWaiting: the inbox processor's signal to end its
+// transaction is on exactly while a webhook recording waits for the gate.
+func TestUrgentWritersWaiting(t *testing.T) {
+	s := &Store{gate: &writeGate{}}
+	ctx := t.Context()
+	if err := s.gate.acquire(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if s.UrgentWritersWaiting() {
+		t.Fatal("an urgent writer waits before any came")
+	}
+	normal := make(chan error, 1)
+	go func() { normal <- s.gate.acquire(ctx, false) }()
+	urgent := make(chan error, 1)
+	go func() { urgent <- s.gate.acquire(ctx, true) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.UrgentWritersWaiting() {
+		if time.Now().After(deadline) {
+			t.Fatal("the urgent writer's wait is not seen")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.gate.release() // to the urgent writer
+	if err := <-urgent; err != nil {
+		t.Fatal(err)
+	}
+	if s.UrgentWritersWaiting() {
+		t.Error("an urgent writer still seen waiting after it got the gate")
+	}
+	s.gate.release() // to the normal one
+	if err := <-normal; err != nil {
+		t.Fatal(err)
+	}
+	s.gate.release()
+}
