@@ -83,11 +83,13 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 		type applied struct{ kind, outcome string }
 		var done []applied
 		var push *StoredEvent
+		drained := false
 		err := e.update(ctx, g, func(t *txn) error {
-			done = done[:0]
+			done, drained = done[:0], false
 			for len(done) < limit {
 				se, ok, err := t.tx.NextEvent(ctx)
 				if err != nil || !ok {
+					drained = err == nil
 					return err
 				}
 				if se.Event.Push != nil {
@@ -139,7 +141,9 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 			n++
 			continue
 		}
-		if len(done) == 0 {
+		if drained {
+			// This transaction saw the inbox empty: no need for another
+			// to find that out (a wake-up follows each recording).
 			return n, nil
 		}
 	}
