@@ -50,21 +50,21 @@ type WriteYielder interface {
 
 // ProcessInbox applies the unprocessed events in the order they were
 // recorded, each in the same transaction as its effects and its
-// "processed" mark, and returns how many it applied. Several processors (in one process
-// or several) may run at once: each event is applied once. Push events are
-// handed to Rescan outside any transaction, then marked.
+// "processed" mark, and returns how many it applied. Several processors (in
+// one process or several) may run at once: each event is applied once. Push
+// events are handed to Rescan outside any transaction, then marked.
 //
 // Events that change no chain and queue no action (most of them: pending
 // and running statuses, pipelines of projects in no chain) share a
 // transaction with the events after them, up to maxInboxBatch, which saves
 // a commit and the read of the active chains per event. The transaction
-// ends after the first event that changes a chain, so every event sees
-// the chains exactly as if it had a transaction of its own; it also ends
-// when a webhook recording waits for the write lock (WriteYielder) and
-// yieldAfter events are applied, so an acknowledgement waits for a few
-// events, not a whole batch. If a batch fails, its
-// events are applied again one per transaction, so that one event that
-// cannot be applied does not hold back those before it.
+// ends after the first event that changes a chain, so every event sees the
+// chains exactly as if it had a transaction of its own; it also ends when a
+// webhook recording waits for the write lock (WriteYielder) and yieldAfter
+// events are applied, so an acknowledgement waits for a few events, not a
+// whole batch. If a batch fails, it is tried again from its first event in
+// a transaction of its own, so that one event that cannot be applied does
+// not hold back those before it.
 func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 	var g *deps.Graph
 	yield, _ := e.cfg.Store.(WriteYielder)
