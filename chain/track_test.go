@@ -79,3 +79,36 @@ func describe(c *Chain) string {
 	}
 	return s
 }
+
+// TestSaveSetNamesEveryChangeOfTheTransaction: a store writes the members
+// SaveSet names; saved twice in one transaction, the second save still
+// names what the first wrote and what changed since; outside an engine
+// transaction, and after members were added, every member is written.
+func TestSaveSetNamesEveryChangeOfTheTransaction(t *testing.T) {
+	c := &Chain{ID: 1, Mode: Full, State: Running}
+	c.begin()
+	for _, p := range []string{"a", "b", "c"} {
+		c.add(&Member{Project: p, State: Waiting})
+	}
+	if _, all := c.SaveSet(); !all {
+		t.Fatal("members added: want every member written")
+	}
+	c.end()
+	c.begin()
+	if ms, all := c.SaveSet(); all || len(ms) != 0 {
+		t.Fatalf("nothing changed: got %v, all %v", projects(ms), all)
+	}
+	c.changed(c.Member("c"))
+	if ms, all := c.SaveSet(); all || !slices.Equal(projects(ms), []string{"c"}) {
+		t.Fatalf("first save: got %v, all %v; want [c]", projects(ms), all)
+	}
+	c.changed(c.Member("a"))
+	if ms, all := c.SaveSet(); all || !slices.Equal(projects(ms), []string{"a", "c"}) {
+		t.Fatalf("second save: got %v, all %v; want [a c]", projects(ms), all)
+	}
+	c.end()
+	c.Member("b").State = Failed // outside an engine transaction
+	if _, all := c.SaveSet(); !all {
+		t.Fatal("a chain changed outside an engine transaction: want every member written")
+	}
+}
