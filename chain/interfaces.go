@@ -79,6 +79,10 @@ type Tx interface {
 	// ChainStartedBy reports whether a chain has a ReasonPipeline with this
 	// pipeline id, so that an event seen twice starts nothing twice.
 	ChainStartedBy(ctx context.Context, pipelineID int64) (bool, error)
+	// ChainWithReason returns the chain holding a reason equal to r
+	// (kind, project, detail and time), so that a scheduled or image-change
+	// rebuild asked for again starts nothing twice.
+	ChainWithReason(ctx context.Context, r Reason) (id int64, ok bool, err error)
 	// MemberSucceededWith reports whether a chain member recorded its
 	// success with this pipeline, so that a success seen twice counts once.
 	MemberSucceededWith(ctx context.Context, pipelineID int64) (bool, error)
