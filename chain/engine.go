@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -39,9 +40,10 @@ type Config struct {
 	CatchUpWindow time.Duration
 	// Owner names this engine's process incarnation in the claims it
 	// makes (Action.ClaimedBy). Set it only when the process keeps its
-	// liveness lease "alive:<Owner>" renewed (the daemon does): other
-	// replicas then take over its claims as soon as that lease runs out.
-	// Empty: claims last their full Lease.
+	// liveness lease "alive:<Owner>" renewed and runs RunOutbox only while
+	// that lease safely holds (the daemon stops it a third of the lease
+	// before the lease could lapse): other replicas take over its claims
+	// as soon as that lease runs out. Empty: claims last their full Lease.
 	Owner string
 	// SendConcurrency bounds the pipeline creations in flight: a rebuild
 	// of a base image can release hundreds at once. Default 4 (the GitLab
@@ -83,6 +85,13 @@ type Engine struct {
 	inboxC   chan struct{}
 	outboxC  chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
+
+	// abandoned are the claims whose send ended without an outcome in the
+	// store (the context ended, or the store failed): RunOutbox gives them
+	// back when it starts its next round, instead of leaving the actions
+	// claimed until their Lease runs out.
+	abandonMu sync.Mutex
+	abandoned map[string]Action
 }
 
 // New checks cfg and returns an engine.

@@ -100,8 +100,12 @@ type Daemon struct {
 	elector  *elector
 	// incarnation is this process: the replica id and a random suffix. It
 	// signs the outbox claims, and its liveness lease is renewed while the
-	// process runs (see keepAlive).
+	// process runs (see liveness).
 	incarnation string
+	alive       *liveness
+	// outbox is the work run while the liveness lease safely holds:
+	// engine.RunOutbox (tests watch it).
+	outbox func(context.Context) error
 }
 
 // New opens the store and builds the pieces; nothing runs yet.
@@ -157,6 +161,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	// take themselves for the holder and lead at once.
 	d.elector = &elector{st: st, id: d.incarnation, ttl: opts.LeaderLease, now: opts.Now,
 		log: opts.Logger.With("component", "leader")}
+	d.alive = &liveness{st: st, replica: opts.ReplicaID, holder: d.incarnation, ttl: opts.LeaderLease,
+		clock: wallClock{opts.Now}, log: opts.Logger.With("component", "liveness")}
 	d.engine, err = chain.New(chain.Config{
 		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
 		Expiry: opts.ChainExpiry, ReconcileInterval: opts.ReconcileInterval, PollInterval: opts.PollInterval,
@@ -167,6 +173,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.recorder = d.engine.NewRecorder()
+	d.outbox = d.engine.RunOutbox
 	hook, err := webhook.NewHandler(webhook.Options{
 		Secret: cfg.Hooks.Secret, DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
 		Recorder: recorder{d.recorder}, Scope: d.state, Recorded: d.engine.NotifyInbox,
@@ -258,23 +265,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		})
 	}
 	// Every replica applies webhook events and sends actions (each claimed
-	// in the store); one at a time leads.
-	// The outbox claims actions in this incarnation's name only once its
-	// liveness lease exists: a claim whose owner has no live lease counts
-	// as abandoned, and another sender (even one of this process) would
-	// take it over while its request is still in flight.
-	alive := make(chan struct{})
-	g.Go(func() error { return d.keepAlive(gctx, func() { close(alive) }) })
+	// in the store); one at a time leads. The outbox claims actions in
+	// this incarnation's name only while its liveness lease safely holds:
+	// a claim whose owner has no live lease counts as abandoned, and
+	// another sender takes it over (see liveness).
 	g.Go(func() error { return d.recorder.Run(gctx) })
 	g.Go(func() error { return d.engine.RunInbox(gctx) })
-	g.Go(func() error {
-		select {
-		case <-alive:
-			return d.engine.RunOutbox(gctx)
-		case <-gctx.Done():
-			return nil
-		}
-	})
+	g.Go(func() error { return d.alive.run(gctx, d.outbox) })
 	g.Go(func() error { return d.elector.run(gctx, d.lead) })
 	g.Go(func() error { return d.followScans(gctx) })
 	g.Go(func() error { return d.exportQueueDepth(gctx) })

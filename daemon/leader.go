@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"sync"
 	"time"
@@ -143,51 +141,4 @@ func (e *elector) state() (store.Lease, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.current, e.leading
-}
-
-// alivePrefix prefixes the liveness lease of each process incarnation.
-const alivePrefix = "alive:"
-
-// newIncarnation names one run of a replica.
-func newIncarnation(replica string) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return replica + "/" + hex.EncodeToString(b[:])
-}
-
-// keepAlive renews this process's liveness lease every LeaderLease/3 until
-// ctx ends, then releases it. While it lives, other replicas leave the
-// outbox actions this process claimed alone; once it has run out (the
-// process died or lost the store), they take them over and look for the
-// pipeline before creating it again.
-//
-// registered is called once, after the lease was first taken.
-func (d *Daemon) keepAlive(ctx context.Context, registered func()) error {
-	name := alivePrefix + d.incarnation
-	tick := time.NewTicker(d.opts.LeaderLease / 3)
-	defer tick.Stop()
-	// Earlier runs of this replica id are dead: a replica id is one
-	// address, and this process holds it now.
-	dropped := false
-	for {
-		if !dropped {
-			dropped = d.store.DropLeases(ctx, alivePrefix+d.opts.ReplicaID+"/", name) == nil
-		}
-		if _, err := d.store.TryLease(ctx, name, d.incarnation, d.opts.Now(), d.opts.LeaderLease); err != nil {
-			if ctx.Err() == nil {
-				d.log.Warn("renew the liveness lease", "err", err)
-			}
-		} else if registered != nil {
-			registered()
-			registered = nil
-		}
-		select {
-		case <-ctx.Done():
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = d.store.ReleaseLease(rctx, name, d.incarnation)
-			return nil
-		case <-tick.C:
-		}
-	}
 }
