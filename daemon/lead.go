@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -55,12 +56,24 @@ func (d *Daemon) lead(ctx context.Context) error {
 	return g.Wait()
 }
 
+// stepDownAfter is how many runs in a row a leader job may fail before
+// the leader steps down (see every).
+const stepDownAfter = 3
+
+// errLeaderWorkFailing ends a term whose work keeps failing (see every).
+var errLeaderWorkFailing = errors.New("leader work failing")
+
 // every runs job now and then every interval until ctx ends, recording
 // each run for `depsd status`. Errors are logged and the job runs again at
-// the next tick.
+// the next tick; after stepDownAfter failed runs in a row it returns an
+// error wrapping errLeaderWorkFailing, which ends the leader's term: the
+// elector then steps down and sits out for a while, so that another
+// replica (whose GitLab token, network or store connection may be sound)
+// takes over. A replica alone takes the lease back after sitting out.
 func (d *Daemon) every(ctx context.Context, name string, interval time.Duration, job func(context.Context) error) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	failed := 0
 	for {
 		start := d.opts.Now()
 		err := job(ctx)
@@ -68,9 +81,15 @@ func (d *Daemon) every(ctx context.Context, name string, interval time.Duration,
 			return nil
 		}
 		if err != nil {
-			d.log.Warn("background job failed", "job", name, "err", err)
+			failed++
+			d.log.Warn("background job failed", "job", name, "err", err, "failures_in_a_row", failed)
+		} else {
+			failed = 0
 		}
 		d.recordJob(ctx, name, start, err)
+		if failed >= stepDownAfter {
+			return fmt.Errorf("%w: %s failed %d times in a row: %w", errLeaderWorkFailing, name, failed, err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
