@@ -15,6 +15,7 @@ import (
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler/clocktest"
 	"gitlab.com/depsd/depsd/store"
 )
@@ -214,8 +215,8 @@ func newOutboxEnv(t *testing.T, landed bool) *outboxEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.ApplyScan(t.Context(), []store.Project{{ID: id, Path: "g/base", DefaultBranch: "main"}},
-		store.ScanMeta{StartedAt: e.clock.Now()}); err != nil {
+	if err := e.st.ApplyScan(t.Context(), []scan.Project{{ID: id, Path: "g/base", DefaultBranch: "main"}},
+		scan.Meta{StartedAt: e.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	e.cut = &cutLeases{Store: e.st}
