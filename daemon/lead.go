@@ -57,7 +57,9 @@ func (d *Daemon) lead(ctx context.Context) error {
 }
 
 // stepDownAfter is how many runs in a row a leader job may fail before
-// the leader steps down (see every).
+// the leader steps down (see every), provided the failures span at least
+// two lease periods: a store or GitLab that is back within a few seconds
+// is no reason to hand over.
 const stepDownAfter = 3
 
 // errLeaderWorkFailing ends a term whose work keeps failing (see every).
@@ -66,7 +68,8 @@ var errLeaderWorkFailing = errors.New("leader work failing")
 // every runs job now and then every interval until ctx ends, recording
 // each run for `depsd status`. Errors are logged and the job runs again at
 // the next tick; after stepDownAfter failed runs in a row it returns an
-// error wrapping errLeaderWorkFailing, which ends the leader's term: the
+// error wrapping errLeaderWorkFailing (if the first of them was at least
+// two lease periods ago), which ends the leader's term: the
 // elector then steps down and sits out for a while, so that another
 // replica (whose GitLab token, network or store connection may be sound)
 // takes over. A replica alone takes the lease back after sitting out.
@@ -74,6 +77,7 @@ func (d *Daemon) every(ctx context.Context, name string, interval time.Duration,
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	failed := 0
+	var failingSince time.Time
 	for {
 		start := d.opts.Now()
 		err := job(ctx)
@@ -81,13 +85,16 @@ func (d *Daemon) every(ctx context.Context, name string, interval time.Duration,
 			return nil
 		}
 		if err != nil {
+			if failed == 0 {
+				failingSince = start
+			}
 			failed++
 			d.log.Warn("background job failed", "job", name, "err", err, "failures_in_a_row", failed)
 		} else {
 			failed = 0
 		}
 		d.recordJob(ctx, name, start, err)
-		if failed >= stepDownAfter {
+		if failed >= stepDownAfter && !d.opts.Now().Before(failingSince.Add(2*d.opts.LeaderLease)) {
 			return fmt.Errorf("%w: %s failed %d times in a row: %w", errLeaderWorkFailing, name, failed, err)
 		}
 		select {

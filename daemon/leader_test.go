@@ -129,16 +129,27 @@ func TestElectorStepsDownWhenItsWorkFails(t *testing.T) {
 	}
 }
 
-// every ends the leader's term after stepDownAfter failed runs in a row;
-// a success in between starts the count again.
+// every ends the leader's term after stepDownAfter failed runs in a row
+// over at least two lease periods; a success in between starts the count
+// again.
 func TestEveryGivesUpAfterFailuresInARow(t *testing.T) {
 	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "depsd.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	d := &Daemon{opts: Options{Now: time.Now, ReplicaID: "r"}, store: st, log: slog.New(slog.DiscardHandler)}
-	outcomes := []bool{false, false, true, false, false, false} // false: the run fails
+	// Each run takes 5 s on this clock: three failed runs span 10 s,
+	// less than two 15 s lease periods; the sixth failure is 25 s after
+	// the first of its streak.
+	var clockMu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		clockMu.Lock()
+		defer clockMu.Unlock()
+		return now
+	}
+	d := &Daemon{opts: Options{Now: clock, ReplicaID: "r", LeaderLease: 15 * time.Second}, store: st, log: slog.New(slog.DiscardHandler)}
+	outcomes := []bool{false, false, true, false, false, false, false, false, false, false} // false: the run fails
 	runs := 0
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -147,6 +158,9 @@ func TestEveryGivesUpAfterFailuresInARow(t *testing.T) {
 		done <- d.every(ctx, "catch-up", time.Millisecond, func(context.Context) error {
 			ok := runs >= len(outcomes) || outcomes[runs]
 			runs++
+			clockMu.Lock()
+			now = now.Add(5 * time.Second)
+			clockMu.Unlock()
 			if ok {
 				return nil
 			}
@@ -157,8 +171,8 @@ func TestEveryGivesUpAfterFailuresInARow(t *testing.T) {
 	if !errors.Is(err, errLeaderWorkFailing) || !strings.Contains(err.Error(), "401 Unauthorized") {
 		t.Errorf("every = %v; want errLeaderWorkFailing with the job's error", err)
 	}
-	if runs != len(outcomes) {
-		t.Errorf("gave up after %d runs, want %d", runs, len(outcomes))
+	if runs != 9 {
+		t.Errorf("gave up after %d runs, want 9", runs)
 	}
 	runsOf, err := st.JobRuns(t.Context())
 	if err != nil || len(runsOf) != 1 || runsOf[0].Err == "" {
