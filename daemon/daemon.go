@@ -15,14 +15,12 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/config"
-	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scan"
@@ -90,9 +88,6 @@ type Daemon struct {
 	state    *graphState
 	server   *http.Server
 	ui       *http.Server // nil unless Options.UIListen is set
-	// hooks is the last webhook check (at the start of a leader's term,
-	// then by each maintenance run), for the dashboard's health page.
-	hooks atomic.Pointer[dashboard.HookStatus]
 	// scanning serialises the daemon's scans (start, maintenance, pushes):
 	// the store would refuse an older one finishing after a newer one, and
 	// the work would be wasted.
