@@ -33,8 +33,6 @@ type Config struct {
 	// PollInterval is how often RunInbox and RunOutbox look for work
 	// written by another process (`depsd rebuild`). Default 5 s.
 	PollInterval time.Duration
-	// ReconcileInterval is how often Run calls Reconcile. Default 1 min.
-	ReconcileInterval time.Duration
 	// CatchUpWindow bounds how far back CatchUp reads a project's
 	// pipelines. Default 7 days.
 	CatchUpWindow time.Duration
@@ -121,7 +119,6 @@ func New(cfg Config) (*Engine, error) {
 	def(&cfg.AdoptWindow, 10*time.Minute)
 	def(&cfg.EventRetention, 7*24*time.Hour)
 	def(&cfg.PollInterval, 5*time.Second)
-	def(&cfg.ReconcileInterval, time.Minute)
 	def(&cfg.CatchUpWindow, 7*24*time.Hour)
 	if cfg.SendConcurrency <= 0 {
 		cfg.SendConcurrency = 4

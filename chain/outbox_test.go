@@ -327,9 +327,9 @@ func TestFirstLevelModeTriggersDirectDependentsOnEverySuccess(t *testing.T) {
 	}
 }
 
-// Run owns its goroutines: a rebuild wakes the outbox worker at once, a
-// recorded event wakes the inbox processor, and canceling ctx stops all.
-func TestRunWakesAndStops(t *testing.T) {
+// The workers wake at once: a rebuild wakes the outbox worker, a recorded
+// event wakes the inbox processor; canceling ctx stops both.
+func TestWorkersWakeAndStop(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, chain.Full, "base>a")
 	obs := &signalObserver{created: make(chan string, 4)}
@@ -339,8 +339,9 @@ func TestRunWakesAndStops(t *testing.T) {
 	}
 	e.engine = en
 	ctx, cancel := context.WithCancel(e.ctx)
-	stopped := make(chan error)
-	go func() { stopped <- e.engine.Run(ctx) }()
+	stopped := make(chan error, 2)
+	go func() { stopped <- e.engine.RunInbox(ctx) }()
+	go func() { stopped <- e.engine.RunOutbox(ctx) }()
 	id := e.rebuild("base")
 	if p := <-obs.created; p != "base" {
 		t.Fatalf("created %s first", p)
@@ -356,8 +357,10 @@ func TestRunWakesAndStops(t *testing.T) {
 		t.Fatalf("created %s second", p)
 	}
 	cancel()
-	if err := <-stopped; err != nil {
-		t.Fatalf("Run = %v", err)
+	for range 2 {
+		if err := <-stopped; err != nil {
+			t.Fatalf("worker ended with %v", err)
+		}
 	}
 	if v := e.chain(id); states(v) != "a=triggered base=success" {
 		t.Errorf("chain: %s", states(v))
