@@ -304,14 +304,15 @@ func (d *Daemon) loadGraph(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.scan(ctx); err != nil {
-		if errors.Is(err, scan.ErrConflict) {
-			// Another replica stored a newer scan while this one ran.
-			return d.state.reload(ctx, d.store)
-		}
-		if !scanned {
-			return fmt.Errorf("first scan: %w", err)
-		}
+	_, err = d.scan(ctx)
+	switch {
+	case err == nil:
+		return nil // scan has loaded its graph
+	case errors.Is(err, scan.ErrConflict):
+		// Another replica stored a newer scan while this one ran.
+	case !scanned:
+		return fmt.Errorf("first scan: %w", err)
+	default:
 		d.log.Warn("scan at start failed: serving the last stored scan", "err", err)
 	}
 	return d.state.reload(ctx, d.store)

@@ -127,26 +127,26 @@ func (d *Daemon) followScans(ctx context.Context) error {
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	var seen time.Time
-	if m, ok, err := d.store.LastScan(ctx); err == nil && ok {
-		seen = m.StartedAt
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}
-		m, ok, err := d.store.LastScan(ctx)
-		if err != nil || !ok || m.StartedAt.Equal(seen) {
-			continue
-		}
-		if err := d.state.reload(ctx, d.store); err != nil {
+		if _, err := d.followScan(ctx); err != nil && ctx.Err() == nil {
 			d.log.Warn("reload the graph after a scan", "err", err)
-			continue
 		}
-		seen = m.StartedAt
 	}
+}
+
+// followScan reloads the graph if the stored scan is not the one it was
+// read after (this replica's own scans load their graph themselves).
+func (d *Daemon) followScan(ctx context.Context) (reloaded bool, err error) {
+	m, ok, err := d.store.LastScan(ctx)
+	if err != nil || !ok || m.StartedAt.Equal(d.state.loadedScan()) {
+		return false, err
+	}
+	return true, d.state.reload(ctx, d.store)
 }
 
 // Status is what `GET /api/v1/status` and `depsd status` show.
