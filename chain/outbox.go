@@ -127,7 +127,11 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64) (done bool, 
 		p, err = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID))
 		if err != nil {
 			if ctx.Err() != nil {
-				// The lease runs out; the next claim looks for the pipeline.
+				// Stopped: shutdown, or this process's liveness lease could
+				// not be renewed. GitLab may still act on a request it
+				// received; the next claim (after RunOutbox gives this one
+				// back, or another replica's once the liveness lease ran
+				// out) looks for the pipeline before creating it.
 				return false, ctx.Err()
 			}
 			permanent := gitlab.IsPermanent(err)
