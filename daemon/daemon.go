@@ -52,8 +52,10 @@ type Options struct {
 	// (status, leader lease, logs). Default: host name and listen port (see
 	// defaultReplicaID).
 	ReplicaID string
-	// LeaderLease is how long the leader's lease lasts without renewal: a
-	// dead leader is replaced within two of these. Default 15 s.
+	// LeaderLease is how long the leader's lease, and each process's
+	// liveness lease, last without renewal: a dead leader is replaced
+	// within two of these; a process stops its pipeline creations a third
+	// of one before its liveness lease could lapse. Default 15 s.
 	LeaderLease time.Duration
 	// Listening, if set, receives the bound address once the server
 	// accepts connections.
