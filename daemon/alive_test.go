@@ -18,6 +18,7 @@ import (
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler/clocktest"
 	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/store/storetest"
 )
 
 // cutLeases is a store whose liveness leases cannot be taken or renewed
@@ -39,7 +40,7 @@ func (c *cutLeases) TryLease(ctx context.Context, name, holder string, now time.
 
 func openTestStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "depsd.db"))
+	st, err := store.Open(t.Context(), storetest.State(t))
 	if err != nil {
 		t.Fatal(err)
 	}
