@@ -70,7 +70,7 @@ func (e *elector) run(ctx context.Context, lead func(context.Context) error) err
 			if e.term(ctx, lease, lead) {
 				failedTerms++
 				wait = e.ttl << min(failedTerms-1, 4)
-				e.log.Warn("leader: stepped down because its work failed; sitting out", "for", wait)
+				e.log.Warn("leader: stepped down because its work failed; sitting out", "sit_out", wait)
 			} else {
 				failedTerms = 0
 			}
