@@ -184,5 +184,7 @@ func migrations() []migration {
 				`ALTER TABLE chains ADD COLUMN version BIGINT NOT NULL DEFAULT 0`,
 			},
 		},
+		pendingRebuildMigration(),
+		hookCheckMigration(),
 	}
 }

@@ -104,6 +104,7 @@ func (s *Store) Close() error {
 	if s.ckpt != nil {
 		s.ckpt.stop()
 	}
+	s.chains.clear()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.path, err)
 	}
