@@ -98,6 +98,24 @@ mutant "a second save in one transaction writes only what changed after the firs
 	return members, false' \
 	-- go test -count=1 -run 'SaveSet' ./chain/
 
+mutant "the inbox batches an event after one that changed a chain: it misses the chain" \
+	chain/inbox.go \
+	'if t.changed() || (len(done)' \
+	'if (len(done)' \
+	-- go test -count=1 -run 'InboxAppliesABacklog' ./chain/
+
+mutant "PostgreSQL batches insert in the batch's order: two replicas deadlock" \
+	store/events.go \
+	'ORDER BY batch.k COLLATE "C"' \
+	'ORDER BY n DESC' \
+	-- go test -count=1 -run 'ReplicasDoNotDeadlock' ./store/
+
+mutant "commits do not wake the checkpointer: the WAL grows" \
+	store/store.go \
+	'		s.ckpt.wrote()' \
+	'' \
+	-- go test -count=1 -run 'CheckpointerBoundsTheWAL' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
