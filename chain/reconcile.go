@@ -23,25 +23,7 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 	if err := e.Expire(ctx); err != nil {
 		return 0, err
 	}
-	type live struct {
-		project    string
-		projectID  int64
-		pipelineID int64
-		actionID   string
-		state      MemberState
-	}
-	var todo []live
-	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
-		chains, err := tx.ActiveChains(ctx)
-		for _, c := range chains {
-			for _, m := range c.Members {
-				if (m.State == Triggered || m.State == MemberRunning) && m.PipelineID != 0 && m.ProjectID != 0 {
-					todo = append(todo, live{m.Project, m.ProjectID, m.PipelineID, m.ActionID, m.State})
-				}
-			}
-		}
-		return err
-	})
+	todo, err := e.livePipelines(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("reconcile: %w", err)
 	}
@@ -50,7 +32,35 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 	}
 	changed := 0
 	var first error
-	for _, l := range todo {
+	// The reads wait behind pipeline creations in the client's limiter
+	// (gitlab.PriorityUrgent), so during a large rebuild a round can take
+	// long: what it read at its start goes stale. Now and then it looks
+	// again, and skips a pipeline whose status a webhook has moved since
+	// (it ended, or it started running): the hook works, and the next
+	// round reads it if it is still live then.
+	checked := e.now()
+	for i := range todo {
+		if now := e.now(); now.Sub(checked) >= reconcileRecheck {
+			fresh, err := e.livePipelines(ctx)
+			if err != nil {
+				return changed, fmt.Errorf("reconcile: %w", err)
+			}
+			current := make(map[int64]MemberState, len(fresh))
+			for _, f := range fresh {
+				current[f.pipelineID] = f.state
+			}
+			for j := range todo[i:] {
+				l := &todo[i+j]
+				if st, ok := current[l.pipelineID]; !ok || st != l.state {
+					l.moved = true
+				}
+			}
+			checked = now
+		}
+		l := todo[i]
+		if l.moved {
+			continue
+		}
 		p, err := e.cfg.GitLab.GetPipeline(ctx, l.projectID, l.pipelineID)
 		if errors.Is(err, gitlab.ErrNotFound) {
 			// Deleted on GitLab: it will never end. Count it as canceled.
@@ -92,6 +102,39 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 		first = err
 	}
 	return changed, first
+}
+
+// reconcileRecheck is how often a reconcile round looks at the chains
+// again while it reads pipelines from GitLab.
+const reconcileRecheck = time.Second
+
+// livePipeline is a pipeline depsd created for a chain member and still
+// believes queued or running.
+type livePipeline struct {
+	project    string
+	projectID  int64
+	pipelineID int64
+	actionID   string
+	state      MemberState
+	moved      bool // its status changed since the round began
+}
+
+// livePipelines lists the pipelines the reconciler reads.
+func (e *Engine) livePipelines(ctx context.Context) ([]livePipeline, error) {
+	var todo []livePipeline
+	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		chains, err := tx.ActiveChains(ctx)
+		for _, c := range chains {
+			for _, m := range c.Members {
+				if (m.State == Triggered || m.State == MemberRunning) && m.PipelineID != 0 && m.ProjectID != 0 {
+					todo = append(todo, livePipeline{project: m.Project, projectID: m.ProjectID,
+						pipelineID: m.PipelineID, actionID: m.ActionID, state: m.State})
+				}
+			}
+		}
+		return err
+	})
+	return todo, err
 }
 
 // reconcileBroken looks for the success that would unblock a failed or

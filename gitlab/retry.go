@@ -16,7 +16,6 @@ import (
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
-	"golang.org/x/time/rate"
 )
 
 // request is one API call made through client-go; it receives the request
@@ -259,16 +258,16 @@ func (g *pauseGate) wait(ctx context.Context, now func() time.Time, sleep func(c
 // below the client's own, the client's limit drops to it for good.
 func (c *Client) slowDown(resp *gl.Response, wait time.Duration) {
 	c.pause.extend(c.cfg.Now().Add(wait))
-	lim := c.transport.limiter
-	if lim == nil || resp == nil || resp.Response == nil {
+	lim := c.transport.limits
+	if !lim.limited() || resp == nil || resp.Response == nil {
 		return
 	}
 	perMinute, err := strconv.ParseFloat(strings.TrimSpace(resp.Header.Get("RateLimit-Limit")), 64)
 	if err != nil || perMinute <= 0 {
 		return
 	}
-	if r := rate.Limit(perMinute / 60); r < lim.Limit() {
-		lim.SetLimit(r)
+	if perMinute < lim.perMinute() {
+		lim.setPerMinute(perMinute)
 		c.log.Warn("GitLab's rate limit is below the client's: slowing down", "requests_per_minute", perMinute)
 	}
 }
