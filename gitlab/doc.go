@@ -22,6 +22,20 @@
 // method, path and status; classify them with IsRetryable, IsPermanent and
 // errors.Is(err, ErrNotFound / ErrUnauthorized / ErrForbidden).
 //
+// # Priorities
+//
+// Requests waiting for the limits are let through in priority order, which
+// a caller sets on the context: WithPriority(ctx, PriorityUrgent) for work
+// that moves a chain forward (the outbox's pipeline creations and the
+// look-up before a resend); everything else — scans, hook checks, the
+// reconciler, the catch-up — is PriorityNormal without saying so. Urgent
+// requests go ahead of normal ones that waited longer, and normal ones
+// leave a reserve to them (half the burst of tokens, one of the slots), so
+// a creation that comes while background reads use up the rate is sent at
+// once. Normal requests are never starved: while both wait, one grant in
+// ten goes to a normal request. All draw from one token bucket, so the
+// configured rate holds whatever the mix.
+//
 // The token is sent only in the PRIVATE-TOKEN header, never follows a
 // redirect to another host, and is scrubbed from every error and log line
 // (even when GitLab echoes it); Config prints it as [REDACTED].

@@ -40,7 +40,9 @@ func WithPriority(ctx context.Context, p Priority) context.Context {
 	return context.WithValue(ctx, priorityKey{}, p)
 }
 
-func priorityOf(ctx context.Context) Priority {
+// PriorityOf returns the priority WithPriority set on ctx, PriorityNormal
+// if none; fakes of the client use it to check what callers mark urgent.
+func PriorityOf(ctx context.Context) Priority {
 	p, _ := ctx.Value(priorityKey{}).(Priority)
 	return p
 }

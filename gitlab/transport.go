@@ -24,7 +24,7 @@ type limitTransport struct {
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if err := t.limits.wait(ctx, priorityOf(ctx)); err != nil {
+	if err := t.limits.wait(ctx, PriorityOf(ctx)); err != nil {
 		return nil, err
 	}
 	t.requests.Add(1)
