@@ -33,7 +33,8 @@
 // leave a reserve to them (half the burst of tokens, one of the slots), so
 // a creation that comes while background reads use up the rate is sent at
 // once. Normal requests are never starved: while both wait, one grant in
-// ten goes to a normal request. All draw from one token bucket, so the
+// twenty (100 requests a minute at the default rate) goes to a normal
+// request. All draw from one token bucket, so the
 // configured rate holds whatever the mix.
 //
 // The token is sent only in the PRIVATE-TOKEN header, never follows a

@@ -47,10 +47,11 @@ func PriorityOf(ctx context.Context) Priority {
 	return p
 }
 
-// normalShare: while urgent and normal requests both wait, at least one
-// grant in normalShare goes to a normal one, so that a steady stream of
-// pipeline creations slows the background jobs down but never stops them.
-const normalShare = 10
+// normalShare: while urgent and normal requests both wait, one grant in
+// normalShare goes to a normal one, so that a steady stream of pipeline
+// creations slows the background jobs down (to 5 % of the rate: 100
+// requests a minute at the default) but never stops them.
+const normalShare = 20
 
 // limiter is the client's admission control: a request may be sent when a
 // slot is free (at most slots in flight) and the token bucket (perSecond,
