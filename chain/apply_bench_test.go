@@ -8,6 +8,7 @@ import (
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/store/storetest"
 )
@@ -27,12 +28,12 @@ func BenchmarkApplyEvent(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			projects := []store.Project{{ID: 1, Path: "g/base", DefaultBranch: "main"}}
+			projects := []scan.Project{{ID: 1, Path: "g/base", DefaultBranch: "main"}}
 			for i := 1; i < n; i++ {
-				projects = append(projects, store.Project{ID: int64(i + 1), Path: fmt.Sprintf("g/app%d", i), DefaultBranch: "main",
+				projects = append(projects, scan.Project{ID: int64(i + 1), Path: fmt.Sprintf("g/app%d", i), DefaultBranch: "main",
 					Dependencies: []deps.Dependency{{Kind: deps.KindGitLabDeps, Ref: "g/base", Project: "g/base"}}})
 			}
-			if err := s.ApplyScan(ctx, projects, store.ScanMeta{StartedAt: t0}); err != nil {
+			if err := s.ApplyScan(ctx, projects, scan.Meta{StartedAt: t0}); err != nil {
 				b.Fatal(err)
 			}
 			clk := &clock{t: t0}

@@ -3,6 +3,7 @@ package chain_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"gitlab.com/depsd/depsd/chain"
 )
@@ -273,5 +274,48 @@ func TestRebuildPlan(t *testing.T) {
 	got := chain.RebuildPlan(g, "base")
 	if len(got) != 3 || strings.Join(got[1], ",") != "a,b" || got[2][0] != "c" {
 		t.Errorf("plan = %v", got)
+	}
+}
+
+// A scheduled rebuild asked for again (its process died before it could
+// record the fire's outcome, and the next leader fires it again) starts
+// nothing new, whether its chain still runs or has finished; the next
+// fire of the schedule starts a chain as usual.
+func TestScheduledRebuildStartsOnce(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []chain.Mode{chain.Full, chain.FirstLevel} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := newEnv(t, mode, "base>app")
+			fire := chain.Reason{Kind: chain.ReasonSchedule, Detail: "0 3 * * *", At: time.Date(2025, 1, 6, 3, 0, 0, 0, time.UTC)}
+			again := func(want int64) {
+				t.Helper()
+				id, err := e.engine.Rebuild(e.ctx, "base", fire)
+				if err != nil || id != want {
+					t.Fatalf("the same fire again: chain %d, %v; want chain %d", id, err, want)
+				}
+			}
+			id, err := e.engine.Rebuild(e.ctx, "base", fire)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again(id)
+			e.send()
+			again(id)
+			e.finish("base", "success")
+			e.send()
+			e.finish("app", "success")
+			if v := e.chain(id); v.State != chain.Finished || len(v.Reasons) != 1 {
+				t.Fatalf("chain %d: %s with reasons %+v; want finished, one reason", id, v.State, v.Reasons)
+			}
+			again(id)
+			e.send()
+			e.wantCounts(map[string]int{"base": 1, "app": 1})
+
+			next := fire
+			next.At = fire.At.Add(24 * time.Hour)
+			if id2, err := e.engine.Rebuild(e.ctx, "base", next); err != nil || id2 == id {
+				t.Fatalf("the next day's fire: chain %d, %v; want a new chain", id2, err)
+			}
+		})
 	}
 }

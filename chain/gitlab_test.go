@@ -11,6 +11,7 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/store/storetest"
 )
@@ -61,7 +62,7 @@ func newGitLabEnv(t *testing.T, empty []string, edges ...string) *glEnv {
 		add("g/" + down)
 		ups["g/"+down] = append(ups["g/"+down], "g/"+up)
 	}
-	var projects []store.Project
+	var projects []scan.Project
 	for _, n := range names {
 		isEmpty := false
 		for _, x := range empty {
@@ -71,13 +72,13 @@ func newGitLabEnv(t *testing.T, empty []string, edges ...string) *glEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := store.Project{ID: id, Path: n, DefaultBranch: "main"}
+		p := scan.Project{ID: id, Path: n, DefaultBranch: "main"}
 		for _, u := range ups[n] {
 			p.Dependencies = append(p.Dependencies, deps.Dependency{Kind: deps.KindGitLabDeps, Ref: u, Project: u})
 		}
 		projects = append(projects, p)
 	}
-	if err := s.ApplyScan(t.Context(), projects, store.ScanMeta{StartedAt: t0}); err != nil {
+	if err := s.ApplyScan(t.Context(), projects, scan.Meta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	g := &glEnv{t: t, ctx: t.Context(), srv: srv, client: client, store: s, path: path, clock: &clock{t: time.Now().UTC()}}

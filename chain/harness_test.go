@@ -14,6 +14,7 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/store/storetest"
 )
@@ -182,16 +183,16 @@ func newEnv(t *testing.T, mode chain.Mode, edges ...string) *env {
 		}
 	}
 	sort.Strings(names)
-	var projects []store.Project
+	var projects []scan.Project
 	for i, n := range names {
-		p := store.Project{ID: int64(i + 1), Path: n, DefaultBranch: "main"}
+		p := scan.Project{ID: int64(i + 1), Path: n, DefaultBranch: "main"}
 		for _, u := range ups[n] {
 			p.Dependencies = append(p.Dependencies, deps.Dependency{Kind: deps.KindGitLabDeps, Ref: u, Project: u})
 		}
 		e.ids[n] = p.ID
 		projects = append(projects, p)
 	}
-	if err := s.ApplyScan(e.ctx, projects, store.ScanMeta{StartedAt: t0}); err != nil {
+	if err := s.ApplyScan(e.ctx, projects, scan.Meta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	e.engine = e.newEngine(mode, e.gl)

@@ -30,8 +30,9 @@ type GraphSource func(ctx context.Context) (*deps.Graph, error)
 // called by the inbox processor, outside any store transaction.
 type Rescan func(ctx context.Context, project string) error
 
-// ErrNotFound is returned by Tx.Chain and Engine.Chain for an unknown id.
-var ErrNotFound = errors.New("chain not found")
+// ErrNotFound is returned by Tx.Chain and Engine.Chain for an unknown chain
+// id, and by Tx.UpdateAction for an unknown action id.
+var ErrNotFound = errors.New("not found")
 
 // Store keeps the chains, the outbox of actions and the event inbox; the
 // store package's *Store implements it on SQLite and on PostgreSQL. Any number of engines, in

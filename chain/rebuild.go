@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"gitlab.com/depsd/depsd/deps"
 )
@@ -20,6 +21,12 @@ var ErrUnknownProject = errors.New("project not in the dependency graph")
 // It only writes to the store: the outbox worker (of this process or of a
 // running daemon) sends the actions. A project on a dependency cycle is an
 // error: cycles are never followed.
+//
+// A scheduled rebuild (ReasonSchedule with its fire's time in At) starts
+// once however often it is asked for: when a chain already holds that very
+// reason, Rebuild returns that chain's id and changes nothing. So a fire
+// whose process died before recording its outcome can simply be fired
+// again by the next leader.
 func (e *Engine) Rebuild(ctx context.Context, project string, reason Reason) (int64, error) {
 	g, err := e.cfg.Graph(ctx)
 	if err != nil {
@@ -36,6 +43,19 @@ func (e *Engine) Rebuild(ctx context.Context, project string, reason Reason) (in
 	err = e.update(ctx, g, func(t *txn) error {
 		if reason.At.IsZero() {
 			reason.At = t.now
+		}
+		if reason.Kind == ReasonSchedule {
+			prev, ok, err := t.chainWithReason(reason)
+			if err != nil {
+				return err
+			}
+			if ok {
+				id = prev
+				t.after = append(t.after, func() {
+					e.log.Info("scheduled rebuild already started", "project", project, "chain_id", id, "scheduled", reason.At)
+				})
+				return nil
+			}
 		}
 		var c *Chain
 		var err error
@@ -57,6 +77,32 @@ func (e *Engine) Rebuild(ctx context.Context, project string, reason Reason) (in
 		return 0, fmt.Errorf("rebuild %s: %w", project, err)
 	}
 	return id, nil
+}
+
+// chainWithReason finds the chain holding reason (same kind, root, detail
+// and time), among the active chains and the recent ones with its root as
+// a member.
+func (t *txn) chainWithReason(reason Reason) (int64, bool, error) {
+	has := func(c *Chain) bool {
+		return slices.ContainsFunc(c.Reasons, func(r Reason) bool {
+			return r.Kind == reason.Kind && r.Project == reason.Project && r.Detail == reason.Detail && r.At.Equal(reason.At)
+		})
+	}
+	for _, c := range t.chains {
+		if has(c) {
+			return c.ID, true, nil
+		}
+	}
+	recent, err := t.tx.Chains(t.ctx, Filter{Project: reason.Project})
+	if err != nil {
+		return 0, false, fmt.Errorf("look for the chain of this fire: %w", err)
+	}
+	for _, c := range recent {
+		if has(c) {
+			return c.ID, true, nil
+		}
+	}
+	return 0, false, nil
 }
 
 // RebuildPlan returns the waves a rebuild of project would build, in

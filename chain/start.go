@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -222,10 +223,23 @@ func (t *txn) cycles() map[string][]string {
 
 func (t *txn) cycleError(p string) error {
 	if path, ok := t.cycles()[p]; ok {
-		return fmt.Errorf("on dependency cycle %s (never followed)", strings.Join(path, " → "))
+		return cycleError(path)
 	}
-	return fmt.Errorf("not in the dependency graph")
+	return fmt.Errorf("%w (reachable only through a dependency cycle)", ErrCycle)
 }
+
+// ErrCycle is returned by Rebuild for a project on, or reachable only
+// through, a dependency cycle: cycles are never followed.
+var ErrCycle = errors.New("on a dependency cycle")
+
+// cycleError names the cycle a project is on and matches ErrCycle.
+type cycleError []string
+
+func (c cycleError) Error() string {
+	return "on dependency cycle " + strings.Join(c, " → ") + " (never followed)"
+}
+
+func (c cycleError) Is(target error) bool { return target == ErrCycle }
 
 // skipped lists what a chain at root leaves out, and why.
 func (t *txn) skipped(root string, members map[string]bool) []Skip {

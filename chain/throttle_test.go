@@ -10,6 +10,7 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 )
 
@@ -35,20 +36,20 @@ func TestChainRidesThroughPipelineCreationThrottle(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	ids := map[string]int64{}
-	var projects []store.Project
+	var projects []scan.Project
 	for _, path := range []string{"g/base", "g/app"} {
 		id, err := srv.AddProject(gitlabtest.Project{Path: path, Files: map[string]string{"README": "x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids[path] = id
-		p := store.Project{ID: id, Path: path, DefaultBranch: "main"}
+		p := scan.Project{ID: id, Path: path, DefaultBranch: "main"}
 		if path == "g/app" {
 			p.Dependencies = []deps.Dependency{{Kind: deps.KindGitLabDeps, Ref: "g/base", Project: "g/base"}}
 		}
 		projects = append(projects, p)
 	}
-	if err := s.ApplyScan(t.Context(), projects, store.ScanMeta{StartedAt: clk.Now()}); err != nil {
+	if err := s.ApplyScan(t.Context(), projects, scan.Meta{StartedAt: clk.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	en, err := chain.New(chain.Config{Store: s, GitLab: client, Graph: s.Graph, Now: clk.Now})

@@ -313,7 +313,7 @@ func (d *Daemon) loadGraph(ctx context.Context) error {
 		return err
 	}
 	if _, err := d.scan(ctx); err != nil {
-		if errors.Is(err, store.ErrScanConflict) {
+		if errors.Is(err, scan.ErrConflict) {
 			// Another replica stored a newer scan while this one ran.
 			return d.state.reload(ctx, d.store)
 		}

@@ -16,6 +16,7 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/store"
 )
@@ -124,7 +125,7 @@ func (a *api) graph(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, report.Build(projects, store.GraphOf(projects)))
+	writeJSON(w, http.StatusOK, report.Build(projects, scan.GraphOf(projects)))
 }
 
 func (a *api) chains(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,7 @@ import (
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/webhook"
 )
@@ -34,7 +35,7 @@ func (s *graphState) reload(ctx context.Context, st *store.Store) error {
 	for _, p := range projects {
 		ids[p.ID] = true
 	}
-	s.cur.Store(&scanned{graph: store.GraphOf(projects), ids: ids})
+	s.cur.Store(&scanned{graph: scan.GraphOf(projects), ids: ids})
 	return nil
 }
 

@@ -452,7 +452,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		b.open(t, s.url+"/projects/"+base)
 		est := eval[string](t, b, `document.querySelector("#estimate").textContent`)
 		// base 6 → ruby 10 → shop 13 = 29m; docs and ci have no history.
-		for _, want := range []string{"7 project(s)", "29m00s", "acme/images/base → acme/images/ruby → acme/apps/shop"} {
+		for _, want := range []string{"7 projects in 4 waves", "29m00s", "acme/images/base → acme/images/ruby → acme/apps/shop"} {
 			if !strings.Contains(est, want) {
 				t.Errorf("estimate %q lacks %q", est, want)
 			}

@@ -23,8 +23,8 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
-	"gitlab.com/depsd/depsd/store"
 )
 
 //go:embed templates/*.html
@@ -37,11 +37,11 @@ var staticFS embed.FS
 // it. Calls may be concurrent and only read.
 type Store interface {
 	// Projects returns every scanned project, sorted by path.
-	Projects(ctx context.Context) ([]store.Project, error)
-	// Project returns one project or an error wrapping store.ErrNotFound.
-	Project(ctx context.Context, path string) (store.Project, error)
+	Projects(ctx context.Context) ([]scan.Project, error)
+	// Project returns one project or an error wrapping scan.ErrNotFound.
+	Project(ctx context.Context, path string) (scan.Project, error)
 	// LastScan returns the newest stored scan; ok is false before the first.
-	LastScan(ctx context.Context) (m store.ScanMeta, ok bool, err error)
+	LastScan(ctx context.Context) (m scan.Meta, ok bool, err error)
 }
 
 // Chains reads the chains; *chain.Engine implements it.

@@ -10,12 +10,12 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/report"
-	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 // graphData is one stored scan seen as a graph.
 type graphData struct {
-	scan    store.ScanMeta
+	scan    scan.Meta
 	scanned bool
 	g       *deps.Graph
 	doc     report.Graph
@@ -39,7 +39,7 @@ func (d *Dashboard) loadGraph(ctx context.Context) (*graphData, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := store.GraphOf(projects)
+	g := scan.GraphOf(projects)
 	data := &graphData{scan: meta, scanned: ok, g: g, doc: report.Build(projects, g),
 		targets: make(map[string]report.HistoryTarget, len(projects))}
 	data.byPath = make(map[string]*report.Project, len(data.doc.Projects))
@@ -190,7 +190,7 @@ type lineView struct {
 // viewFiles marks, in each file, the lines of its dependencies and
 // warnings. Dependencies of .gitlab-deps lines are in that file; the others
 // come from the Containerfile or Dockerfile the scan analysed.
-func viewFiles(p store.Project) []fileView {
+func viewFiles(p scan.Project) []fileView {
 	notes := map[string]map[int][]string{}
 	warns := map[string]map[int][]string{}
 	add := func(m map[string]map[int][]string, file string, line int, s string) {

@@ -16,8 +16,8 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
-	"gitlab.com/depsd/depsd/store"
 )
 
 // page is what every template gets: the page's own data and the layout's.
@@ -295,7 +295,7 @@ func (d *Dashboard) graphSVG(w http.ResponseWriter, r *http.Request) {
 
 // projectView is the project page's data.
 type projectView struct {
-	store.Project
+	scan.Project
 	Files      []fileView
 	Upstream   []string
 	Downstream []string
@@ -313,7 +313,7 @@ func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
 	path := strings.Trim(r.PathValue("path"), "/")
 	p, err := d.opts.Store.Project(ctx, path)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, scan.ErrNotFound):
 		d.fail(w, r, http.StatusNotFound, fmt.Errorf("project %s is not in the scanned graph", path))
 		return
 	case err != nil:
@@ -404,7 +404,7 @@ func hookState(c gitlab.HookChange, dryRun bool) (state, done string) {
 
 // healthView is the health page's data.
 type healthView struct {
-	Scan        store.ScanMeta
+	Scan        scan.Meta
 	Scanned     bool
 	Stats       chain.Stats
 	StatsErr    string
@@ -490,6 +490,7 @@ func focusURL(path string) string { return "/graph?focus=" + url.QueryEscape(pat
 func templateFuncs(now func() time.Time) template.FuncMap {
 	return template.FuncMap{
 		"projectURL": projectURL,
+		"count":      count,
 		"focusURL":   focusURL,
 		"icon":       stateIcon,
 		"when": func(t time.Time) string {
@@ -560,4 +561,13 @@ func stateIcon(state any) string {
 		return "⇢"
 	}
 	return "?"
+}
+
+// count says n things in words: "1 project", "7 projects". noun is the
+// singular; every noun the pages count takes an s.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

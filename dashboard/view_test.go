@@ -15,7 +15,7 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/report"
-	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 func TestChainMembersByWave(t *testing.T) {
@@ -43,7 +43,7 @@ func TestChainMembersByWave(t *testing.T) {
 }
 
 func TestFilesMarkTheLinesThatMatter(t *testing.T) {
-	p := store.Project{File: "Containerfile", Files: []store.File{
+	p := scan.Project{File: "Containerfile", Files: []scan.File{
 		{Name: ".gitlab-deps", Content: []byte("# comment\ng/lib\n")},
 		{Name: "Containerfile", Content: []byte("ARG V\nFROM r/g/base:${V}\nCOPY --from=alpine:3 / /\n")},
 	},
@@ -84,19 +84,19 @@ func TestHookStates(t *testing.T) {
 }
 
 // fakes for the handler tests.
-type fakeStore struct{ projects []store.Project }
+type fakeStore struct{ projects []scan.Project }
 
-func (f fakeStore) Projects(context.Context) ([]store.Project, error) { return f.projects, nil }
-func (f fakeStore) Project(_ context.Context, path string) (store.Project, error) {
+func (f fakeStore) Projects(context.Context) ([]scan.Project, error) { return f.projects, nil }
+func (f fakeStore) Project(_ context.Context, path string) (scan.Project, error) {
 	for _, p := range f.projects {
 		if p.Path == path {
 			return p, nil
 		}
 	}
-	return store.Project{}, store.ErrNotFound
+	return scan.Project{}, scan.ErrNotFound
 }
-func (f fakeStore) LastScan(context.Context) (store.ScanMeta, bool, error) {
-	return store.ScanMeta{StartedAt: time.Unix(1, 0), Projects: len(f.projects)}, true, nil
+func (f fakeStore) LastScan(context.Context) (scan.Meta, bool, error) {
+	return scan.Meta{StartedAt: time.Unix(1, 0), Projects: len(f.projects)}, true, nil
 }
 
 type fakeChains []chain.ChainView
@@ -113,7 +113,7 @@ func (f fakeChains) Chain(_ context.Context, id int64) (chain.ChainView, error) 
 func (f fakeChains) Stats(context.Context) (chain.Stats, error) { return chain.Stats{}, nil }
 
 func TestPagesAnswerInTheUsersTerms(t *testing.T) {
-	projects := []store.Project{
+	projects := []scan.Project{
 		{Path: "g/base", ID: 1, DefaultBranch: "main", Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: "debian:12"}}},
 		{Path: "g/app", ID: 2, DefaultBranch: "main", Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: "r/g/base", Project: "g/base"}}},
 	}
@@ -155,7 +155,7 @@ func TestPagesAnswerInTheUsersTerms(t *testing.T) {
 
 	// The focus view's picture is what `depsd graph --format svg --around`
 	// writes: the same code on the same subgraph.
-	focused, err := report.Around(report.Build(projects, store.GraphOf(projects)), "g/app", 0)
+	focused, err := report.Around(report.Build(projects, scan.GraphOf(projects)), "g/app", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,18 +186,18 @@ func TestPagesAnswerInTheUsersTerms(t *testing.T) {
 // BenchmarkGraphHandler2000 renders the graph page of 2,000 projects on
 // the server (no browser): the overview, and a focus view.
 func BenchmarkGraphHandler2000(b *testing.B) {
-	var projects []store.Project
+	var projects []scan.Project
 	from := func(p string) []deps.Dependency {
 		return []deps.Dependency{{Kind: deps.KindFrom, Image: "r/" + p, Project: p}}
 	}
 	for i := range 5 {
-		projects = append(projects, store.Project{Path: fmt.Sprintf("images/base-%d", i), Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: fmt.Sprintf("debian:%d", i)}}})
+		projects = append(projects, scan.Project{Path: fmt.Sprintf("images/base-%d", i), Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: fmt.Sprintf("debian:%d", i)}}})
 	}
 	for i := range 45 {
-		projects = append(projects, store.Project{Path: fmt.Sprintf("images/runtime-%d", i), Dependencies: from(fmt.Sprintf("images/base-%d", i%5))})
+		projects = append(projects, scan.Project{Path: fmt.Sprintf("images/runtime-%d", i), Dependencies: from(fmt.Sprintf("images/base-%d", i%5))})
 	}
 	for i := range 1950 {
-		projects = append(projects, store.Project{Path: fmt.Sprintf("apps/app-%d", i), Dependencies: from(fmt.Sprintf("images/runtime-%d", i%45))})
+		projects = append(projects, scan.Project{Path: fmt.Sprintf("apps/app-%d", i), Dependencies: from(fmt.Sprintf("images/runtime-%d", i%45))})
 	}
 	d, err := New(Options{Store: fakeStore{projects}, Chains: fakeChains{}})
 	if err != nil {

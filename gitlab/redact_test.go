@@ -53,7 +53,7 @@ func TestTokenNeverLeaks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = c.ReadFile(context.Background(), 1, "Containerfile", "main")
+			_, err = c.ReadBlob(context.Background(), 1, "0123456789abcdef0123456789abcdef01234567")
 			if err == nil {
 				t.Fatal("want an error")
 			}

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"gitlab.com/depsd/depsd/deps"
-	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 // PipelineHistory reads how long a project's pipelines took; *gitlab.Client
@@ -179,8 +179,8 @@ func FormatDuration(d time.Duration) string {
 // RebuildTargets lists the members of a rebuild of project with what
 // FetchDurations needs to read their history; members the store does not
 // know are left out (and so end up with no history).
-func RebuildTargets(g *deps.Graph, project string, stored []store.Project) []HistoryTarget {
-	byPath := make(map[string]store.Project, len(stored))
+func RebuildTargets(g *deps.Graph, project string, stored []scan.Project) []HistoryTarget {
+	byPath := make(map[string]scan.Project, len(stored))
 	for _, p := range stored {
 		byPath[p.Path] = p
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/deps"
-	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 // chainDoc: debian → base → {ruby, lint}; ruby → shop; {lint, ruby} → ci;
@@ -24,7 +24,7 @@ func chainDoc() (Graph, *deps.Graph) {
 		}
 		return out
 	}
-	projects := []store.Project{
+	projects := []scan.Project{
 		{Path: "base", Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: "debian:12"}}},
 		{Path: "ruby", Dependencies: from("base")},
 		{Path: "lint", Dependencies: from("base")},
@@ -35,7 +35,7 @@ func chainDoc() (Graph, *deps.Graph) {
 		{Path: "x", Dependencies: from("y")},
 		{Path: "y", Dependencies: from("x")},
 	}
-	g := store.GraphOf(projects)
+	g := scan.GraphOf(projects)
 	return Build(projects, g), g
 }
 

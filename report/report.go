@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 
 	"gitlab.com/depsd/depsd/deps"
-	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 // Formats lists the names Write accepts.
@@ -40,7 +40,7 @@ type Project struct {
 }
 
 // Build assembles the document from the stored projects and their graph.
-func Build(projects []store.Project, g *deps.Graph) Graph {
+func Build(projects []scan.Project, g *deps.Graph) Graph {
 	doc := Graph{Projects: make([]Project, 0, len(projects)), Cycles: g.Cycles()}
 	if doc.Cycles == nil {
 		doc.Cycles = [][]string{}

@@ -7,18 +7,18 @@ import (
 	"testing"
 
 	"gitlab.com/depsd/depsd/deps"
-	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 func sample() Graph {
-	projects := []store.Project{
+	projects := []scan.Project{
 		{Path: "g/base", File: "Containerfile", Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: "docker.io/library/debian:12", Repository: "docker.io/library/debian"}}},
 		{Path: "g/app", Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: "r/g/base:1", Project: "g/base"}},
 			Warnings: []deps.Warning{{File: "Containerfile", Line: 3, Message: "ARG X has no default value"}}},
 		{Path: "g/x", Dependencies: []deps.Dependency{{Kind: deps.KindGitLabDeps, Project: "g/y"}}},
 		{Path: "g/y", Dependencies: []deps.Dependency{{Kind: deps.KindGitLabDeps, Project: "g/x"}}},
 	}
-	return Build(projects, store.GraphOf(projects))
+	return Build(projects, scan.GraphOf(projects))
 }
 
 func TestBuildJSONShape(t *testing.T) {

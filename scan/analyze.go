@@ -6,20 +6,19 @@ import (
 	"strings"
 
 	"gitlab.com/depsd/depsd/deps"
-	"gitlab.com/depsd/depsd/store"
 )
 
 // Analyze parses the stored files of every project, fills in their
 // Dependencies, File and Warnings (appending to warnings already there),
 // maps images and .gitlab-deps entries to the projects in the list, and
-// returns the dependency graph of those projects (store.GraphOf: the same
+// returns the dependency graph of those projects (GraphOf: the same
 // rules as the graph later read back from the store).
 //
 // registry, when set, overrides each project's registry prefix with
 // registry/<lower-case path>. instanceHost is the GitLab host that
 // .gitlab-deps URLs must name. opts say how Containerfiles are read (the
 // platforms).
-func Analyze(projects []store.Project, registry, instanceHost string, opts deps.Options) *deps.Graph {
+func Analyze(projects []Project, registry, instanceHost string, opts deps.Options) *deps.Graph {
 	prefixes := make(map[string]string, len(projects))
 	byLowerPath := make(map[string]string, len(projects))
 	for _, p := range projects {
@@ -66,13 +65,13 @@ func Analyze(projects []store.Project, registry, instanceHost string, opts deps.
 			}
 		}
 	}
-	return store.GraphOf(projects)
+	return GraphOf(projects)
 }
 
 // analyzeFile parses one stored file. A file that cannot be built becomes
 // a warning with its line: the project declares nothing until it is fixed
 // (its own pipeline fails too).
-func analyzeFile(f store.File, instanceHost string, opts deps.Options) deps.FileAnalysis {
+func analyzeFile(f File, instanceHost string, opts deps.Options) deps.FileAnalysis {
 	if f.Name == deps.GitLabDepsFile {
 		return deps.ParseGitLabDeps(f.Name, f.Content, instanceHost)
 	}

@@ -1,4 +1,4 @@
-package scan
+package scan_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 // A push changes a Containerfile; the next scan (more than GitLab's activity
@@ -18,7 +19,7 @@ func TestFailedReadIsRetriedAfterActivityWindow(t *testing.T) {
 	c := newClocked(t, baseAndApp()...)
 	srv, gl, st, o := c.srv, c.gl, c.st, c.opts
 	ctx := context.Background()
-	if _, err := Run(ctx, gl, st, o); err != nil {
+	if _, err := scan.Run(ctx, gl, st, o); err != nil {
 		t.Fatal(err)
 	}
 
@@ -28,13 +29,13 @@ func TestFailedReadIsRetriedAfterActivityWindow(t *testing.T) {
 	}
 	c.now = c.now.Add(2 * time.Hour) // e.g. depsd was down; the next scan is later
 	srv.Fail(gitlabtest.Fault{Endpoint: "GET /projects/:id/repository/blobs/:sha/raw", Status: 500, Times: 1000})
-	if _, err := Run(ctx, gl, st, o); err != nil {
+	if _, err := scan.Run(ctx, gl, st, o); err != nil {
 		t.Fatal(err)
 	}
 	srv.ClearFaults()
 
 	c.now = c.now.Add(time.Minute)
-	res, err := Run(ctx, gl, st, o)
+	res, err := scan.Run(ctx, gl, st, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestFailedReadIsRetriedAfterActivityWindow(t *testing.T) {
 	}
 	// Any number of later scans: still stale.
 	c.now = c.now.Add(6 * time.Hour)
-	res, err = Run(ctx, gl, st, o)
+	res, err = scan.Run(ctx, gl, st, o)
 	if err != nil {
 		t.Fatal(err)
 	}

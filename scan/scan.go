@@ -28,7 +28,6 @@ import (
 
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
-	"gitlab.com/depsd/depsd/store"
 )
 
 // GitLab is what a scan needs of the GitLab API; *gitlab.Client has it.
@@ -49,11 +48,11 @@ type GitLab interface {
 
 // Store is where scans keep their results; *store.Store has it.
 type Store interface {
-	Projects(ctx context.Context) ([]store.Project, error)
-	// ApplyScan stores the result; store.ErrScanConflict when a newer scan
+	Projects(ctx context.Context) ([]Project, error)
+	// ApplyScan stores the result; ErrConflict when a newer scan
 	// was stored meanwhile (meta.Replaces).
-	ApplyScan(ctx context.Context, projects []store.Project, meta store.ScanMeta) error
-	LastScan(ctx context.Context) (store.ScanMeta, bool, error)
+	ApplyScan(ctx context.Context, projects []Project, meta Meta) error
+	LastScan(ctx context.Context) (Meta, bool, error)
 }
 
 // Options say what to scan and how.
@@ -82,7 +81,7 @@ type Options struct {
 
 // Result summarises a scan.
 type Result struct {
-	store.ScanMeta
+	Meta
 	FilesFetched int // projects whose files were looked up on GitLab (one tree listing each)
 	BlobsRead    int // file contents read from GitLab (each distinct blob once)
 	Unchanged    int // projects whose stored files were reused without a request
@@ -107,7 +106,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("read stored projects: %w", err)
 	}
-	prevByID := make(map[int64]store.Project, len(previous))
+	prevByID := make(map[int64]Project, len(previous))
 	known := make(map[int64]gitlab.HeadState, len(previous))
 	blobs := newBlobCache(previous)
 	for _, p := range previous {
@@ -121,7 +120,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	}
 
 	names := append(slices.Clone(opts.Containerfiles), deps.GitLabDepsFile)
-	projects := make([]store.Project, len(listed))
+	projects := make([]Project, len(listed))
 	var res Result
 	var mu sync.Mutex
 	done := 0
@@ -138,7 +137,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	g.SetLimit(opts.Concurrency)
 	for i, lp := range listed {
 		prev, hadPrev := prevByID[lp.ID]
-		projects[i] = store.Project{
+		projects[i] = Project{
 			ID: lp.ID, Path: lp.Path, DefaultBranch: lp.DefaultBranch, RegistryPrefix: lp.RegistryPrefix,
 			WebURL: lp.WebURL, LastActivity: lp.LastActivityAt, ScannedAt: started,
 		}
@@ -186,14 +185,14 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	}
 
 	graph := Analyze(projects, opts.Registry, opts.InstanceHost, opts.Analysis)
-	res.ScanMeta = summarize(projects, graph)
+	res.Meta = summarize(projects, graph)
 	res.CyclePaths = graph.Cycles()
-	res.ScanMeta.Cycles = len(res.CyclePaths)
+	res.Meta.Cycles = len(res.CyclePaths)
 	res.StartedAt, res.FinishedAt = started, opts.Now()
 	res.Replaces, res.OnlyIfLatest = last.StartedAt, true
 	res.Requests = gl.Requests() - requests0
 	res.Duration = res.FinishedAt.Sub(started)
-	if err := st.ApplyScan(ctx, projects, res.ScanMeta); err != nil {
+	if err := st.ApplyScan(ctx, projects, res.Meta); err != nil {
 		return Result{}, fmt.Errorf("store scan: %w", err)
 	}
 	opts.Logger.Info("scan finished", "projects", res.Projects, "edges", res.Edges, "external", res.External,
@@ -222,7 +221,7 @@ func (o *Options) setDefaults() {
 // from the same tree. It returns the files, a version naming them (a digest
 // of their names and blob ids, kept as the project's HeadCommit), and how
 // many blobs it read from GitLab.
-func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Project, containerfiles, names []string) ([]store.File, string, int, error) {
+func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Project, containerfiles, names []string) ([]File, string, int, error) {
 	found, err := gl.ListFiles(ctx, p.ID, p.DefaultBranch, names)
 	if err != nil {
 		return nil, "", 0, err
@@ -237,7 +236,7 @@ func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Projec
 	if _, ok := found[deps.GitLabDepsFile]; ok {
 		chosen = append(chosen, deps.GitLabDepsFile)
 	}
-	files := make([]store.File, 0, len(chosen))
+	files := make([]File, 0, len(chosen))
 	version := sha1.New()
 	read := 0
 	for _, name := range chosen {
@@ -249,7 +248,7 @@ func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Projec
 		if err != nil {
 			return nil, "", read, fmt.Errorf("read %s: %w", name, err)
 		}
-		files = append(files, store.File{Name: name, Content: b})
+		files = append(files, File{Name: name, Content: b})
 		fmt.Fprintf(version, "%s\x00%s\n", name, id)
 	}
 	return files, "blobs:" + hex.EncodeToString(version.Sum(nil)), read, nil
@@ -264,12 +263,13 @@ type blobCache struct {
 }
 
 type blobEntry struct {
-	done chan struct{} // closed when data and err are set
-	data []byte
-	err  error
+	done    chan struct{} // closed when data and err are set
+	data    []byte
+	err     error
+	waiters int // calls waiting for done (under blobCache.mu; tests watch it)
 }
 
-func newBlobCache(previous []store.Project) *blobCache {
+func newBlobCache(previous []Project) *blobCache {
 	c := &blobCache{entries: map[string]*blobEntry{}}
 	closed := make(chan struct{})
 	close(closed)
@@ -283,26 +283,39 @@ func newBlobCache(previous []store.Project) *blobCache {
 
 // get returns the blob's content, reading it from the project unless it
 // is known or being read for another project. fetched reports whether
-// this call read it.
+// this call read it. A read that fails for another project is not this
+// project's failure (a 404 there says nothing here): the caller then reads
+// the blob itself.
 func (c *blobCache) get(ctx context.Context, gl GitLab, projectID int64, id string) (data []byte, fetched bool, err error) {
-	c.mu.Lock()
-	e, ok := c.entries[id]
-	if !ok {
-		e = &blobEntry{done: make(chan struct{})}
-		c.entries[id] = e
-	}
-	c.mu.Unlock()
-	if ok {
+	for {
+		c.mu.Lock()
+		e, ok := c.entries[id]
+		if !ok {
+			e = &blobEntry{done: make(chan struct{})}
+			c.entries[id] = e
+			c.mu.Unlock()
+			return c.read(ctx, gl, projectID, id, e)
+		}
+		e.waiters++
+		c.mu.Unlock()
 		select {
 		case <-e.done:
-			return e.data, false, e.err
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
 		}
+		if e.err == nil {
+			return e.data, false, nil
+		}
+		// The reader failed and removed the entry: go round and read it.
 	}
+}
+
+// read reads the blob for e, whose creator the caller is.
+func (c *blobCache) read(ctx context.Context, gl GitLab, projectID int64, id string, e *blobEntry) ([]byte, bool, error) {
 	e.data, e.err = gl.ReadBlob(ctx, projectID, id)
 	if e.err != nil {
-		// Let a later project try again rather than inherit the failure.
+		// Let the waiters and later projects try again rather than
+		// inherit the failure.
 		c.mu.Lock()
 		delete(c.entries, id)
 		c.mu.Unlock()
@@ -322,8 +335,8 @@ func blobID(content []byte) string {
 }
 
 // summarize counts what the scan found.
-func summarize(projects []store.Project, g *deps.Graph) store.ScanMeta {
-	m := store.ScanMeta{Projects: len(projects)}
+func summarize(projects []Project, g *deps.Graph) Meta {
+	m := Meta{Projects: len(projects)}
 	external := map[string]bool{}
 	for _, p := range projects {
 		m.Warnings += len(p.Warnings)

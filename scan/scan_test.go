@@ -1,4 +1,4 @@
-package scan
+package scan_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 )
 
@@ -58,15 +59,15 @@ func setup(t *testing.T, srv *gitlabtest.Server) (*gitlab.Client, *store.Store) 
 	return gl, st
 }
 
-func opts() Options {
-	return Options{Scope: gitlab.Scope{Groups: []string{"infra", "apps"}}, InstanceHost: "gitlab.example.com"}
+func opts() scan.Options {
+	return scan.Options{Scope: gitlab.Scope{Groups: []string{"infra", "apps"}}, InstanceHost: "gitlab.example.com"}
 }
 
 func TestScanBuildsTheGraph(t *testing.T) {
 	srv := instance(t)
 	gl, st := setup(t, srv)
 	ctx := context.Background()
-	res, err := Run(ctx, gl, st, opts())
+	res, err := scan.Run(ctx, gl, st, opts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestScanBuildsTheGraph(t *testing.T) {
 		t.Error("archived or empty project in the graph")
 	}
 	if res.Projects != 9 || res.Edges != 8 || res.External != 2 || res.Cycles != 0 {
-		t.Errorf("summary %+v", res.ScanMeta)
+		t.Errorf("summary %+v", res.Meta)
 	}
 	docs, err := st.Project(ctx, "apps/docs")
 	if err != nil {
@@ -125,7 +126,7 @@ type clocked struct {
 	srv  *gitlabtest.Server
 	gl   *gitlab.Client
 	st   *store.Store
-	opts Options
+	opts scan.Options
 }
 
 // newClocked seeds projects in group g at a fixed time.
@@ -151,7 +152,7 @@ func newClocked(t *testing.T, projects ...gitlabtest.Project) *clocked {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.st.Close() })
-	c.opts = Options{Scope: gitlab.Scope{Groups: []string{"g"}}, Now: clock}
+	c.opts = scan.Options{Scope: gitlab.Scope{Groups: []string{"g"}}, Now: clock}
 	return c
 }
 
@@ -163,7 +164,7 @@ func baseAndApp() []gitlabtest.Project {
 	}
 }
 
-func hasWarning(p store.Project, substr string) bool {
+func hasWarning(p scan.Project, substr string) bool {
 	for _, w := range p.Warnings {
 		if strings.Contains(w.Message, substr) {
 			return true
@@ -179,7 +180,7 @@ func TestRescanIsIncremental(t *testing.T) {
 	srv, gl, st, o := c.srv, c.gl, c.st, c.opts
 	ctx := context.Background()
 
-	first, err := Run(ctx, gl, st, o)
+	first, err := scan.Run(ctx, gl, st, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestRescanIsIncremental(t *testing.T) {
 		t.Errorf("first scan: %+v", first)
 	}
 	c.now = c.now.Add(time.Minute)
-	again, err := Run(ctx, gl, st, o)
+	again, err := scan.Run(ctx, gl, st, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestRescanIsIncremental(t *testing.T) {
 		t.Errorf("unchanged rescan: %d requests, %+v; want 1 request (one page of projects)", again.Requests, again)
 	}
 	if again.Edges != 1 {
-		t.Errorf("rescan lost the edge: %+v", again.ScanMeta)
+		t.Errorf("rescan lost the edge: %+v", again.Meta)
 	}
 
 	// A push that cuts the dependency: only that project is refetched.
@@ -203,7 +204,7 @@ func TestRescanIsIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.now = c.now.Add(time.Minute)
-	pushed, err := Run(ctx, gl, st, o)
+	pushed, err := scan.Run(ctx, gl, st, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestRescanIsIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.now = c.now.Add(time.Minute)
-	if _, err := Run(ctx, gl, st, o); err != nil {
+	if _, err := scan.Run(ctx, gl, st, o); err != nil {
 		t.Fatal(err)
 	}
 	ps, err := st.Projects(ctx)
@@ -238,7 +239,7 @@ func TestScanFailsClearlyOnBadToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, st := setup(t, srv)
-	_, err = Run(context.Background(), gl, st, opts())
+	_, err = scan.Run(context.Background(), gl, st, opts())
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("err = %v, want a 401", err)
 	}
@@ -251,7 +252,7 @@ func TestScanKeepsFilesWhenReadFails(t *testing.T) {
 	srv := instance(t)
 	gl, st := setup(t, srv)
 	ctx := context.Background()
-	if _, err := Run(ctx, gl, st, opts()); err != nil {
+	if _, err := scan.Run(ctx, gl, st, opts()); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := st.Project(ctx, "infra/ruby")
@@ -261,7 +262,7 @@ func TestScanKeepsFilesWhenReadFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Fail(gitlabtest.Fault{Endpoint: "GET /projects/:id/repository/tree", Status: 500, Times: 100})
-	if _, err := Run(ctx, gl, st, opts()); err != nil {
+	if _, err := scan.Run(ctx, gl, st, opts()); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := st.Project(ctx, "infra/ruby")
@@ -269,7 +270,7 @@ func TestScanKeepsFilesWhenReadFails(t *testing.T) {
 		t.Errorf("after a failed read: head %s (was %s), deps %+v, warnings %+v", after.HeadCommit, before.HeadCommit, after.Dependencies, after.Warnings)
 	}
 	srv.ClearFaults()
-	res, err := Run(ctx, gl, st, opts())
+	res, err := scan.Run(ctx, gl, st, opts())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -56,6 +57,12 @@ func (s *Scheduler) handle(ctx context.Context, e *entry, now time.Time, wg *syn
 			return now.Add(retryWait)
 		}
 		e.cursor, e.loaded = st.Cursor, true
+		if s.resumable(ctx, e, st, now, log) {
+			log.Warn("resuming a scheduled rebuild that was claimed but never started", "scheduled", st.LastFire,
+				"claimed_by", st.FiredBy, "claimed_at", st.FiredAt)
+			s.start(ctx, e, st.LastFire, log, wg, done)
+			return now.Add(maxWait)
+		}
 	}
 	last, n := latestDue(e.spec.sched, e.cursor, now)
 	if n == 0 {
@@ -85,14 +92,45 @@ func (s *Scheduler) handle(ctx context.Context, e *entry, now time.Time, wg *syn
 	if missed {
 		log.Info("catching up a missed fire", "scheduled", last, "missed", n)
 	}
+	s.start(ctx, e, last, log, wg, done)
+	return now.Add(maxWait)
+}
+
+// start runs the fire at scheduled in a goroutine that reports on done.
+func (s *Scheduler) start(ctx context.Context, e *entry, scheduled time.Time, log *slog.Logger, wg *sync.WaitGroup, done chan<- *entry) {
 	e.busy = true
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.fire(ctx, e, last, log)
+		s.fire(ctx, e, scheduled, log)
 		done <- e
 	}()
-	return now.Add(maxWait)
+}
+
+// resumable reports whether st's last fire is a rebuild that was claimed
+// but never finished, because the process that claimed it stopped (killed,
+// or shut down while the rebuild kept failing to start), and takes it
+// over if so. Such a fire is lost otherwise: the claim moved the cursor
+// past it. It is not resumed when a newer fire is due (that one replaces
+// it, as missed fires collapse into the latest) nor, under the "skip"
+// catch-up policy, when it is older than the misfire grace. Starting it
+// twice is harmless: chain.Engine.Rebuild starts a fire's chain once.
+func (s *Scheduler) resumable(ctx context.Context, e *entry, st ScheduleState, now time.Time, log *slog.Logger) bool {
+	if e.kind != KindRebuild || st.LastFire.IsZero() || !st.LastFire.Equal(st.Cursor) || !st.Outcome.FinishedAt.IsZero() {
+		return false
+	}
+	if _, n := latestDue(e.spec.sched, st.Cursor, now); n > 0 {
+		return false
+	}
+	if now.Sub(st.LastFire) > misfireGrace && s.catchUp == CatchUpSkip {
+		log.Info("a scheduled rebuild claimed but never started is skipped", "scheduled", st.LastFire, "catch_up", string(s.catchUp))
+		return false
+	}
+	ok, err := s.opts.Store.ResumeFire(ctx, e.id, st.LastFire, st.FiredAt, now, s.owner)
+	if err != nil {
+		log.Error("cannot resume an unfinished fire", "scheduled", st.LastFire, "err", err)
+	}
+	return ok
 }
 
 // reload reads the schedule's cursor after another process claimed a fire.
@@ -113,8 +151,11 @@ func (s *Scheduler) reload(ctx context.Context, e *entry, now time.Time, log *sl
 }
 
 // fire runs one claimed fire and records its outcome. The claim is made
-// before the work, so a crash in between loses that fire rather than
-// repeating it: at most once, never twice.
+// before the work, so no two processes fire it. A rebuild that could not
+// start before ctx ended (shutdown, or leadership lost while the store was
+// down) records no outcome: like one whose process was killed, it is
+// resumed by the next scheduler to start (see resumable). A job records
+// how it ended and is not resumed: the next fire does its work.
 func (s *Scheduler) fire(ctx context.Context, e *entry, scheduled time.Time, log *slog.Logger) {
 	start := s.clock.Now()
 	var chainID int64
@@ -127,7 +168,7 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, scheduled time.Time, log
 		reason := chain.Reason{Kind: chain.ReasonSchedule, Project: e.target, Detail: e.spec.detail(), At: scheduled}
 		for attempt := 1; ; attempt++ {
 			chainID, err = s.opts.Rebuilder.Rebuild(ctx, e.target, reason)
-			if err == nil || attempt == rebuildAttempts || ctx.Err() != nil {
+			if err == nil || permanent(err) || attempt == rebuildAttempts || ctx.Err() != nil {
 				break
 			}
 			wait := backoff(attempt, rebuildRetryMax)
@@ -138,6 +179,11 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, scheduled time.Time, log
 		}
 	case KindJob:
 		err = runJob(ctx, e.job)
+	}
+	if e.kind == KindRebuild && err != nil && !permanent(err) && ctx.Err() != nil {
+		log.Warn("scheduled rebuild interrupted before it started; the next scheduler to run starts it",
+			"scheduled", scheduled, "err", err)
+		return
 	}
 	end := s.clock.Now()
 	o := Outcome{FinishedAt: end, Duration: end.Sub(start), ChainID: chainID}
@@ -159,6 +205,12 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, scheduled time.Time, log
 		log.Info("scheduled job done", "scheduled", scheduled, "duration", o.Duration)
 	}
 	s.observe(Fired{Kind: e.kind, Target: e.target, Scheduled: scheduled, Started: start, Duration: o.Duration, ChainID: chainID, Err: err})
+}
+
+// permanent reports whether a rebuild failed for good: trying again (now,
+// or in the next scheduler) cannot start it until the graph changes.
+func permanent(err error) bool {
+	return errors.Is(err, chain.ErrUnknownProject) || errors.Is(err, chain.ErrCycle)
 }
 
 // rebuildAttempts and rebuildRetryMax bound the retries of a rebuild that

@@ -24,6 +24,10 @@ type Store interface {
 	// records that owner fired it at `at`, if the cursor is still at from.
 	// ok is false when another caller moved it first: that caller fires.
 	ClaimFire(ctx context.Context, id string, from, fire, at time.Time, owner string) (ok bool, err error)
+	// ResumeFire takes over the fire at `fire`, claimed at firedAt and
+	// never finished (its process stopped first), recording that owner
+	// fires it again at `at`, if it still stands so; ok as for ClaimFire.
+	ResumeFire(ctx context.Context, id string, fire, firedAt, at time.Time, owner string) (ok bool, err error)
 	// SkipFires moves the cursor from `from` to `to` without firing (the
 	// catch-up policy "skip"); ok as for ClaimFire.
 	SkipFires(ctx context.Context, id string, from, to time.Time) (ok bool, err error)

@@ -6,11 +6,13 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+
+	"gitlab.com/depsd/depsd/scan"
 )
 
 // checkScan rejects a scan result that would break the store's invariants,
 // before anything is written.
-func checkScan(projects []Project) error {
+func checkScan(projects []scan.Project) error {
 	ids := make(map[int64]string, len(projects))
 	paths := make(map[string]int64, len(projects))
 	for _, p := range projects {
@@ -44,7 +46,7 @@ func checkScan(projects []Project) error {
 // not change are not rewritten, so the periodic rescan of a quiet instance
 // writes little more than its scan record. Readers see the old state or the
 // new one, never a mix.
-func (s *Store) ApplyScan(ctx context.Context, projects []Project, meta ScanMeta) error {
+func (s *Store) ApplyScan(ctx context.Context, projects []scan.Project, meta scan.Meta) error {
 	if err := checkScan(projects); err != nil {
 		return fmt.Errorf("apply scan: %w", err)
 	}
@@ -56,13 +58,13 @@ func (s *Store) ApplyScan(ctx context.Context, projects []Project, meta ScanMeta
 		if last, err := decodeTime(latest); err != nil {
 			return fmt.Errorf("read last scan: %w", err)
 		} else if meta.OnlyIfLatest && !last.Equal(meta.Replaces) {
-			return ErrScanConflict
+			return scan.ErrConflict
 		}
 		stored, err := queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects`)
 		if err != nil {
 			return fmt.Errorf("read stored projects: %w", err)
 		}
-		old := make(map[int64]*Project, len(stored))
+		old := make(map[int64]*scan.Project, len(stored))
 		for i := range stored {
 			old[stored[i].ID] = &stored[i]
 		}
@@ -88,7 +90,7 @@ func (s *Store) ApplyScan(ctx context.Context, projects []Project, meta ScanMeta
 // unique and renames can swap or chain (a → b while b → c), so a renamed
 // row first takes a path no project can have; saveProjects then gives it its
 // new one.
-func removeAndPark(ctx context.Context, tx *sql.Tx, old map[int64]*Project, projects []Project) error {
+func removeAndPark(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, projects []scan.Project) error {
 	keep := make(map[int64]bool, len(projects))
 	for _, p := range projects {
 		keep[p.ID] = true
@@ -114,7 +116,7 @@ func removeAndPark(ctx context.Context, tx *sql.Tx, old map[int64]*Project, proj
 
 // saveProjects upserts the projects whose row changed and replaces the
 // dependencies and warnings that changed. old holds the stored state.
-func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*Project, projects []Project) error {
+func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, projects []scan.Project) error {
 	upsert, err := tx.PrepareContext(ctx, `INSERT INTO projects (`+projectColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT (id) DO UPDATE SET
@@ -166,16 +168,16 @@ func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*Project, proje
 
 // sameRow reports whether the projects row of a would be stored unchanged
 // as b. Times compare as instants, as they are stored.
-func sameRow(a, b *Project) bool {
+func sameRow(a, b *scan.Project) bool {
 	return a.Path == b.Path && a.DefaultBranch == b.DefaultBranch && a.RegistryPrefix == b.RegistryPrefix &&
 		a.WebURL == b.WebURL && a.HeadCommit == b.HeadCommit && a.File == b.File &&
 		a.LastActivity.Equal(b.LastActivity) && a.HeadCheckedAt.Equal(b.HeadCheckedAt) &&
 		a.ScannedAt.Equal(b.ScannedAt) && slices.Equal(a.SearchedFiles, b.SearchedFiles)
 }
 
-func sameFile(a, b File) bool { return a.Name == b.Name && bytes.Equal(a.Content, b.Content) }
+func sameFile(a, b scan.File) bool { return a.Name == b.Name && bytes.Equal(a.Content, b.Content) }
 
-func replaceFiles(ctx context.Context, tx *sql.Tx, p Project, existed bool) error {
+func replaceFiles(ctx context.Context, tx *sql.Tx, p scan.Project, existed bool) error {
 	if existed {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM files WHERE project_id = $1`, p.ID); err != nil {
 			return err
@@ -198,7 +200,7 @@ func replaceFiles(ctx context.Context, tx *sql.Tx, p Project, existed bool) erro
 // SQLite driver prepares every statement it executes anew and binds $N
 // parameters in time quadratic in their number, so multi-row INSERTs
 // measured no faster (2,000 projects) and were more code.
-func replaceDependencies(ctx context.Context, tx *sql.Tx, p Project, existed bool) error {
+func replaceDependencies(ctx context.Context, tx *sql.Tx, p scan.Project, existed bool) error {
 	if existed {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM dependencies WHERE project_id = $1`, p.ID); err != nil {
 			return err
@@ -215,7 +217,7 @@ func replaceDependencies(ctx context.Context, tx *sql.Tx, p Project, existed boo
 	return nil
 }
 
-func replaceWarnings(ctx context.Context, tx *sql.Tx, p Project, existed bool) error {
+func replaceWarnings(ctx context.Context, tx *sql.Tx, p scan.Project, existed bool) error {
 	if existed {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM warnings WHERE project_id = $1`, p.ID); err != nil {
 			return err

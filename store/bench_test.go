@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 // BenchmarkApplyScan writes a scan of 2,000 projects with a 400-byte
@@ -16,7 +17,7 @@ import (
 // dependencies and warnings changed (the worst case, like a first scan).
 func BenchmarkApplyScan(b *testing.B) {
 	const n = 2000
-	scans := [2][]Project{benchScan(n, "a"), benchScan(n, "b")}
+	scans := [2][]scan.Project{benchScan(n, "a"), benchScan(n, "b")}
 	for _, bench := range []struct {
 		name string
 		flip int // 0: the same scan every time; 1: alternate between two
@@ -28,7 +29,7 @@ func BenchmarkApplyScan(b *testing.B) {
 			}
 			defer s.Close()
 			start := time.Now()
-			if err := s.ApplyScan(b.Context(), scans[0], ScanMeta{StartedAt: start}); err != nil {
+			if err := s.ApplyScan(b.Context(), scans[0], scan.Meta{StartedAt: start}); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
@@ -36,7 +37,7 @@ func BenchmarkApplyScan(b *testing.B) {
 			for b.Loop() {
 				i ^= bench.flip
 				start = start.Add(time.Second)
-				if err := s.ApplyScan(b.Context(), scans[i], ScanMeta{StartedAt: start}); err != nil {
+				if err := s.ApplyScan(b.Context(), scans[i], scan.Meta{StartedAt: start}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -45,11 +46,11 @@ func BenchmarkApplyScan(b *testing.B) {
 	}
 }
 
-func benchScan(n int, variant string) []Project {
+func benchScan(n int, variant string) []scan.Project {
 	now := time.Now()
-	projects := make([]Project, n)
+	projects := make([]scan.Project, n)
 	for i := range projects {
-		p := Project{
+		p := scan.Project{
 			ID: int64(i + 1), Path: fmt.Sprintf("team%d/app%d", i%50, i), DefaultBranch: "main",
 			RegistryPrefix: fmt.Sprintf("registry.example.com/team%d/app%d", i%50, i),
 			WebURL:         fmt.Sprintf("https://gitlab.example.com/team%d/app%d", i%50, i),
@@ -57,7 +58,7 @@ func benchScan(n int, variant string) []Project {
 			LastActivity: now, ScannedAt: now,
 			Warnings:      []deps.Warning{{File: "Containerfile", Line: 2, Message: "ARG VERSION has no default " + variant}},
 			SearchedFiles: []string{"Containerfile", "Dockerfile"},
-			Files:         []File{{Name: "Containerfile", Content: []byte(strings.Repeat("RUN make install # "+variant+"\n", 16))}},
+			Files:         []scan.File{{Name: "Containerfile", Content: []byte(strings.Repeat("RUN make install # "+variant+"\n", 16))}},
 		}
 		for k := range 3 {
 			up := projects[max(0, i-1-k)].Path
@@ -78,7 +79,7 @@ func BenchmarkProjects(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.ApplyScan(b.Context(), scanOf(2000, "x"), ScanMeta{StartedAt: time.Now()}); err != nil {
+	if err := s.ApplyScan(b.Context(), scanOf(2000, "x"), scan.Meta{StartedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

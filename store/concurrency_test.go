@@ -10,14 +10,15 @@ import (
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 // scanOf returns a scan result of n projects in a chain, distinguishable by
 // tag so readers can check they never see half of one scan.
-func scanOf(n int, tag string) []Project {
-	out := make([]Project, n)
+func scanOf(n int, tag string) []scan.Project {
+	out := make([]scan.Project, n)
 	for i := range out {
-		out[i] = Project{ID: int64(i + 1), Path: fmt.Sprintf("g/p%03d", i), DefaultBranch: "main", HeadCommit: tag}
+		out[i] = scan.Project{ID: int64(i + 1), Path: fmt.Sprintf("g/p%03d", i), DefaultBranch: "main", HeadCommit: tag}
 		if i > 0 {
 			out[i].Dependencies = []deps.Dependency{{Kind: deps.KindFrom, Line: 1, Ref: tag, Project: out[i-1].Path}}
 		}
@@ -49,7 +50,7 @@ func testTwoStoresOnOneFile(t *testing.T, b backend) {
 			for k := range writes {
 				tag := fmt.Sprintf("s%d-%d", i, k)
 				start := time.Date(2025, 1, 1, 0, 0, k, i, time.UTC)
-				if err := s.ApplyScan(ctx, scanOf(projects, tag), ScanMeta{StartedAt: start}); err != nil {
+				if err := s.ApplyScan(ctx, scanOf(projects, tag), scan.Meta{StartedAt: start}); err != nil {
 					return fmt.Errorf("store %d write %d: %w", i, k, err)
 				}
 			}

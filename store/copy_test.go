@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
 )
 
@@ -18,7 +19,7 @@ func TestCopyBetweenBackends(t *testing.T) {
 			ctx := t.Context()
 			from, _ := dir[0].openTemp(t)
 			to, _ := dir[1].openTemp(t)
-			if err := from.ApplyScan(ctx, sampleProjects(), ScanMeta{StartedAt: t0, FinishedAt: t0.Add(time.Second), Projects: 3}); err != nil {
+			if err := from.ApplyScan(ctx, sampleProjects(), scan.Meta{StartedAt: t0, FinishedAt: t0.Add(time.Second), Projects: 3}); err != nil {
 				t.Fatal(err)
 			}
 			c := &chain.Chain{ID: 7, Mode: chain.Full, State: chain.Running, Roots: []string{"group/base"},

@@ -16,8 +16,8 @@ import (
 // one, and the scan reports it as a warning instead (as scan.Analyze does).
 //
 // It reads only paths, not whole projects, so the daemon can reload the
-// graph after every scan cheaply; GraphOf does the same from projects
-// already in memory.
+// graph after every scan cheaply; scan.GraphOf does the same from
+// projects already in memory.
 func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
 	g := deps.NewGraph()
 	err := s.read(ctx, func(tx *sql.Tx) error {
@@ -60,20 +60,4 @@ func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
 		return nil, fmt.Errorf("read graph: %w", err)
 	}
 	return g, nil
-}
-
-// GraphOf builds the graph of projects with the same rules as Store.Graph.
-func GraphOf(projects []Project) *deps.Graph {
-	g := deps.NewGraph()
-	for _, p := range projects {
-		g.AddProject(p.Path)
-	}
-	for _, p := range projects {
-		for _, d := range p.Dependencies {
-			if d.Project != "" && d.Project != p.Path && g.Has(d.Project) {
-				g.AddEdge(d.Project, p.Path)
-			}
-		}
-	}
-	return g
 }

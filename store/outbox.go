@@ -32,7 +32,7 @@ func (t chainTx) UpdateAction(ctx context.Context, a chain.Action) error {
 		return fmt.Errorf("update action %s: %w", a.ID, err)
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return fmt.Errorf("update action %s: %w", a.ID, ErrNotFound)
+		return fmt.Errorf("update action %s: %w", a.ID, chain.ErrNotFound)
 	}
 	return nil
 }

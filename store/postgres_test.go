@@ -3,6 +3,8 @@ package store
 import (
 	"strings"
 	"testing"
+
+	"gitlab.com/depsd/depsd/scan"
 )
 
 func TestKindOf(t *testing.T) {
@@ -42,8 +44,8 @@ func TestProjectsSortBytewise(t *testing.T) { forEachBackend(t, testProjectsSort
 
 func testProjectsSortBytewise(t *testing.T, b backend) {
 	s, _ := b.openTemp(t)
-	ps := []Project{{ID: 1, Path: "a-b/x"}, {ID: 2, Path: "a/b"}, {ID: 3, Path: "A/c"}, {ID: 4, Path: "a_b/y"}, {ID: 5, Path: "ab/z"}}
-	if err := s.ApplyScan(t.Context(), ps, ScanMeta{StartedAt: t0}); err != nil {
+	ps := []scan.Project{{ID: 1, Path: "a-b/x"}, {ID: 2, Path: "a/b"}, {ID: 3, Path: "A/c"}, {ID: 4, Path: "a_b/y"}, {ID: 5, Path: "ab/z"}}
+	if err := s.ApplyScan(t.Context(), ps, scan.Meta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Projects(t.Context())

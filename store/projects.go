@@ -5,44 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/scan"
 )
-
-// Project is one GitLab project as the last scan saw it.
-type Project struct {
-	ID             int64  // GitLab's project id: stable across renames and transfers
-	Path           string // path_with_namespace
-	DefaultBranch  string
-	RegistryPrefix string // container_registry_image_prefix
-	WebURL         string
-	// HeadCommit identifies the dependency files last read from the default
-	// branch: a digest of their blob ids ("blobs:…", see scan), not a commit.
-	HeadCommit string
-	// LastActivity is GitLab's last_activity_at, a cheap change signal for
-	// incremental scans.
-	LastActivity time.Time
-	// HeadCheckedAt is when the files were last confirmed with GitLab.
-	HeadCheckedAt time.Time
-	// Files are the dependency files as last read (the
-	// Containerfile or Dockerfile found, and .gitlab-deps), kept so that a
-	// rescan re-analyses them against the current set of projects without
-	// fetching them again. SearchedFiles are the candidate names that were
-	// looked for: if the configuration changes them, the files are refetched.
-	Files         []File
-	SearchedFiles []string
-	File          string // the dependency file analysed (Containerfile, Dockerfile); empty if none
-	Dependencies  []deps.Dependency
-	Warnings      []deps.Warning
-	ScannedAt     time.Time
-}
-
-// File is one file of a project's repository, as read.
-type File struct {
-	Name    string // path in the repository
-	Content []byte
-}
 
 const projectColumns = `id, path, default_branch, registry_prefix, web_url, head_commit, last_activity,
 	head_checked_at, searched_files, file, scanned_at`
@@ -50,15 +16,15 @@ const projectColumns = `id, path, default_branch, registry_prefix, web_url, head
 // Projects returns every stored project, sorted by path, with its files,
 // dependencies and warnings in order. It costs four queries whatever the
 // number of projects, all in one snapshot.
-func (s *Store) Projects(ctx context.Context) ([]Project, error) {
-	var out []Project
+func (s *Store) Projects(ctx context.Context) ([]scan.Project, error) {
+	var out []scan.Project
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		var err error
 		out, err = queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects ORDER BY path`)
 		if err != nil {
 			return err
 		}
-		index := make(map[int64]*Project, len(out))
+		index := make(map[int64]*scan.Project, len(out))
 		for i := range out {
 			index[out[i].ID] = &out[i]
 		}
@@ -72,34 +38,34 @@ func (s *Store) Projects(ctx context.Context) ([]Project, error) {
 
 // Project returns the stored project at path, or an error wrapping
 // ErrNotFound.
-func (s *Store) Project(ctx context.Context, path string) (Project, error) {
-	var p Project
+func (s *Store) Project(ctx context.Context, path string) (scan.Project, error) {
+	var p scan.Project
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		found, err := queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects WHERE path = $1`, path)
 		if err != nil {
 			return err
 		}
 		if len(found) == 0 {
-			return ErrNotFound
+			return scan.ErrNotFound
 		}
 		p = found[0]
-		return loadDetails(ctx, tx, map[int64]*Project{p.ID: &p}, ` WHERE project_id = $1`, p.ID)
+		return loadDetails(ctx, tx, map[int64]*scan.Project{p.ID: &p}, ` WHERE project_id = $1`, p.ID)
 	})
 	if err != nil {
-		return Project{}, fmt.Errorf("read project %s: %w", path, err)
+		return scan.Project{}, fmt.Errorf("read project %s: %w", path, err)
 	}
 	return p, nil
 }
 
-func queryProjects(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]Project, error) {
+func queryProjects(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]scan.Project, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []Project
+	var out []scan.Project
 	for rows.Next() {
-		var p Project
+		var p scan.Project
 		var activity, checked, scanned sql.NullString
 		var searched string
 		if err := rows.Scan(&p.ID, &p.Path, &p.DefaultBranch, &p.RegistryPrefix, &p.WebURL,
@@ -125,7 +91,7 @@ func queryProjects(ctx context.Context, tx *sql.Tx, query string, args ...any) (
 
 // loadDetails fills the files, dependencies and warnings of the projects in
 // index, reading the rows selected by where (with args).
-func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*Project, where string, args ...any) error {
+func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project, where string, args ...any) error {
 	rows, err := tx.QueryContext(ctx, `SELECT project_id, name, content
 		FROM files`+where+` ORDER BY project_id, seq`, args...)
 	if err != nil {
@@ -134,7 +100,7 @@ func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*Project, wher
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
-		var f File
+		var f scan.File
 		if err := rows.Scan(&id, &f.Name, &f.Content); err != nil {
 			return err
 		}

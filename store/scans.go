@@ -3,37 +3,16 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"time"
+
+	"gitlab.com/depsd/depsd/scan"
 )
-
-// ScanMeta summarises one scan, as `depsd scan` prints it.
-type ScanMeta struct {
-	StartedAt, FinishedAt time.Time
-	Projects              int   // projects in scope
-	Edges                 int   // project → project dependencies
-	External              int   // distinct external images
-	Warnings              int   // warnings in dependency files
-	Cycles                int   // dependency cycles found
-	Requests              int64 // GitLab API requests made
-	// Replaces is the StartedAt of the last stored scan when this one
-	// began (zero when there was none). With OnlyIfLatest, ApplyScan
-	// refuses the result with ErrScanConflict if another scan was stored
-	// since: an older, slower scan must not roll back a newer one.
-	Replaces     time.Time
-	OnlyIfLatest bool
-}
-
-// ErrScanConflict: another scan was stored while this one ran; its result
-// is newer and stands.
-var ErrScanConflict = errors.New("a newer scan was stored while this one ran")
 
 // keptScans bounds the scan history: a daemon rescans periodically, and
 // only recent scans are worth showing.
 const keptScans = 100
 
-func insertScan(ctx context.Context, tx *sql.Tx, m ScanMeta) error {
+func insertScan(ctx context.Context, tx *sql.Tx, m scan.Meta) error {
 	if m.StartedAt.IsZero() {
 		return fmt.Errorf("scan metadata has no start time")
 	}
@@ -62,23 +41,23 @@ func insertScan(ctx context.Context, tx *sql.Tx, m ScanMeta) error {
 
 // LastScan returns the most recent scan (by start time); ok is false when
 // the store has never been scanned.
-func (s *Store) LastScan(ctx context.Context) (m ScanMeta, ok bool, err error) {
+func (s *Store) LastScan(ctx context.Context) (m scan.Meta, ok bool, err error) {
 	var started, finished sql.NullString
 	err = s.db.QueryRowContext(ctx, `SELECT started_at, finished_at, project_count, edge_count,
 			external_count, warning_count, cycle_count, request_count
 		FROM scans ORDER BY started_at DESC LIMIT 1`).
 		Scan(&started, &finished, &m.Projects, &m.Edges, &m.External, &m.Warnings, &m.Cycles, &m.Requests)
 	if errIsNotFound(err) {
-		return ScanMeta{}, false, nil
+		return scan.Meta{}, false, nil
 	}
 	if err != nil {
-		return ScanMeta{}, false, fmt.Errorf("read last scan: %w", err)
+		return scan.Meta{}, false, fmt.Errorf("read last scan: %w", err)
 	}
 	if m.StartedAt, err = decodeTime(started); err != nil {
-		return ScanMeta{}, false, fmt.Errorf("read last scan: %w", err)
+		return scan.Meta{}, false, fmt.Errorf("read last scan: %w", err)
 	}
 	if m.FinishedAt, err = decodeTime(finished); err != nil {
-		return ScanMeta{}, false, fmt.Errorf("read last scan: %w", err)
+		return scan.Meta{}, false, fmt.Errorf("read last scan: %w", err)
 	}
 	return m, true, nil
 }

@@ -81,7 +81,7 @@ func (s *Store) RegisterSchedule(ctx context.Context, st scheduler.ScheduleState
 			return err
 		}
 		if len(found) != 1 {
-			return ErrNotFound
+			return fmt.Errorf("the row is missing after its insert")
 		}
 		out = found[0]
 		return nil
@@ -116,6 +116,18 @@ func (s *Store) ClaimFire(ctx context.Context, id string, from, fire, at time.Ti
 		id, encodeTime(from), encodeTime(fire), encodeTime(at), owner)
 	if err != nil {
 		return false, fmt.Errorf("claim fire of schedule %s at %s: %w", id, fire.UTC().Format(time.RFC3339), err)
+	}
+	return ok, nil
+}
+
+// ResumeFire implements scheduler.Store: a compare-and-set on the claim
+// of a fire that has no outcome.
+func (s *Store) ResumeFire(ctx context.Context, id string, fire, firedAt, at time.Time, owner string) (bool, error) {
+	ok, err := s.moveSchedule(ctx, `UPDATE schedules SET fired_at = $4, fired_by = $5
+		WHERE id = $1 AND last_fire = $2 AND fired_at = $3 AND finished_at IS NULL`,
+		id, encodeTime(fire), encodeTime(firedAt), encodeTime(at), owner)
+	if err != nil {
+		return false, fmt.Errorf("resume fire of schedule %s at %s: %w", id, fire.UTC().Format(time.RFC3339), err)
 	}
 	return ok, nil
 }

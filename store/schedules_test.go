@@ -115,3 +115,55 @@ func testRecordDigestChangeSeenOnce(t *testing.T, b backend) {
 		t.Errorf("stored %+v", got)
 	}
 }
+
+// Of concurrent resumes of an unfinished fire, exactly one wins; a fire
+// with an outcome, or claimed again since, is not resumed.
+func TestResumeFireOnce(t *testing.T) { forEachBackend(t, testResumeFireOnce) }
+
+func testResumeFireOnce(t *testing.T, b backend) {
+	ctx := t.Context()
+	s, _ := b.openTemp(t)
+	base := time.Date(2025, 1, 6, 2, 0, 0, 0, time.UTC)
+	if _, err := s.RegisterSchedule(ctx, scheduler.ScheduleState{ID: "x", Kind: scheduler.KindRebuild, Target: "infra/base", Spec: "0 3 * * *", Timezone: "UTC", Cursor: base}); err != nil {
+		t.Fatal(err)
+	}
+	fire := base.Add(time.Hour)
+	claimed := fire.Add(time.Second)
+	if ok, err := s.ClaimFire(ctx, "x", base, fire, claimed, "dead"); !ok || err != nil {
+		t.Fatalf("claim: %v, %v", ok, err)
+	}
+	if ok, err := s.ResumeFire(ctx, "x", fire, claimed.Add(time.Millisecond), fire.Add(time.Minute), "late"); ok || err != nil {
+		t.Fatalf("resume with the wrong claim time: %v, %v; want refused", ok, err)
+	}
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			ok, err := s.ResumeFire(ctx, "x", fire, claimed, fire.Add(time.Minute), string(rune('a'+i)))
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				wins.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d resumes won, want 1", wins.Load())
+	}
+	all, err := s.ScheduleStates(ctx)
+	if err != nil || len(all) != 1 {
+		t.Fatalf("ScheduleStates = %v, %v", all, err)
+	}
+	st := all[0]
+	if st.FiredBy == "dead" || !st.FiredAt.Equal(fire.Add(time.Minute)) || !st.LastFire.Equal(fire) {
+		t.Errorf("after the resume: %+v; want fired again at %s by one of the resumers", st, fire.Add(time.Minute))
+	}
+	if err := s.RecordOutcome(ctx, "x", fire, scheduler.Outcome{FinishedAt: fire.Add(2 * time.Minute), ChainID: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.ResumeFire(ctx, "x", fire, st.FiredAt, fire.Add(time.Hour), "again"); ok || err != nil {
+		t.Errorf("resume of a finished fire: %v, %v; want refused", ok, err)
+	}
+}

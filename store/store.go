@@ -28,9 +28,6 @@ import (
 	"time"
 )
 
-// ErrNotFound is returned when a requested record does not exist.
-var ErrNotFound = errors.New("not found")
-
 // Store is a handle on one database. It is safe for concurrent use by many
 // goroutines, and several Stores (in one process or several) may use the
 // same database at once: writers wait for each other (up to the busy

@@ -12,17 +12,18 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 123456789, time.UTC)
 
-func sampleProjects() []Project {
-	return []Project{
+func sampleProjects() []scan.Project {
+	return []scan.Project{
 		{
 			ID: 10, Path: "group/base", DefaultBranch: "main", RegistryPrefix: "registry.example.com/group/base",
 			WebURL: "https://gitlab.example.com/group/base", HeadCommit: "aaa", LastActivity: t0.Add(-time.Hour),
 			HeadCheckedAt: t0.Add(-time.Minute), SearchedFiles: []string{"Containerfile", "Dockerfile"},
-			Files: []File{
+			Files: []scan.File{
 				{Name: "Containerfile", Content: []byte("FROM debian:bookworm\r\n\x00\xff")},
 				{Name: ".gitlab-deps", Content: []byte{}},
 			},
@@ -62,7 +63,7 @@ func TestOpenCreatesWALFileAndIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	if err := s.ApplyScan(ctx, sampleProjects(), ScanMeta{StartedAt: t0}); err != nil {
+	if err := s.ApplyScan(ctx, sampleProjects(), scan.Meta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{path, path + "-wal"} {
@@ -150,7 +151,7 @@ func testApplyScanRoundTrip(t *testing.T, b backend) {
 	ctx := t.Context()
 	s, _ := b.openTemp(t)
 	want := sampleProjects()
-	meta := ScanMeta{StartedAt: t0, FinishedAt: t0.Add(3 * time.Second), Projects: 3, Edges: 1, External: 2, Warnings: 2, Requests: 42}
+	meta := scan.Meta{StartedAt: t0, FinishedAt: t0.Add(3 * time.Second), Projects: 3, Edges: 1, External: 2, Warnings: 2, Requests: 42}
 	if err := s.ApplyScan(ctx, want, meta); err != nil {
 		t.Fatalf("ApplyScan: %v", err)
 	}
@@ -159,7 +160,7 @@ func testApplyScanRoundTrip(t *testing.T, b backend) {
 		t.Fatal(err)
 	}
 	// Sorted by path: app, base, tools.
-	wantSorted := []Project{want[1], want[0], want[2]}
+	wantSorted := []scan.Project{want[1], want[0], want[2]}
 	if !reflect.DeepEqual(got, wantSorted) {
 		t.Errorf("Projects() =\n%+v\nwant\n%+v", got, wantSorted)
 	}
@@ -167,7 +168,7 @@ func testApplyScanRoundTrip(t *testing.T, b backend) {
 	if err != nil || !reflect.DeepEqual(one, want[1]) {
 		t.Errorf("Project(group/app) = %+v, %v", one, err)
 	}
-	if _, err := s.Project(ctx, "group/nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Project(ctx, "group/nope"); !errors.Is(err, scan.ErrNotFound) {
 		t.Errorf("Project(group/nope) error = %v, want ErrNotFound", err)
 	}
 	last, ok, err := s.LastScan(ctx)
@@ -185,7 +186,7 @@ func testLastScanEmptyAndLatest(t *testing.T, b backend) {
 		t.Fatalf("LastScan on a new store = %v, %v", ok, err)
 	}
 	for i, start := range []time.Time{t0.Add(time.Second), t0.Add(time.Second + 500*time.Millisecond), t0} {
-		if err := s.ApplyScan(ctx, nil, ScanMeta{StartedAt: start, Projects: i}); err != nil {
+		if err := s.ApplyScan(ctx, nil, scan.Meta{StartedAt: start, Projects: i}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -193,7 +194,7 @@ func testLastScanEmptyAndLatest(t *testing.T, b backend) {
 	if !last.StartedAt.Equal(t0.Add(1500 * time.Millisecond)) {
 		t.Errorf("LastScan started at %v, want the latest start", last.StartedAt)
 	}
-	if err := s.ApplyScan(ctx, nil, ScanMeta{}); err == nil {
+	if err := s.ApplyScan(ctx, nil, scan.Meta{}); err == nil {
 		t.Errorf("ApplyScan without a start time succeeded")
 	}
 }
@@ -205,20 +206,20 @@ func TestApplyScanRenameRemoveAndReplace(t *testing.T) {
 func testApplyScanRenameRemoveAndReplace(t *testing.T, b backend) {
 	ctx := t.Context()
 	s, _ := b.openTemp(t)
-	if err := s.ApplyScan(ctx, sampleProjects(), ScanMeta{StartedAt: t0}); err != nil {
+	if err := s.ApplyScan(ctx, sampleProjects(), scan.Meta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	// Next scan: base was transferred to platform/base, tools was archived,
 	// app's Dockerfile changed, and a new project (new id) took tools' path.
 	next := sampleProjects()
 	next[0].Path = "platform/base"
-	next[0].Files = []File{{Name: "Containerfile", Content: []byte("FROM debian:trixie\n")}}
+	next[0].Files = []scan.File{{Name: "Containerfile", Content: []byte("FROM debian:trixie\n")}}
 	next[1].Dependencies = next[1].Dependencies[:1]
 	next[1].Dependencies[0].Project = "platform/base"
 	next[1].Warnings = nil
 	next = next[:2]
-	next = append(next, Project{ID: 40, Path: "group/tools", DefaultBranch: "main"})
-	if err := s.ApplyScan(ctx, next, ScanMeta{StartedAt: t0.Add(time.Minute)}); err != nil {
+	next = append(next, scan.Project{ID: 40, Path: "group/tools", DefaultBranch: "main"})
+	if err := s.ApplyScan(ctx, next, scan.Meta{StartedAt: t0.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Projects(ctx)
@@ -249,13 +250,13 @@ func TestApplyScanSwappedPaths(t *testing.T) { forEachBackend(t, testApplyScanSw
 func testApplyScanSwappedPaths(t *testing.T, b backend) {
 	ctx := t.Context()
 	s, _ := b.openTemp(t)
-	a := []Project{{ID: 1, Path: "g/x"}, {ID: 2, Path: "g/y"}, {ID: 3, Path: "g/z"}}
-	if err := s.ApplyScan(ctx, a, ScanMeta{StartedAt: t0}); err != nil {
+	a := []scan.Project{{ID: 1, Path: "g/x"}, {ID: 2, Path: "g/y"}, {ID: 3, Path: "g/z"}}
+	if err := s.ApplyScan(ctx, a, scan.Meta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	// x and y swap paths; z moves to a new path.
-	swapped := []Project{{ID: 1, Path: "g/y"}, {ID: 2, Path: "g/x"}, {ID: 3, Path: "g/w"}}
-	if err := s.ApplyScan(ctx, swapped, ScanMeta{StartedAt: t0.Add(time.Second)}); err != nil {
+	swapped := []scan.Project{{ID: 1, Path: "g/y"}, {ID: 2, Path: "g/x"}, {ID: 3, Path: "g/w"}}
+	if err := s.ApplyScan(ctx, swapped, scan.Meta{StartedAt: t0.Add(time.Second)}); err != nil {
 		t.Fatalf("ApplyScan with swapped paths: %v", err)
 	}
 	for _, p := range swapped {
@@ -273,21 +274,21 @@ func TestApplyScanRejectsBadInputAndKeepsOldState(t *testing.T) {
 func testApplyScanRejectsBadInputAndKeepsOldState(t *testing.T, b backend) {
 	ctx := t.Context()
 	s, _ := b.openTemp(t)
-	if err := s.ApplyScan(ctx, sampleProjects(), ScanMeta{StartedAt: t0}); err != nil {
+	if err := s.ApplyScan(ctx, sampleProjects(), scan.Meta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name     string
-		projects []Project
+		projects []scan.Project
 	}{
-		{"duplicate id", []Project{{ID: 1, Path: "a"}, {ID: 1, Path: "b"}}},
-		{"duplicate path", []Project{{ID: 1, Path: "a"}, {ID: 2, Path: "a"}}},
-		{"no id", []Project{{Path: "a"}}},
-		{"no path", []Project{{ID: 1}}},
+		{"duplicate id", []scan.Project{{ID: 1, Path: "a"}, {ID: 1, Path: "b"}}},
+		{"duplicate path", []scan.Project{{ID: 1, Path: "a"}, {ID: 2, Path: "a"}}},
+		{"no id", []scan.Project{{Path: "a"}}},
+		{"no path", []scan.Project{{ID: 1}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := s.ApplyScan(ctx, tt.projects, ScanMeta{StartedAt: t0.Add(time.Hour)}); err == nil {
+			if err := s.ApplyScan(ctx, tt.projects, scan.Meta{StartedAt: t0.Add(time.Hour)}); err == nil {
 				t.Fatalf("ApplyScan accepted %s", tt.name)
 			}
 			if got, _ := s.Projects(ctx); len(got) != 3 {
@@ -298,7 +299,7 @@ func testApplyScanRejectsBadInputAndKeepsOldState(t *testing.T, b backend) {
 	// A scan cancelled half-way leaves the previous state too.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := s.ApplyScan(cctx, nil, ScanMeta{StartedAt: t0.Add(2 * time.Hour)}); err == nil {
+	if err := s.ApplyScan(cctx, nil, scan.Meta{StartedAt: t0.Add(2 * time.Hour)}); err == nil {
 		t.Errorf("ApplyScan with a cancelled context succeeded")
 	}
 	if got, _ := s.Projects(ctx); len(got) != 3 {
@@ -318,14 +319,14 @@ func testGraph(t *testing.T, b backend) {
 		{Kind: deps.KindGitLabDeps, Line: 1, Ref: "group/tools", Project: "group/tools"},
 		{Kind: deps.KindGitLabDeps, Line: 2, Ref: "other/outside", Project: "other/outside"},
 	}
-	if err := s.ApplyScan(ctx, projects, ScanMeta{StartedAt: t0}); err != nil {
+	if err := s.ApplyScan(ctx, projects, scan.Meta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	g, err := s.Graph(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range []*deps.Graph{g, GraphOf(projects)} {
+	for _, g := range []*deps.Graph{g, scan.GraphOf(projects)} {
 		if got, want := g.Projects(), []string{"group/app", "group/base", "group/tools"}; !reflect.DeepEqual(got, want) {
 			t.Errorf("Projects() = %q, want %q", got, want)
 		}

@@ -52,6 +52,10 @@ func TestFlagsAnywhere(t *testing.T) {
 		{name: "old single-dash long flag", args: []string{"rdeps", "-all", "infra/base"}, code: exitOK, stdout: "wave 1: infra/ruby\n"},
 		{name: "chains too many args", args: []string{"chains", "1", "2"}, code: exitUsage, stderr: "depsd chains"},
 		{name: "chains ID not a number", args: []string{"chains", "one"}, code: exitUsage, stderr: "ID must be a number"},
+		// demo keeps its state in a temporary directory: a --state or
+		// --config it would ignore is refused rather than silently dropped.
+		{name: "demo refuses --state", args: []string{"demo", "--state", "x.db"}, code: exitUsage, stderr: "unknown flag: --state"},
+		{name: "demo refuses --config", args: []string{"demo", "--config", "depsd.yaml"}, code: exitUsage, stderr: "unknown flag: --config"},
 	})
 }
 

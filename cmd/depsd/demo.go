@@ -39,7 +39,7 @@ directory that is removed at the end.`,
 			return demo.Run(cmd.Context(), a.stdout, demo.Options{PipelineTime: pipelineTime, StateDir: dir, Stay: stay, Listen: listen, Logger: s.logger(a.stderr)})
 		},
 	}
-	s.addCommon(cmd.Flags(), "error")
+	s.addLogging(cmd.Flags(), "error")
 	cmd.Flags().DurationVar(&pipelineTime, "pipeline-time", time.Second, "how long each simulated pipeline runs")
 	cmd.Flags().BoolVar(&stay, "stay", false, "keep serving the dashboard after the demo, until Ctrl-C")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "depsd's address (dashboard, webhook); port 0 picks a free one")

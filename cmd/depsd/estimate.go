@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/report"
 	"gitlab.com/depsd/depsd/store"
@@ -16,11 +17,7 @@ import (
 // wave, and what it would cost, estimated from each member's recent
 // successful default-branch pipelines on GitLab. Without GitLab settings it
 // prints the waves alone and says why there is no estimate.
-func dryRunRebuild(ctx context.Context, a *app, s *settings, st *store.Store, g *deps.Graph, project string) error {
-	cfg, err := s.load(a)
-	if err != nil {
-		return err
-	}
+func dryRunRebuild(ctx context.Context, a *app, s *settings, cfg config.Config, st *store.Store, g *deps.Graph, project string) error {
 	gl, glErr := cfg.GitLabClient(s.logger(a.stderr))
 	if glErr != nil {
 		for i, wave := range chain.RebuildPlan(g, project) {

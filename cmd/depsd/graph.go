@@ -8,8 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 )
 
@@ -36,7 +38,11 @@ everything built from it: the dashboard's focus view.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := openScanned(ctx, a, &s)
+			cfg, err := s.load(a)
+			if err != nil {
+				return err
+			}
+			st, err := openScanned(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -45,7 +51,7 @@ everything built from it: the dashboard's focus view.`,
 			if err != nil {
 				return err
 			}
-			doc := report.Build(projects, store.GraphOf(projects))
+			doc := report.Build(projects, scan.GraphOf(projects))
 			if around != "" {
 				if doc, err = report.Around(doc, around, depth); err != nil {
 					return err
@@ -71,7 +77,11 @@ func newDepsCmd(a *app) *cobra.Command {
 		Example: "  depsd deps apps/shop",
 		Args:    exactArgs(1, "one PROJECT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, g, err := openProjectGraph(cmd.Context(), a, &s, args[0])
+			cfg, err := s.load(a)
+			if err != nil {
+				return err
+			}
+			st, g, err := openProjectGraph(cmd.Context(), cfg, args[0])
 			if err != nil {
 				return err
 			}
@@ -101,7 +111,11 @@ after the one before has succeeded.`,
 		Args: exactArgs(1, "one PROJECT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			project := args[0]
-			st, g, err := openProjectGraph(cmd.Context(), a, &s, project)
+			cfg, err := s.load(a)
+			if err != nil {
+				return err
+			}
+			st, g, err := openProjectGraph(cmd.Context(), cfg, project)
 			if err != nil {
 				return err
 			}
@@ -132,8 +146,8 @@ func printLines(w io.Writer, lines []string) {
 
 // openProjectGraph opens the store of a command about one project and reads
 // the graph, failing clearly when the project is not in it.
-func openProjectGraph(ctx context.Context, a *app, s *settings, project string) (*store.Store, *deps.Graph, error) {
-	st, err := openScanned(ctx, a, s)
+func openProjectGraph(ctx context.Context, cfg config.Config, project string) (*store.Store, *deps.Graph, error) {
+	st, err := openScanned(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -150,11 +164,7 @@ func openProjectGraph(ctx context.Context, a *app, s *settings, project string) 
 
 // openScanned opens the store of a command that reads scan results, and
 // says so plainly when nothing was scanned yet.
-func openScanned(ctx context.Context, a *app, s *settings) (*store.Store, error) {
-	cfg, err := s.load(a)
-	if err != nil {
-		return nil, err
-	}
+func openScanned(ctx context.Context, cfg config.Config) (*store.Store, error) {
 	st, err := openExisting(ctx, cfg)
 	if err != nil {
 		return nil, err

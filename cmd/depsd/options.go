@@ -41,6 +41,12 @@ type settings struct {
 func (s *settings) addCommon(fs *pflag.FlagSet, logLevel string) {
 	fs.StringVar(&s.configFile, "config", "", "configuration file (default $DEPSD_CONFIG, else ./depsd.yaml if present)")
 	fs.StringVar(&s.state, "state", "", "state: an SQLite file, or a postgres:// URL shared by serve replicas (default $DEPSD_STATE, else depsd.db)")
+	s.addLogging(fs, logLevel)
+}
+
+// addLogging adds the logging flags alone, for a command that reads no
+// configuration and keeps no state of its own (demo).
+func (s *settings) addLogging(fs *pflag.FlagSet, logLevel string) {
 	enumVar(fs, &s.logLevel, "log-level", logLevel, logLevels, "log level: "+strings.Join(logLevels, ", "))
 	enumVar(fs, &s.logFormat, "log-format", "text", logFormats, "log format: text (key=value) or json (one object per line, for log collectors)")
 }

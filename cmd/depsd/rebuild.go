@@ -33,18 +33,18 @@ members with no history.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			project := args[0]
-			st, g, err := openProjectGraph(ctx, a, &s, project)
+			cfg, err := s.load(a)
+			if err != nil {
+				return err
+			}
+			st, g, err := openProjectGraph(ctx, cfg, project)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			out := a.stdout
 			if dryRun {
-				return dryRunRebuild(ctx, a, &s, st, g, project)
-			}
-			cfg, err := s.load(a)
-			if err != nil {
-				return err
+				return dryRunRebuild(ctx, a, &s, cfg, st, g, project)
 			}
 			log := s.logger(a.stderr)
 			ecfg := chain.Config{Store: st, Graph: st.Graph, Logger: log, Mode: cfg.ChainMode()}

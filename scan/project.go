@@ -1,0 +1,91 @@
+package scan
+
+import (
+	"errors"
+	"time"
+
+	"gitlab.com/depsd/depsd/deps"
+)
+
+// Project is one GitLab project as the last scan saw it: what a Store keeps
+// between scans, and what the graph, the reports and the dashboard are
+// built from.
+type Project struct {
+	ID             int64  // GitLab's project id: stable across renames and transfers
+	Path           string // path_with_namespace
+	DefaultBranch  string
+	RegistryPrefix string // container_registry_image_prefix
+	WebURL         string
+	// HeadCommit identifies the dependency files last read from the default
+	// branch: a digest of their blob ids ("blobs:…", see filesDigest), not a
+	// commit.
+	HeadCommit string
+	// LastActivity is GitLab's last_activity_at, a cheap change signal for
+	// incremental scans.
+	LastActivity time.Time
+	// HeadCheckedAt is when the files were last confirmed with GitLab.
+	HeadCheckedAt time.Time
+	// Files are the dependency files as last read (the
+	// Containerfile or Dockerfile found, and .gitlab-deps), kept so that a
+	// rescan re-analyses them against the current set of projects without
+	// fetching them again. SearchedFiles are the candidate names that were
+	// looked for: if the configuration changes them, the files are refetched.
+	Files         []File
+	SearchedFiles []string
+	File          string // the dependency file analysed (Containerfile, Dockerfile); empty if none
+	Dependencies  []deps.Dependency
+	Warnings      []deps.Warning
+	ScannedAt     time.Time
+}
+
+// File is one file of a project's repository, as read.
+type File struct {
+	Name    string // path in the repository
+	Content []byte
+}
+
+// Meta summarises one scan, as `depsd scan` prints it.
+type Meta struct {
+	StartedAt, FinishedAt time.Time
+	Projects              int   // projects in scope
+	Edges                 int   // project → project dependencies
+	External              int   // distinct external images
+	Warnings              int   // warnings in dependency files
+	Cycles                int   // dependency cycles found
+	Requests              int64 // GitLab API requests made
+	// Replaces is the StartedAt of the last stored scan when this one
+	// began (zero when there was none). With OnlyIfLatest, a Store refuses
+	// the result with ErrConflict if another scan was stored since: an
+	// older, slower scan must not roll back a newer one.
+	Replaces     time.Time
+	OnlyIfLatest bool
+}
+
+// ErrConflict: another scan was stored while this one ran; its result is
+// newer and stands.
+var ErrConflict = errors.New("a newer scan was stored while this one ran")
+
+// ErrNotFound: no project is stored at the path asked for.
+var ErrNotFound = errors.New("project not found")
+
+// GraphOf builds the dependency graph of projects: every project is a node,
+// and every dependency naming another of them is an edge. A dependency on a
+// project outside the set (out of scope, removed) adds nothing: depsd could
+// never trigger or hear from such a project. Nor does a project naming
+// itself (FROM its own image): that would be a cycle of one, reported as a
+// warning by Analyze instead. store.Store.Graph applies the same rules in
+// SQL.
+func GraphOf(projects []Project) *deps.Graph {
+	g := deps.NewGraph()
+	for _, p := range projects {
+		g.AddProject(p.Path)
+	}
+	for _, p := range projects {
+		for _, d := range p.Dependencies {
+			if d.Project != "" && d.Project != p.Path && g.Has(d.Project) {
+				g.AddEdge(d.Project, p.Path)
+			}
+		}
+	}
+	return g
+}
