@@ -23,6 +23,7 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 	if err := e.Expire(ctx); err != nil {
 		return 0, err
 	}
+	start := e.now()
 	todo, err := e.livePipelines(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("reconcile: %w", err)
@@ -34,13 +35,17 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 	var first error
 	// The reads wait behind pipeline creations in the client's limiter
 	// (gitlab.PriorityUrgent), so during a large rebuild a round can take
-	// long: what it read at its start goes stale. Now and then it looks
-	// again, and skips a pipeline whose status a webhook has moved since
-	// (it ended, or it started running): the hook works, and the next
-	// round reads it if it is still live then.
+	// long and what it listed at its start goes stale. Now and then it
+	// looks again, and skips a pipeline whose status a webhook has moved
+	// since (it ended, or it started running): the hook works, and the
+	// next round reads it if it is still live then. Looking again reads
+	// every member of the active chains, so it happens at most every
+	// reconcileRecheck, and rarely enough to cost at most a twentieth of
+	// the round.
 	checked := e.now()
+	recheck := max(reconcileRecheck, 20*checked.Sub(start))
 	for i := range todo {
-		if now := e.now(); now.Sub(checked) >= reconcileRecheck {
+		if now := e.now(); now.Sub(checked) >= recheck {
 			fresh, err := e.livePipelines(ctx)
 			if err != nil {
 				return changed, fmt.Errorf("reconcile: %w", err)
@@ -55,7 +60,8 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 					l.moved = true
 				}
 			}
-			checked = now
+			checked = e.now()
+			recheck = max(reconcileRecheck, 20*checked.Sub(now))
 		}
 		l := todo[i]
 		if l.moved {
