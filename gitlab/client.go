@@ -217,6 +217,11 @@ func New(cfg Config) (*Client, error) {
 // included.
 func (c *Client) Requests() int64 { return c.transport.requests.Load() }
 
+// Queued says how long the requests of priority p waited for the
+// client's own limits so far: how much the rate limit and the requests in
+// flight hold back that kind of work.
+func (c *Client) Queued(p Priority) QueueStats { return c.transport.limits.queueStats(p) }
+
 // BaseURL returns the instance URL without /api/v4.
 func (c *Client) BaseURL() string { return c.cfg.BaseURL }
 

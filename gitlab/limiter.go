@@ -85,11 +85,36 @@ type limiter struct {
 	urgentStreak int
 	timerStop    func() bool // the armed timer; nil when none
 	timerGen     int
+	stats        [2]QueueStats // by Priority
 }
 
 type waiter struct {
 	ready   chan struct{} // closed when granted
 	granted bool
+	prio    Priority
+	since   time.Time // when it began to wait
+}
+
+// QueueStats says how long requests of one priority waited for the
+// client's limits (requests in flight and the rate), from the first
+// request on.
+type QueueStats struct {
+	Requests int64         // requests let through
+	Waited   time.Duration // their waits, summed
+}
+
+// queueStats returns the stats of priority p.
+func (l *limiter) queueStats(p Priority) QueueStats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats[p.index()]
+}
+
+func (p Priority) index() int {
+	if p == PriorityUrgent {
+		return 1
+	}
+	return 0
 }
 
 // newLimiter returns a limiter allowing slots requests in flight and
@@ -143,8 +168,9 @@ func (l *limiter) wait(ctx context.Context, p Priority) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	w := &waiter{ready: make(chan struct{})}
+	w := &waiter{ready: make(chan struct{}), prio: p}
 	l.mu.Lock()
+	w.since = l.now()
 	if p == PriorityUrgent {
 		l.urgent = append(l.urgent, w)
 	} else {
@@ -164,6 +190,7 @@ func (l *limiter) wait(ctx context.Context, p Priority) error {
 		// token go back.
 		l.inFlight--
 		l.tokens = min(l.burst, l.tokens+1)
+		l.stats[w.prio.index()].Requests--
 	} else {
 		l.urgent = remove(l.urgent, w)
 		l.normal = remove(l.normal, w)
@@ -215,6 +242,9 @@ func (l *limiter) dispatch() {
 		w.granted = true
 		l.inFlight++
 		l.tokens--
+		st := &l.stats[w.prio.index()]
+		st.Requests++
+		st.Waited += l.now().Sub(w.since)
 		close(w.ready)
 	}
 }
