@@ -15,8 +15,9 @@ import (
 // the status of every pipeline depsd created and still believes queued or
 // running, and applies any change through the same path as a webhook
 // event; for failed or canceled members it also looks for the success that
-// would unblock them (reconcileBroken). It returns how many statuses
-// changed. GitLab errors for single
+// would unblock them (reconcileBroken). A pipeline whose status a webhook
+// changed while the round ran is left to the next round. It returns how
+// many statuses changed. GitLab errors for single
 // pipelines are logged and skipped; the first is returned after the others
 // were tried. The daemon calls it every --reconcile-interval.
 func (e *Engine) Reconcile(ctx context.Context) (int, error) {
