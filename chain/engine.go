@@ -83,6 +83,9 @@ type Engine struct {
 	inboxC   chan struct{}
 	outboxC  chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
+	// inboxWaitHook (tests) is called when the reconciler waits for the
+	// inbox to apply a backlog.
+	inboxWaitHook func()
 }
 
 // New checks cfg and returns an engine.

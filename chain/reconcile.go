@@ -15,14 +15,18 @@ import (
 // the status of every pipeline depsd created and still believes queued or
 // running, and applies any change through the same path as a webhook
 // event; for failed or canceled members it also looks for the success that
-// would unblock them (reconcileBroken). A pipeline whose status a webhook
-// changed while the round ran is left to the next round. It returns how
+// would unblock them (reconcileBroken). It first lets the inbox apply the
+// webhooks already recorded, and a pipeline whose status a webhook changed
+// while the round ran is left to the next round. It returns how
 // many statuses changed. GitLab errors for single
 // pipelines are logged and skipped; the first is returned after the others
 // were tried. The daemon calls it every --reconcile-interval.
 func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 	if err := e.Expire(ctx); err != nil {
 		return 0, err
+	}
+	if err := e.awaitInbox(ctx, e.cfg.ReconcileInterval/2); err != nil {
+		return 0, fmt.Errorf("reconcile: %w", err)
 	}
 	start := e.now()
 	todo, err := e.livePipelines(ctx)
@@ -110,6 +114,56 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 	}
 	return changed, first
 }
+
+// awaitInbox waits, for at most limit, until the inbox has applied the
+// events it held when called. They are statuses webhooks already brought:
+// while the inbox works through a backlog (a burst of webhooks on a busy
+// machine), members whose pipelines ended still look live, and reading
+// them from GitLab would only spend the rate limit on what is on its way.
+// Past limit (an inbox that does not drain) the round goes on regardless.
+func (e *Engine) awaitInbox(ctx context.Context, limit time.Duration) error {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	var until int64 // the first event recorded after the call
+	for first := true; ; first = false {
+		var oldest int64
+		var backlog int
+		found := false
+		err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+			se, ok, err := tx.NextEvent(ctx)
+			if err != nil || !ok {
+				return err
+			}
+			found, oldest = true, se.Seq
+			if first {
+				backlog, err = tx.CountEvents(ctx)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if first {
+			until = oldest + int64(backlog)
+		}
+		if !found || oldest >= until {
+			return nil
+		}
+		if e.inboxWaitHook != nil {
+			e.inboxWaitHook()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return nil
+		case <-time.After(inboxPoll):
+		}
+	}
+}
+
+// inboxPoll is how often awaitInbox looks at the inbox.
+const inboxPoll = 100 * time.Millisecond
 
 // reconcileRecheck is how often a reconcile round looks at the chains
 // again while it reads pipelines from GitLab.

@@ -75,3 +75,41 @@ func TestReconcilerSkipsPipelinesWhoseWebhookCameDuringTheRound(t *testing.T) {
 		})
 	}
 }
+
+// Webhooks recorded but not yet applied (the inbox works through a burst)
+// are let through before the reconciler reads: it does not ask GitLab
+// for a status that is already on its way.
+func TestReconcilerLetsTheInboxApplyRecordedWebhooksFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a", "base>b")
+	gl := &readsGitLab{fakeGitLab: e.gl, reads: map[int64]int{}}
+	e.engine = e.newEngine(chain.Full, gl)
+	id := e.rebuild("base")
+	e.send()
+	e.finish("base", "success")
+	e.send()
+	a, b := e.latest("a"), e.latest("b")
+	// b's success webhook is recorded, not applied yet; a's is lost.
+	e.gl.setStatus(a.ID, "success")
+	e.gl.setStatus(b.ID, "success")
+	ev := chain.PipelineEvent{ProjectID: b.ProjectID, Project: "b", PipelineID: b.ID, Status: "success",
+		Ref: "main", Source: "api", Variables: b.vars, URL: b.WebURL, At: e.clock.Now()}
+	if _, err := e.engine.RecordEvent(e.ctx, "b-success", chain.Event{Pipeline: &ev}); err != nil {
+		t.Fatal(err)
+	}
+	waited := 0
+	chain.SetInboxWaitHook(e.engine, func() {
+		waited++
+		if _, err := e.engine.ProcessInbox(e.ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	if n, err := e.engine.Reconcile(e.ctx); n != 1 || err != nil {
+		t.Fatalf("Reconcile = %d, %v; want 1 (a)", n, err)
+	}
+	if waited == 0 || gl.reads[b.ID] != 0 || gl.reads[a.ID] != 1 {
+		t.Errorf("waited for the inbox %d times; reads of a %d, b %d; want a wait, a read once, b never",
+			waited, gl.reads[a.ID], gl.reads[b.ID])
+	}
+	e.wantStates(id, "a=success b=success base=success")
+}
