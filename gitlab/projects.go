@@ -42,9 +42,9 @@ func (c *Client) ListProjects(ctx context.Context, scope Scope) ([]Project, erro
 	}
 	var (
 		mu   sync.Mutex
-		seen = map[int64]*gl.Project{}
+		seen = map[int64]listedProject{}
 	)
-	add := func(ps []*gl.Project) {
+	add := func(ps []listedProject) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, p := range ps {
@@ -74,7 +74,7 @@ func (c *Client) ListProjects(ctx context.Context, scope Scope) ([]Project, erro
 			if err != nil {
 				return fmt.Errorf("get project %s: %w", path, err)
 			}
-			add([]*gl.Project{p})
+			add([]listedProject{reduce(p)})
 			return nil
 		})
 	}
@@ -84,18 +84,31 @@ func (c *Client) ListProjects(ctx context.Context, scope Scope) ([]Project, erro
 
 	out := make([]Project, 0, len(seen))
 	for _, p := range seen {
-		if reason := skipReason(p); reason != "" {
-			c.log.Debug("project skipped", "project", p.PathWithNamespace, "project_id", p.ID, "reason", reason)
+		if p.skip != "" {
+			c.log.Debug("project skipped", "project", p.Path, "project_id", p.ID, "reason", p.skip)
 			continue
 		}
-		if pat, ok := ex.excluded(p.PathWithNamespace); ok {
-			c.log.Debug("project excluded", "project", p.PathWithNamespace, "project_id", p.ID, "pattern", pat)
+		if pat, ok := ex.excluded(p.Path); ok {
+			c.log.Debug("project excluded", "project", p.Path, "project_id", p.ID, "pattern", pat)
 			continue
 		}
-		out = append(out, convertProject(p))
+		out = append(out, p.Project)
 	}
 	slices.SortFunc(out, func(a, b Project) int { return cmp.Compare(a.Path, b.Path) })
 	return out, nil
+}
+
+// listedProject is a project of a listing, reduced at once to what depsd
+// keeps: client-go's Project takes kilobytes, and holding a whole
+// instance's worth of them until the listing ends made the listing the
+// peak of depsd serve's memory.
+type listedProject struct {
+	Project
+	skip string // why depsd leaves it out (skipReason); "" if it does not
+}
+
+func reduce(p *gl.Project) listedProject {
+	return listedProject{Project: convertProject(p), skip: skipReason(p)}
 }
 
 func skipReason(p *gl.Project) string {
@@ -132,8 +145,8 @@ func convertProject(p *gl.Project) Project {
 // followed. Pages are ordered by id so that they do not shift under
 // concurrent renames, and duplicates across pages are removed by the
 // caller.
-func (c *Client) groupProjects(ctx context.Context, group string) ([]*gl.Project, error) {
-	page := func(ctx context.Context, n int64) ([]*gl.Project, *gl.Response, error) {
+func (c *Client) groupProjects(ctx context.Context, group string) ([]listedProject, error) {
+	page := func(ctx context.Context, n int64) ([]listedProject, *gl.Response, error) {
 		opt := &gl.ListGroupProjectsOptions{
 			ListOptions:      gl.ListOptions{PerPage: int64(c.cfg.PerPage), Page: n},
 			IncludeSubGroups: gl.Ptr(true),
@@ -149,7 +162,11 @@ func (c *Client) groupProjects(ctx context.Context, group string) ([]*gl.Project
 			ps, resp, err = c.gl.Groups.ListGroupProjects(group, opt, o...)
 			return resp, err
 		})
-		return ps, resp, err
+		out := make([]listedProject, len(ps))
+		for i, p := range ps {
+			out[i] = reduce(p)
+		}
+		return out, resp, err
 	}
 	// Offset pages shift when a project of an earlier page is deleted or
 	// archived while they are read, and a project would slip through.
@@ -168,7 +185,7 @@ func (c *Client) groupProjects(ctx context.Context, group string) ([]*gl.Project
 // allPages reads every page of a listing: the pages after the first in
 // parallel when the total is known, else one after another. consistent is
 // false when the pages disagree on the total number of projects.
-func (c *Client) allPages(ctx context.Context, page func(context.Context, int64) ([]*gl.Project, *gl.Response, error)) (all []*gl.Project, consistent bool, err error) {
+func (c *Client) allPages(ctx context.Context, page func(context.Context, int64) ([]listedProject, *gl.Response, error)) (all []listedProject, consistent bool, err error) {
 	all, resp, err := page(ctx, 1)
 	if err != nil {
 		return nil, false, err
@@ -184,7 +201,7 @@ func (c *Client) allPages(ctx context.Context, page func(context.Context, int64)
 		}
 	}
 	if resp.TotalPages > 1 {
-		pages := make([][]*gl.Project, resp.TotalPages+1)
+		pages := make([][]listedProject, resp.TotalPages+1)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(c.cfg.Concurrency)
 		for n := int64(2); n <= resp.TotalPages; n++ {
