@@ -197,6 +197,7 @@ func (t *txn) unblock(ev PipelineEvent) (bool, error) {
 		}
 		m.State, m.Why, m.Requeued, m.ActionID = Success, fmt.Sprintf("succeeded in pipeline %d", ev.PipelineID), false, ""
 		m.PipelineID, m.PipelineURL, m.FinishedAt = ev.PipelineID, ev.URL, t.now
+		c.changed(m)
 		c.touch(t.now)
 		if err := t.settle(c); err != nil {
 			return false, err

@@ -118,7 +118,8 @@ type Chain struct {
 	EndedAt    time.Time // when it finished, expired or was merged
 	Members    []*Member // sorted by project
 
-	dirty bool // changed since loaded: must be saved
+	dirty bool  // changed since loaded or saved: must be saved
+	book  *book // what the engine derived and tracks (track.go)
 }
 
 // Member is one project of a chain.
@@ -176,6 +177,7 @@ func (c *Chain) add(m *Member) {
 		return 0
 	})
 	c.Members = slices.Insert(c.Members, i, m)
+	c.reshaped()
 }
 
 // touch marks the chain changed at now.
@@ -184,8 +186,8 @@ func (c *Chain) touch(now time.Time) {
 	c.UpdatedAt = now
 }
 
-// Dirty reports whether the chain changed since it was loaded. Store
-// implementations may use it to skip unchanged chains.
+// Dirty reports whether the chain changed since it was loaded or last
+// saved. Store implementations may use it to skip unchanged chains.
 func (c *Chain) Dirty() bool { return c.dirty }
 
 // addRoot records root r (sorted, deduplicated).
@@ -193,22 +195,4 @@ func (c *Chain) addRoot(r string) {
 	if i, found := slices.BinarySearch(c.Roots, r); !found {
 		c.Roots = slices.Insert(c.Roots, i, r)
 	}
-}
-
-// Clone returns a deep copy of c, not dirty. Stores that keep the active
-// chains in memory between transactions hand out clones, so that what a
-// transaction changes and then rolls back never reaches their copy.
-func (c *Chain) Clone() *Chain {
-	out := *c
-	out.dirty = false
-	out.Roots = slices.Clone(c.Roots)
-	out.Reasons = slices.Clone(c.Reasons)
-	out.Skipped = slices.Clone(c.Skipped)
-	out.Members = make([]*Member, len(c.Members))
-	for i, m := range c.Members {
-		mm := *m
-		mm.Upstreams = slices.Clone(m.Upstreams)
-		out.Members[i] = &mm
-	}
-	return &out
 }

@@ -54,8 +54,11 @@ type Config struct {
 
 // Engine applies events and rebuild requests to the chains in the store and
 // sends the resulting actions. Its methods are safe for concurrent use, and
-// several engines may share one store. It keeps no chain state in memory:
-// every operation loads the active chains in its store transaction.
+// several engines may share one store. It keeps no chain state of its own:
+// every operation loads the active chains in its store transaction (from
+// the store's cache, validated by each chain's version), and what it
+// derives from a chain to apply an event in time proportional to what
+// the event changes travels with the chain (track.go).
 //
 // Where ARCHITECTURE.md ("Chain semantics") is silent, the engine decides so:
 //   - A success of P starts a chain only if P has something downstream

@@ -280,13 +280,23 @@ func TestRebuildPlan(t *testing.T) {
 // A scheduled rebuild asked for again (its process died before it could
 // record the fire's outcome, and the next leader fires it again) starts
 // nothing new, whether its chain still runs or has finished; the next
-// fire of the schedule starts a chain as usual.
+// fire of the schedule starts a chain as usual. The same holds for an
+// image change's rebuild of one user.
 func TestScheduledRebuildStartsOnce(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []chain.Mode{chain.Full, chain.FirstLevel} {
-		t.Run(string(mode), func(t *testing.T) {
+	for _, tt := range []struct {
+		mode   chain.Mode
+		reason chain.Reason
+	}{
+		{chain.Full, chain.Reason{Kind: chain.ReasonSchedule, Detail: "0 3 * * *"}},
+		{chain.FirstLevel, chain.Reason{Kind: chain.ReasonSchedule, Detail: "0 3 * * *"}},
+		{chain.Full, chain.Reason{Kind: chain.ReasonDigest, Detail: "docker.io/library/debian:12 sha256:1→sha256:2"}},
+	} {
+		mode := tt.mode
+		t.Run(string(mode)+" "+string(tt.reason.Kind), func(t *testing.T) {
 			e := newEnv(t, mode, "base>app")
-			fire := chain.Reason{Kind: chain.ReasonSchedule, Detail: "0 3 * * *", At: time.Date(2025, 1, 6, 3, 0, 0, 0, time.UTC)}
+			fire := tt.reason
+			fire.At = time.Date(2025, 1, 6, 3, 0, 0, 0, time.UTC)
 			again := func(want int64) {
 				t.Helper()
 				id, err := e.engine.Rebuild(e.ctx, "base", fire)

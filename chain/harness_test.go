@@ -167,6 +167,14 @@ func newEnv(t *testing.T, mode chain.Mode, edges ...string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	// What the engine did must be what the store holds: the store's cache
+	// of the active chains, which the engine changes in place, may not
+	// differ from the store (checked once more when the test ends).
+	t.Cleanup(func() {
+		if err := s.CheckChainCache(context.Background()); err != nil {
+			t.Errorf("chain cache: %v", err)
+		}
+	})
 	e := &env{t: t, ctx: t.Context(), store: s, path: path, clock: &clock{t: t0}, ids: map[string]int64{}}
 	e.gl = &fakeGitLab{now: e.clock.Now}
 	ups := map[string][]string{}

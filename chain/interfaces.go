@@ -60,6 +60,11 @@ type Store interface {
 // record is a false ok, not an error, except where noted.
 type Tx interface {
 	// ActiveChains returns the running and blocked chains with their members.
+	// Inside UpdateChains a store may hand out the same *Chain values from
+	// one transaction to the next (a cache it validates against the
+	// stored chains): the transaction owns them until it ends, saves every
+	// chain it changes, and a store must not keep what a rolled-back
+	// transaction changed.
 	ActiveChains(ctx context.Context) ([]*Chain, error)
 	// Chain returns one chain with its members, or ErrNotFound.
 	Chain(ctx context.Context, id int64) (*Chain, error)
@@ -67,11 +72,17 @@ type Tx interface {
 	Chains(ctx context.Context, f Filter) ([]*Chain, error)
 	// NewChainID returns an id no chain has.
 	NewChainID(ctx context.Context) (int64, error)
-	// SaveChain inserts or replaces the chain, its reasons and members.
+	// SaveChain inserts or replaces the chain and its reasons, and writes
+	// the members c.SaveSet names (all of them when it says so): the
+	// others are stored as they are.
 	SaveChain(ctx context.Context, c *Chain) error
 	// ChainStartedBy reports whether a chain has a ReasonPipeline with this
 	// pipeline id, so that an event seen twice starts nothing twice.
 	ChainStartedBy(ctx context.Context, pipelineID int64) (bool, error)
+	// ChainWithReason returns the chain holding a reason equal to r
+	// (kind, project, detail and time), so that a scheduled or image-change
+	// rebuild asked for again starts nothing twice.
+	ChainWithReason(ctx context.Context, r Reason) (id int64, ok bool, err error)
 	// MemberSucceededWith reports whether a chain member recorded its
 	// success with this pipeline, so that a success seen twice counts once.
 	MemberSucceededWith(ctx context.Context, pipelineID int64) (bool, error)

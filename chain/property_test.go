@@ -30,6 +30,9 @@ func randomDAG(r *rand.Rand, n int) []string {
 // succeeded (they still have, or the member would be requeued).
 func checkInvariants(t *testing.T, e *env) {
 	t.Helper()
+	if err := e.store.CheckChainCache(e.ctx); err != nil {
+		t.Fatal(err)
+	}
 	cs, err := e.engine.Chains(e.ctx, chain.Filter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"gitlab.com/depsd/depsd/deps"
 )
@@ -22,11 +21,12 @@ var ErrUnknownProject = errors.New("project not in the dependency graph")
 // running daemon) sends the actions. A project on a dependency cycle is an
 // error: cycles are never followed.
 //
-// A scheduled rebuild (ReasonSchedule with its fire's time in At) starts
+// A scheduled rebuild (ReasonSchedule with its fire's time in At) or an
+// image change's (ReasonDigest with the change in Detail and At) starts
 // once however often it is asked for: when a chain already holds that very
-// reason, Rebuild returns that chain's id and changes nothing. So a fire
-// whose process died before recording its outcome can simply be fired
-// again by the next leader.
+// reason, Rebuild returns that chain's id and changes nothing. So a fire or
+// a change whose process died before recording its outcome can simply be
+// started again by the next.
 func (e *Engine) Rebuild(ctx context.Context, project string, reason Reason) (int64, error) {
 	g, err := e.cfg.Graph(ctx)
 	if err != nil {
@@ -44,15 +44,15 @@ func (e *Engine) Rebuild(ctx context.Context, project string, reason Reason) (in
 		if reason.At.IsZero() {
 			reason.At = t.now
 		}
-		if reason.Kind == ReasonSchedule {
-			prev, ok, err := t.chainWithReason(reason)
+		if reason.Kind == ReasonSchedule || reason.Kind == ReasonDigest {
+			prev, ok, err := t.tx.ChainWithReason(t.ctx, reason)
 			if err != nil {
 				return err
 			}
 			if ok {
 				id = prev
 				t.after = append(t.after, func() {
-					e.log.Info("scheduled rebuild already started", "project", project, "chain_id", id, "scheduled", reason.At)
+					e.log.Info("rebuild already started", "project", project, "chain_id", id, "reason", string(reason.Kind), "at", reason.At)
 				})
 				return nil
 			}
@@ -77,32 +77,6 @@ func (e *Engine) Rebuild(ctx context.Context, project string, reason Reason) (in
 		return 0, fmt.Errorf("rebuild %s: %w", project, err)
 	}
 	return id, nil
-}
-
-// chainWithReason finds the chain holding reason (same kind, root, detail
-// and time), among the active chains and the recent ones with its root as
-// a member.
-func (t *txn) chainWithReason(reason Reason) (int64, bool, error) {
-	has := func(c *Chain) bool {
-		return slices.ContainsFunc(c.Reasons, func(r Reason) bool {
-			return r.Kind == reason.Kind && r.Project == reason.Project && r.Detail == reason.Detail && r.At.Equal(reason.At)
-		})
-	}
-	for _, c := range t.chains {
-		if has(c) {
-			return c.ID, true, nil
-		}
-	}
-	recent, err := t.tx.Chains(t.ctx, Filter{Project: reason.Project})
-	if err != nil {
-		return 0, false, fmt.Errorf("look for the chain of this fire: %w", err)
-	}
-	for _, c := range recent {
-		if has(c) {
-			return c.ID, true, nil
-		}
-	}
-	return 0, false, nil
 }
 
 // RebuildPlan returns the waves a rebuild of project would build, in

@@ -111,6 +111,7 @@ func (t *txn) startFull(root string, done *rootSuccess, reason Reason) (*Chain, 
 	for _, m := range target.Members {
 		m.Upstreams = slices.DeleteFunc(t.g.Upstream(m.Project), func(u string) bool { return target.member(u) == nil })
 	}
+	target.reshaped()
 	target.touch(t.now)
 	if err := t.settle(target); err != nil {
 		return nil, err
@@ -151,6 +152,7 @@ func (t *txn) absorb(target, o *Chain) {
 		}
 	}
 	o.Members = nil
+	o.reshaped()
 	o.State, o.MergedInto, o.EndedAt = Merged, target.ID, t.now
 	o.touch(t.now)
 	target.touch(t.now)

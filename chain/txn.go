@@ -50,6 +50,7 @@ func (e *Engine) update(ctx context.Context, g *deps.Graph, fn func(*txn) error)
 			was: make(map[int64]State, len(chains)), projects: map[string]projectLookup{}}
 		for _, c := range chains {
 			t.was[c.ID] = c.State
+			c.begin()
 		}
 		if err := fn(t); err != nil {
 			return err
@@ -68,15 +69,21 @@ func (e *Engine) update(ctx context.Context, g *deps.Graph, fn func(*txn) error)
 	return nil
 }
 
-// flush saves the chains that changed.
+// flush saves the chains that changed. A chain that ends is written whole
+// (expiry changes its members directly).
 func (t *txn) flush() error {
 	for _, c := range t.chains {
 		if !c.dirty {
+			c.end()
 			continue
+		}
+		if was, ok := t.was[c.ID]; ok && was.Active() && !c.State.Active() {
+			c.rewrite()
 		}
 		if err := t.tx.SaveChain(t.ctx, c); err != nil {
 			return fmt.Errorf("save chain %d: %w", c.ID, err)
 		}
+		c.end()
 		if c.State != t.was[c.ID] && (c.State == Finished || c.State == Expired) {
 			state, d, id := c.State, c.EndedAt.Sub(c.StartedAt), c.ID
 			t.after = append(t.after, func() {
@@ -101,10 +108,21 @@ func (t *txn) project(path string) (Project, bool, error) {
 	return p, ok, nil
 }
 
-// memberByAction finds the member whose current action is id.
+// memberByAction finds the member whose current action is id, and records
+// it as changed: callers hold it to change it. It looks in each active
+// chain's index of actions first and, only when none has it (the member
+// moved on), at every member.
 func (t *txn) memberByAction(id string) (*Chain, *Member) {
 	if id == "" {
 		return nil, nil
+	}
+	for _, c := range t.chains {
+		if c.State.Active() {
+			if m := c.byAction(id); m != nil {
+				c.changed(m)
+				return c, m
+			}
+		}
 	}
 	for _, c := range t.chains {
 		if !c.State.Active() {
@@ -112,6 +130,8 @@ func (t *txn) memberByAction(id string) (*Chain, *Member) {
 		}
 		for _, m := range c.Members {
 			if m.ActionID == id {
+				c.indexAction(m)
+				c.changed(m)
 				return c, m
 			}
 		}
@@ -150,6 +170,7 @@ func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
 	}
 	if !ok {
 		m.State, m.Why, m.FinishedAt = Failed, "project is no longer in scope", t.now
+		c.changed(m)
 		c.touch(t.now)
 		return false, nil
 	}
@@ -168,6 +189,8 @@ func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
 	m.ProjectID, m.ActionID = p.ID, a.ID
 	m.PipelineID, m.PipelineURL, m.TriggeredAt, m.FinishedAt = 0, "", time.Time{}, time.Time{}
 	m.Builds++
+	c.changed(m)
+	c.indexAction(m)
 	c.touch(t.now)
 	chainID, project, actionID := c.ID, m.Project, a.ID
 	t.after = append(t.after, func() {
@@ -187,6 +210,8 @@ func (t *txn) newChain(mode Mode) (*Chain, error) {
 		id = max(id, c.ID+1)
 	}
 	c := &Chain{ID: id, Mode: mode, State: Running, StartedAt: t.now, UpdatedAt: t.now, dirty: true}
+	c.begin()
+	c.reshaped()
 	t.chains = append(t.chains, c)
 	return c, nil
 }

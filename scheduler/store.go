@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -44,14 +45,19 @@ type Store interface {
 	// RecordDigest stores the digest seen at `at` and clears the error
 	// count, and returns the digest stored before ("" on the first
 	// observation). The read and the write are one transaction, so of
-	// several callers recording the same change exactly one sees it.
+	// several callers recording the same change exactly one sees it. A
+	// change is recorded as pending in the same transaction (Pending:
+	// DigestChange, at `at`, no attempt yet), so its rebuilds survive the
+	// caller.
 	RecordDigest(ctx context.Context, image, digest string, at time.Time) (previous string, err error)
 	// RecordImageError stores a failed check: the message, the number of
 	// consecutive failures, and when to check again.
 	RecordImageError(ctx context.Context, image, msg string, failures int, at, next time.Time) error
-	// RecordImageRebuild stores the outcome of the rebuilds a digest
-	// change started.
-	RecordImageRebuild(ctx context.Context, image string, at time.Time, outcome string) error
+	// RecordImageRebuild stores the outcome of an attempt at a digest
+	// change's rebuilds, and whether they are done (all started, or given
+	// up): the change stays pending otherwise, with one more attempt
+	// counted. A newer change recorded meanwhile stays pending.
+	RecordImageRebuild(ctx context.Context, image string, change PendingRebuild, outcome string, done bool) error
 }
 
 // ScheduleState is one schedule as stored.
@@ -95,4 +101,21 @@ type ImageState struct {
 	// change started ("chain 12", or the errors).
 	RebuildAt      time.Time
 	RebuildOutcome string
+	// Pending is the last change whose rebuilds have not all started;
+	// zero Detail when there is none.
+	Pending PendingRebuild
+}
+
+// PendingRebuild is a digest change whose rebuilds have not all started:
+// the reason's detail and time (the same for every user, so a rebuild
+// started twice is one chain) and the attempts made.
+type PendingRebuild struct {
+	Detail   string
+	At       time.Time
+	Attempts int
+}
+
+// DigestChange is the detail of a digest change's rebuild reason.
+func DigestChange(image, prev, digest string) string {
+	return fmt.Sprintf("%s %s→%s", image, prev, digest)
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -31,19 +30,6 @@ type watcher struct {
 	external bool
 	interval time.Duration
 	s        *Scheduler
-
-	// pending holds, per image, the users whose rebuild for a digest change
-	// failed to start; each later check tries them again. Only the process
-	// that claimed the change (RecordDigest) holds them; a crash loses them.
-	mu      sync.Mutex
-	pending map[string]pendingRebuild
-}
-
-// pendingRebuild is a digest change not yet handed to every user.
-type pendingRebuild struct {
-	reason   chain.Reason
-	projects []string
-	attempts int
 }
 
 // checkTimeout bounds one registry request.
@@ -187,7 +173,6 @@ func (w *watcher) check(ctx context.Context, t watched, st ImageState, now time.
 		w.s.observe(Fired{Kind: KindWatch, Target: t.image, Scheduled: now, Started: now, Duration: w.s.clock.Now().Sub(now), Err: err})
 		return retry
 	}
-	w.retryPending(ctx, t.image) // users an earlier change did not reach
 	prev, err := w.s.opts.Store.RecordDigest(ctx, t.image, digest, now)
 	if err != nil {
 		log.Error("cannot record image digest", "err", err)
@@ -198,55 +183,46 @@ func (w *watcher) check(ctx context.Context, t watched, st ImageState, now time.
 		log.Info("image digest recorded", "digest", digest)
 	case prev == digest:
 		log.Debug("image digest unchanged", "digest", digest)
+		if st.Pending.Detail != "" {
+			// An earlier change's rebuilds did not all start: some
+			// failed, or the process that saw it stopped first.
+			log.Info("starting the pending rebuilds of an earlier digest change", "change", st.Pending.Detail,
+				"attempts", st.Pending.Attempts)
+			w.startRebuilds(ctx, t.image, st.Pending, t.projects)
+		}
 	default:
-		w.rebuild(ctx, t, prev, digest, now)
+		log.Info("image digest changed", "old", prev, "new", digest, "projects", len(t.projects))
+		w.startRebuilds(ctx, t.image, PendingRebuild{Detail: DigestChange(t.image, prev, digest), At: now}, t.projects)
 	}
 	w.s.observe(Fired{Kind: KindWatch, Target: t.image, Scheduled: now, Started: now, Duration: w.s.clock.Now().Sub(now)})
 	return now.Add(w.interval)
 }
 
-// rebuild starts a chain at every project using the image. The change was
-// claimed by RecordDigest, so this runs in one process only; users whose
-// rebuild fails to start are tried again at the next checks.
-func (w *watcher) rebuild(ctx context.Context, t watched, prev, digest string, now time.Time) {
-	log := w.s.log.With("image", t.image)
-	log.Info("image digest changed", "old", prev, "new", digest, "projects", len(t.projects))
-	reason := chain.Reason{Kind: chain.ReasonDigest, Detail: fmt.Sprintf("%s %s→%s", t.image, prev, digest), At: now}
-	w.startRebuilds(ctx, t.image, reason, t.projects, 0)
-}
-
-// startRebuilds starts a chain at each project; those that fail to start
-// are kept pending and tried again at the next checks of the image. The
-// outcome is recorded for `depsd schedules`.
-func (w *watcher) startRebuilds(ctx context.Context, image string, reason chain.Reason, projects []string, attempts int) {
+// startRebuilds starts a chain at each project using the image for a
+// digest change recorded as pending (RecordDigest). The change stays
+// pending until every project's chain started or the attempts run out, and
+// each later check of the image tries again; chain.Engine.Rebuild starts a
+// project's chain for one change once, so projects already started are not
+// rebuilt twice. The outcome is recorded for `depsd schedules`.
+func (w *watcher) startRebuilds(ctx context.Context, image string, change PendingRebuild, projects []string) {
 	log := w.s.log.With("image", image)
 	// Each Rebuild is one short transaction: run them all even if shutdown
 	// begins, rather than leave users of the new image behind.
 	ctx = context.WithoutCancel(ctx)
-	var done, failed []string
+	reason := chain.Reason{Kind: chain.ReasonDigest, Detail: change.Detail, At: change.At}
+	var done []string
 	var errs []error
 	for _, p := range projects {
-		reason.Project = p
 		id, err := w.s.opts.Rebuilder.Rebuild(ctx, p, reason)
 		if err != nil {
 			log.Error("cannot start rebuild for new image digest", "project", p, "err", err)
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
-			failed = append(failed, p)
 			continue
 		}
 		log.Info("rebuild started for new image digest", "project", p, "chain_id", id)
 		done = append(done, fmt.Sprintf("%s: chain %d", p, id))
 	}
-	w.mu.Lock()
-	if w.pending == nil {
-		w.pending = map[string]pendingRebuild{}
-	}
-	if len(failed) > 0 && attempts+1 < rebuildAttempts {
-		w.pending[image] = pendingRebuild{reason: reason, projects: failed, attempts: attempts + 1}
-	} else {
-		delete(w.pending, image)
-	}
-	w.mu.Unlock()
+	finished := len(errs) == 0 || change.Attempts+1 >= rebuildAttempts
 	outcome := strings.Join(done, ", ")
 	if len(projects) == 0 {
 		outcome = "no project uses it"
@@ -256,20 +232,8 @@ func (w *watcher) startRebuilds(ctx context.Context, image string, reason chain.
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := w.s.opts.Store.RecordImageRebuild(rctx, image, reason.At, outcome); err != nil {
+	if err := w.s.opts.Store.RecordImageRebuild(rctx, image, change, outcome, finished); err != nil {
 		log.Error("cannot record image rebuild outcome", "err", err)
-	}
-}
-
-// retryPending tries again the rebuilds of an earlier digest change of
-// image that failed to start.
-func (w *watcher) retryPending(ctx context.Context, image string) {
-	w.mu.Lock()
-	p, ok := w.pending[image]
-	delete(w.pending, image)
-	w.mu.Unlock()
-	if ok {
-		w.startRebuilds(ctx, image, p.reason, p.projects, p.attempts)
 	}
 }
 

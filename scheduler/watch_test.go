@@ -195,3 +195,56 @@ func TestWatchersSharingAStoreRebuildOnce(t *testing.T) {
 		t.Errorf("registry asked %d times for debian, want 2: one check per interval across both", reg.asked[debian])
 	}
 }
+
+// A digest change whose process stopped after recording it and before
+// starting the rebuilds (or whose rebuilds failed to start) is pending in
+// the store: the next check of the image, by any process, starts them.
+// Before, the pending users lived in the memory of the process that saw
+// the change, and a crash lost the change's chains for good.
+func TestPendingDigestChangeSurvivesItsProcess(t *testing.T) {
+	clk := clocktest.New(at(6, 0, 0))
+	path := storePath(t)
+	st := openStore(t, path)
+	ctx := t.Context()
+	// The process that saw debian move from d1 to d2 died right after
+	// recording it.
+	for _, d := range []string{"sha256:d1", "sha256:d2"} {
+		if _, err := st.RecordDigest(ctx, debian, d, at(5, 23, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rb := newRebuilder()
+	rb.fail = map[string]error{"apps/b": errors.New("database is locked")}
+	reg := &resolver{digests: map[string]string{debian: "sha256:d2"}, errs: map[string]error{}, asked: map[string]int{}}
+	cfg := scheduler.Config{Watch: []scheduler.WatchSpec{{Image: "debian:12"}}}
+	r := start(t, newScheduler(t, scheduler.Options{Config: cfg, Store: openStore(t, path), Rebuilder: rb, Resolver: reg, Images: users, Clock: clk}))
+	clk.WaitTimers(1)
+	calls := rb.Calls()
+	if got := projectsOf(calls); !slices.Equal(got, []string{"apps/a", "apps/b"}) {
+		t.Fatalf("after the restart: rebuilt %v, want apps/a and apps/b", got)
+	}
+	want := chain.Reason{Kind: chain.ReasonDigest, Detail: debian + " sha256:d1→sha256:d2", At: at(5, 23, 0)}
+	for _, c := range calls {
+		if c.Reason.Kind != want.Kind || c.Reason.Detail != want.Detail || !c.Reason.At.Equal(want.At) {
+			t.Errorf("reason = %+v, want the recorded change %+v", c.Reason, want)
+		}
+	}
+	if p := imageState(t, st, debian).Pending; p.Detail != want.Detail || p.Attempts != 1 {
+		t.Fatalf("pending after apps/b failed: %+v, want the change with one attempt", p)
+	}
+
+	// apps/b's store recovers; the next check starts what is left (the
+	// engine's Rebuild makes apps/a's second request a no-op).
+	rb.mu.Lock()
+	rb.fail = nil
+	rb.mu.Unlock()
+	clk.Advance(time.Hour)
+	clk.WaitTimers(1)
+	r.stop(t)
+	if p := imageState(t, st, debian).Pending; p.Detail != "" {
+		t.Errorf("pending after every rebuild started: %+v, want none", p)
+	}
+	if got := projectsOf(rb.Calls()[len(calls):]); !slices.Equal(got, []string{"apps/a", "apps/b"}) {
+		t.Errorf("second check rebuilt %v, want apps/a and apps/b again (idempotent in the engine)", got)
+	}
+}

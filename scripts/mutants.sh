@@ -78,6 +78,26 @@ mutant "scan reads every Containerfile name, not the first present" \
 	'			chosen = append(chosen, name)' \
 	-- go test -count=1 ./scan/
 
+mutant "settle skips the dependents of a member that changed" \
+	chain/track.go \
+	'		if visit(m) {' \
+	'		if visit(m) && false {' \
+	-- go test -count=1 -run 'IncrementalSettle|Failure' ./chain/
+
+mutant "the engine changes a member without recording it (unblock): the store misses it" \
+	chain/apply.go \
+	'		m.PipelineID, m.PipelineURL, m.FinishedAt = ev.PipelineID, ev.URL, t.now
+		c.changed(m)' \
+	'		m.PipelineID, m.PipelineURL, m.FinishedAt = ev.PipelineID, ev.URL, t.now' \
+	-- go test -count=1 -run 'Failure' ./chain/
+
+mutant "a second save in one transaction writes only what changed after the first" \
+	chain/track.go \
+	'	return members, false' \
+	'	b.changed = nil
+	return members, false' \
+	-- go test -count=1 -run 'SaveSet' ./chain/
+
 mutant "urgent requests wait behind normal ones in the client's limiter" \
 	gitlab/limiter.go \
 	'normalsTurn := normal && (!urgent || l.urgentStreak >= normalShare-1)' \

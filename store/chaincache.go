@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -19,48 +21,44 @@ import (
 // version differs from the cached one. Another process or replica writing
 // a chain therefore bumps its version and this process reloads it: the
 // cache is never trusted beyond what the store says.
+//
+// A transaction takes the cached chains it is handed out of the cache:
+// they are its own (no copy, which would cost time in proportion to the
+// chain) until it ends. Once it committed they go back, at the version
+// they were saved at; when it rolls back they are dropped, so what it
+// changed never reaches another transaction, which reads the chain from
+// the store instead.
 type chainCache struct {
 	mu sync.Mutex
 	m  map[int64]cachedChain
 }
 
-// cachedChain is a chain as committed at version, with its member rows as
-// written (chainTx.loaded, for saving only changed members). Neither is
-// modified once cached: transactions get clones.
+// cachedChain is a chain as committed at version.
 type cachedChain struct {
 	version int64
 	c       *chain.Chain
-	rows    map[string]memberRow
-	// members indexes c's members, so that saving compares a member with
-	// its committed self before encoding it (chainTx.saveMembers).
-	members map[string]*chain.Member
-}
-
-// newCached caches c at version with its member rows. c must not be
-// changed afterwards: callers that keep using it pass a clone.
-func newCached(version int64, c *chain.Chain, rows map[string]memberRow) cachedChain {
-	e := cachedChain{version: version, c: c, rows: rows, members: make(map[string]*chain.Member, len(c.Members))}
-	for _, m := range e.c.Members {
-		e.members[m.Project] = m
-	}
-	return e
-}
-
-// sameMember reports whether a and b would be written as the same row.
-func sameMember(a, b *chain.Member) bool {
-	return a.Project == b.Project && a.ProjectID == b.ProjectID && a.State == b.State &&
-		slices.Equal(a.Upstreams, b.Upstreams) && a.Why == b.Why && a.Requeued == b.Requeued &&
-		a.Builds == b.Builds && a.ActionID == b.ActionID && a.PipelineID == b.PipelineID &&
-		a.PipelineURL == b.PipelineURL && a.TriggeredAt.Equal(b.TriggeredAt) && a.FinishedAt.Equal(b.FinishedAt)
 }
 
 func newChainCache() *chainCache { return &chainCache{m: map[int64]cachedChain{}} }
 
-func (cc *chainCache) get(id, version int64) (cachedChain, bool) {
+// clear empties the cache (the store is closing).
+func (cc *chainCache) clear() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	clear(cc.m)
+}
+
+// take removes the chain id from the cache and returns it if it is cached
+// at version.
+func (cc *chainCache) take(id, version int64) (*chain.Chain, bool) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	e, ok := cc.m[id]
-	return e, ok && e.version == version
+	if !ok || e.version != version {
+		return nil, false
+	}
+	delete(cc.m, id)
+	return e.c, true
 }
 
 // commit takes in what a committed transaction read and wrote: active is
@@ -116,11 +114,13 @@ func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error)
 	at := map[int64]int{}
 	for i, iv := range list {
 		t.cc.active[iv.id] = true
-		if e, ok := t.cc.cache.get(iv.id, iv.version); ok {
-			out[i] = e.c.Clone()
-			t.loaded[iv.id] = e.rows
-			t.cc.pristine[iv.id] = e.members
-			t.cc.fresh[iv.id] = e
+		if e, ok := t.cc.fresh[iv.id]; ok && e.version == iv.version {
+			out[i] = e.c // already this transaction's
+			continue
+		}
+		if c, ok := t.cc.cache.take(iv.id, iv.version); ok {
+			out[i] = c
+			t.cc.fresh[iv.id] = cachedChain{version: iv.version, c: c}
 			continue
 		}
 		at[iv.id] = i
@@ -144,9 +144,7 @@ func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error)
 				continue
 			}
 			out[i] = c
-			e := newCached(list[i].version, c.Clone(), t.loaded[c.ID])
-			t.cc.fresh[c.ID] = e
-			t.cc.pristine[c.ID] = e.members
+			t.cc.fresh[c.ID] = cachedChain{version: list[i].version, c: c}
 		}
 	}
 	// Every listed chain was found: the write lock is held.
@@ -156,8 +154,81 @@ func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error)
 // txCache is one UpdateChains transaction's view of the cache.
 type txCache struct {
 	cache  *chainCache
-	active map[int64]bool        // listed active by ActiveChains; nil if it was not called
-	fresh  map[int64]cachedChain // read or written here, as committed if the transaction is
-	// pristine are the members of the chains handed out, as loaded.
-	pristine map[int64]map[string]*chain.Member
+	active map[int64]bool // listed active by ActiveChains; nil if it was not called
+	// fresh are the chains handed out or written here, at the version they
+	// have in the store now: the cache's if the transaction commits.
+	fresh map[int64]cachedChain
+}
+
+// CheckChainCache compares this process's cached chains with the store and
+// reports the first difference: a chain cached at the version the store
+// holds, but with other content than the store's at that version. (A chain
+// cached at an older version is not a difference: another process wrote
+// it, and the next transaction reads it again.) It holds the write lock
+// and reads every cached chain: a consistency check for tests and tools,
+// not for the hot path.
+func (s *Store) CheckChainCache(ctx context.Context) error {
+	s.chains.mu.Lock()
+	empty := len(s.chains.m) == 0
+	s.chains.mu.Unlock()
+	if empty {
+		return nil // also once the store is closed
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		s.chains.mu.Lock()
+		entries := maps.Clone(s.chains.m)
+		s.chains.mu.Unlock()
+		t := newChainTx(tx)
+		for id, e := range entries {
+			var version int64
+			if err := tx.QueryRowContext(ctx, `SELECT version FROM chains WHERE id = $1`, id).Scan(&version); err != nil {
+				return fmt.Errorf("check cached chain %d: %w", id, err)
+			}
+			if version != e.version {
+				continue
+			}
+			stored, err := t.Chain(ctx, id)
+			if err != nil {
+				return fmt.Errorf("check cached chain %d: %w", id, err)
+			}
+			cached, err := chainRecord(e.c)
+			if err != nil {
+				return err
+			}
+			want, err := chainRecord(stored)
+			if err != nil {
+				return err
+			}
+			if cached != want {
+				return fmt.Errorf("chain %d at version %d: cached\n%s\nstored\n%s", id, version, cached, want)
+			}
+		}
+		return nil
+	})
+}
+
+// chainRecord renders c as the store writes it, one line per row.
+func chainRecord(c *chain.Chain) (string, error) {
+	roots, err := encodeJSON(c.Roots)
+	if err != nil {
+		return "", err
+	}
+	skipped, err := encodeJSON(c.Skipped)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "chain %d %s %s %s %s %d %v %v %v\n", c.ID, c.Mode, c.State, roots, skipped, c.MergedInto,
+		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt))
+	for _, r := range c.Reasons {
+		fmt.Fprintf(&b, "reason %s %s %q %d %v\n", r.Kind, r.Project, r.Detail, r.PipelineID, encodeTime(r.At))
+	}
+	for _, m := range c.Members {
+		r, err := rowOf(m)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "member %s %+v\n", m.Project, r)
+	}
+	return b.String(), nil
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -20,7 +19,7 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 	var cc *txCache
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		t := newChainTx(tx)
-		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}, pristine: map[int64]map[string]*chain.Member{}}
+		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}}
 		t.cc = cc
 		return fn(t)
 	})
@@ -38,21 +37,16 @@ func (s *Store) ViewChains(ctx context.Context, fn func(chain.Tx) error) error {
 // chainTx implements chain.Tx on one SQL transaction.
 type chainTx struct {
 	tx *sql.Tx
-	// loaded holds the member rows as read in this transaction, per chain,
-	// so SaveChain writes only the members that changed: an event touches
-	// a few members of a chain that may have hundreds.
-	loaded map[int64]map[string]memberRow
 	// cc is the chain cache of an UpdateChains transaction; nil in
 	// ViewChains.
 	cc *txCache
 }
 
-func newChainTx(tx *sql.Tx) chainTx {
-	return chainTx{tx: tx, loaded: map[int64]map[string]memberRow{}}
-}
+func newChainTx(tx *sql.Tx) chainTx { return chainTx{tx: tx} }
 
-// memberRow is a chain_members row as written, comparable for change
-// detection.
+// memberRow is a chain_members row as written: rowOf is the one place
+// that lists a member's stored fields (TestMemberRoundTrip checks that it
+// lists them all).
 type memberRow struct {
 	projectID           int64
 	state, upstreams    string
@@ -248,14 +242,6 @@ func (t chainTx) loadMembers(ctx context.Context, byID map[int64]*chain.Chain, i
 		}
 		if c := byID[id]; c != nil {
 			c.Members = append(c.Members, &m) // ORDER BY project keeps them sorted
-			r, err := rowOf(&m)
-			if err != nil {
-				return err
-			}
-			if t.loaded[id] == nil {
-				t.loaded[id] = map[string]memberRow{}
-			}
-			t.loaded[id][m.Project] = r
 		}
 	}
 	return rows.Err()
@@ -317,84 +303,51 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 		return err
 	}
 	if t.cc != nil {
-		// The engine saves a chain last thing in its transaction (and
-		// never changes it after), so c itself becomes the cached copy.
-		t.cc.fresh[c.ID] = newCached(version, c, t.loaded[c.ID])
-		t.cc.pristine[c.ID] = t.cc.fresh[c.ID].members
+		// The chain is the transaction's own from here and the cache's
+		// once it commits (chaincache.go): the engine changes a chain only
+		// through its transaction, and saves what it changed.
+		t.cc.fresh[c.ID] = cachedChain{version: version, c: c}
 	}
 	return nil
 }
 
-// saveMembers writes the members of c. A chain read in this transaction
-// gets only its changed, added and removed members written; others are
-// rewritten whole.
+// saveMembers writes the members of c that changed since it was loaded or
+// saved (chain.Chain.SaveSet): an event changes a few members of a chain
+// that may have thousands. Without that knowledge every member is
+// rewritten.
 func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain) error {
-	before, diff := t.loaded[c.ID]
-	if !diff {
+	members, all := c.SaveSet()
+	if all {
 		if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_members WHERE chain_id = $1`, c.ID); err != nil {
 			return fmt.Errorf("write chain %d: %w", c.ID, err)
 		}
-		before = map[string]memberRow{}
+		members = c.Members
 	}
-	var pristine map[string]*chain.Member
-	if t.cc != nil && diff {
-		pristine = t.cc.pristine[c.ID]
+	if len(members) == 0 {
+		return nil
 	}
-	// after starts as a copy of before (which a cache may share) and
-	// takes the changed rows.
-	after := maps.Clone(before)
-	var upsert *sql.Stmt
-	kept := 0
-	for _, m := range c.Members {
-		if pm, ok := pristine[m.Project]; ok && sameMember(pm, m) {
-			if _, ok := before[m.Project]; ok {
-				kept++
-				continue
-			}
-		}
+	upsert, err := t.tx.PrepareContext(ctx, `INSERT INTO chain_members (chain_id, project, project_id, state,
+		upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		ON CONFLICT (chain_id, project) DO UPDATE SET project_id = excluded.project_id, state = excluded.state,
+			upstreams = excluded.upstreams, why = excluded.why, requeued = excluded.requeued,
+			builds = excluded.builds, action_id = excluded.action_id, pipeline_id = excluded.pipeline_id,
+			pipeline_url = excluded.pipeline_url, triggered_at = excluded.triggered_at,
+			finished_at = excluded.finished_at`)
+	if err != nil {
+		return fmt.Errorf("write chain %d members: %w", c.ID, err)
+	}
+	defer upsert.Close()
+	for _, m := range members {
 		r, err := rowOf(m)
 		if err != nil {
 			return err
-		}
-		old, ok := before[m.Project]
-		if ok {
-			kept++
-			if old == r {
-				continue
-			}
-		}
-		after[m.Project] = r
-		if upsert == nil {
-			if upsert, err = t.tx.PrepareContext(ctx, `INSERT INTO chain_members (chain_id, project, project_id, state,
-				upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-				ON CONFLICT (chain_id, project) DO UPDATE SET project_id = excluded.project_id, state = excluded.state,
-					upstreams = excluded.upstreams, why = excluded.why, requeued = excluded.requeued,
-					builds = excluded.builds, action_id = excluded.action_id, pipeline_id = excluded.pipeline_id,
-					pipeline_url = excluded.pipeline_url, triggered_at = excluded.triggered_at,
-					finished_at = excluded.finished_at`); err != nil {
-				return fmt.Errorf("write chain %d members: %w", c.ID, err)
-			}
-			defer upsert.Close()
 		}
 		if _, err := upsert.ExecContext(ctx, c.ID, m.Project, r.projectID, r.state, r.upstreams, r.why, r.requeued,
 			r.builds, r.actionID, r.pipelineID, r.pipelineURL, r.triggered, r.finished); err != nil {
 			return fmt.Errorf("write chain %d member %s: %w", c.ID, m.Project, err)
 		}
 	}
-	if kept < len(before) {
-		// Some members left the chain.
-		for project := range before {
-			if c.Member(project) != nil {
-				continue
-			}
-			delete(after, project)
-			if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_members WHERE chain_id = $1 AND project = $2`, c.ID, project); err != nil {
-				return fmt.Errorf("write chain %d: %w", c.ID, err)
-			}
-		}
-	}
-	t.loaded[c.ID] = after
 	return nil
 }
 

@@ -102,17 +102,44 @@ func testRecordDigestChangeSeenOnce(t *testing.T, b backend) {
 	if err := s.RecordImageError(ctx, img, "connection refused", 1, base.Add(2*time.Hour), base.Add(2*time.Hour+time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordImageRebuild(ctx, img, base.Add(time.Hour), "apps/a: chain 1"); err != nil {
+	state := func() scheduler.ImageState {
+		t.Helper()
+		all, err := s.ImageStates(ctx)
+		if err != nil || len(all) != 1 {
+			t.Fatalf("ImageStates = %v, %v", all, err)
+		}
+		return all[0]
+	}
+	// The change is pending from the moment it was recorded.
+	change := scheduler.PendingRebuild{Detail: scheduler.DigestChange(img, "sha256:1", "sha256:2"), At: base.Add(time.Hour)}
+	if got := state().Pending; got != change {
+		t.Fatalf("pending after the change: %+v, want %+v", got, change)
+	}
+	// An attempt that left users behind keeps it pending, counted.
+	if err := s.RecordImageRebuild(ctx, img, change, "apps/a: chain 1; errors: apps/b: busy", false); err != nil {
 		t.Fatal(err)
 	}
-	all, err := s.ImageStates(ctx)
-	if err != nil || len(all) != 1 {
-		t.Fatalf("ImageStates = %v, %v", all, err)
+	if got := state().Pending; got.Detail != change.Detail || got.Attempts != 1 {
+		t.Fatalf("pending after a partial attempt: %+v, want one attempt counted", got)
 	}
-	got := all[0]
+	change.Attempts = 1
+	if err := s.RecordImageRebuild(ctx, img, change, "apps/a: chain 1, apps/b: chain 2", true); err != nil {
+		t.Fatal(err)
+	}
+	got := state()
 	if got.Digest != "sha256:2" || !got.ChangedAt.Equal(base.Add(time.Hour)) || got.Failures != 1 || got.Err != "connection refused" ||
-		!got.NextCheck.Equal(base.Add(2*time.Hour+time.Minute)) || got.RebuildOutcome != "apps/a: chain 1" {
+		!got.NextCheck.Equal(base.Add(2*time.Hour+time.Minute)) || got.RebuildOutcome != "apps/a: chain 1, apps/b: chain 2" || got.Pending.Detail != "" {
 		t.Errorf("stored %+v", got)
+	}
+	// An outcome of an older change leaves a newer pending change alone.
+	if _, err := s.RecordDigest(ctx, img, "sha256:3", base.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordImageRebuild(ctx, img, change, "late", true); err != nil {
+		t.Fatal(err)
+	}
+	if got := state().Pending; got.Detail != scheduler.DigestChange(img, "sha256:2", "sha256:3") || got.Attempts != 0 {
+		t.Errorf("a newer change after an older one's outcome: %+v, want it pending", got)
 	}
 }
 

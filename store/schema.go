@@ -184,5 +184,6 @@ func migrations() []migration {
 				`ALTER TABLE chains ADD COLUMN version BIGINT NOT NULL DEFAULT 0`,
 			},
 		},
+		pendingRebuildMigration(),
 	}
 }

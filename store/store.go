@@ -97,6 +97,7 @@ func Open(ctx context.Context, dsnOrPath string) (*Store, error) {
 
 // Close releases the database. In-flight calls must have returned.
 func (s *Store) Close() error {
+	s.chains.clear()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.path, err)
 	}
