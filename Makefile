@@ -26,9 +26,11 @@ vet:
 
 test-depsd:
 	go test -race -count=1 ./...
-	# The chain engine's and the scheduler's tests once more on PostgreSQL
-	# (the store's own tests run on both backends in the line above).
+	# The chain engine's, the scheduler's and the daemon's liveness tests
+	# once more on PostgreSQL (the store's own tests run on both backends in
+	# the line above).
 	DEPSD_TEST_STORE=postgres go test -count=1 ./chain/ ./scheduler/
+	DEPSD_TEST_STORE=postgres go test -count=1 -run 'Liveness|CutOff' ./daemon/
 
 test-executor:
 	cd podman-executor && CGO_ENABLED=0 go test -count=1 -tags "$(EXECUTOR_TAGS)" ./...

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -32,16 +33,15 @@ type Config struct {
 	// PollInterval is how often RunInbox and RunOutbox look for work
 	// written by another process (`depsd rebuild`). Default 5 s.
 	PollInterval time.Duration
-	// ReconcileInterval is how often Run calls Reconcile. Default 1 min.
-	ReconcileInterval time.Duration
 	// CatchUpWindow bounds how far back CatchUp reads a project's
 	// pipelines. Default 7 days.
 	CatchUpWindow time.Duration
 	// Owner names this engine's process incarnation in the claims it
 	// makes (Action.ClaimedBy). Set it only when the process keeps its
-	// liveness lease "alive:<Owner>" renewed (the daemon does): other
-	// replicas then take over its claims as soon as that lease runs out.
-	// Empty: claims last their full Lease.
+	// liveness lease "alive:<Owner>" renewed and runs RunOutbox only while
+	// that lease safely holds (the daemon stops it a third of the lease
+	// before the lease could lapse): other replicas take over its claims
+	// as soon as that lease runs out. Empty: claims last their full Lease.
 	Owner string
 	// SendConcurrency bounds the pipeline creations in flight: a rebuild
 	// of a base image can release hundreds at once. Default 4 (the GitLab
@@ -89,6 +89,13 @@ type Engine struct {
 	// inboxWaitHook (tests) is called when the reconciler waits for the
 	// inbox to apply a backlog.
 	inboxWaitHook func()
+
+	// abandoned are the claims whose send ended without an outcome in the
+	// store (the context ended, or the store failed): RunOutbox gives them
+	// back when it starts its next round, instead of leaving the actions
+	// claimed until their Lease runs out.
+	abandonMu sync.Mutex
+	abandoned map[string]Action
 }
 
 // New checks cfg and returns an engine.
@@ -118,7 +125,6 @@ func New(cfg Config) (*Engine, error) {
 	def(&cfg.AdoptWindow, 10*time.Minute)
 	def(&cfg.EventRetention, 7*24*time.Hour)
 	def(&cfg.PollInterval, 5*time.Second)
-	def(&cfg.ReconcileInterval, time.Minute)
 	def(&cfg.CatchUpWindow, 7*24*time.Hour)
 	if cfg.SendConcurrency <= 0 {
 		cfg.SendConcurrency = 4

@@ -42,6 +42,7 @@ func (e *Engine) SendPending(ctx context.Context) (int, error) {
 				}
 				done, err := e.send(gctx, a, chainID)
 				if err != nil {
+					e.abandon(a)
 					return err
 				}
 				if done {
@@ -126,7 +127,11 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64) (done bool, 
 		p, err = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID))
 		if err != nil {
 			if ctx.Err() != nil {
-				// The lease runs out; the next claim looks for the pipeline.
+				// Stopped: shutdown, or this process's liveness lease could
+				// not be renewed. GitLab may still act on a request it
+				// received; the next claim (after RunOutbox gives this one
+				// back, or another replica's once the liveness lease ran
+				// out) looks for the pipeline before creating it.
 				return false, ctx.Err()
 			}
 			permanent := gitlab.IsPermanent(err)
@@ -258,8 +263,17 @@ func (e *Engine) recordError(ctx context.Context, a Action, cause error, permane
 // (NotifyOutbox, or an engine of this process wrote an action), when the
 // next retry falls due, and every PollInterval for actions written by
 // another process. Errors are logged and retried.
+//
+// Each round first gives back the claims of this engine whose send ended
+// without an outcome (see abandon), so that a RunOutbox stopped in the
+// middle of a send and started again (the daemon does so while its
+// liveness lease cannot be renewed) resends at once rather than after the
+// claim's Lease; the next claim looks for the pipeline first.
 func (e *Engine) RunOutbox(ctx context.Context) error {
 	for {
+		if err := e.releaseAbandoned(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("give back abandoned claims failed", "err", err)
+		}
 		if _, err := e.SendPending(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("outbox worker failed", "err", err)
 		}
@@ -278,4 +292,55 @@ func (e *Engine) RunOutbox(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// abandon remembers a claimed action whose send ended without recording
+// an outcome: its claim stands in the store until releaseAbandoned gives
+// it back (or its owner's liveness lease or the claim's lease runs out).
+func (e *Engine) abandon(a Action) {
+	e.abandonMu.Lock()
+	defer e.abandonMu.Unlock()
+	if e.abandoned == nil {
+		e.abandoned = map[string]Action{}
+	}
+	e.abandoned[a.ID] = a
+}
+
+// releaseAbandoned makes the abandoned claims due again, those that are
+// still the same claim (same owner and attempt, still pending). It must
+// not run while a send of this engine is in flight: RunOutbox calls it
+// between rounds.
+func (e *Engine) releaseAbandoned(ctx context.Context) error {
+	e.abandonMu.Lock()
+	defer e.abandonMu.Unlock()
+	if len(e.abandoned) == 0 {
+		return nil
+	}
+	released := 0
+	err := e.update(ctx, nil, func(t *txn) error {
+		released = 0
+		for id, a := range e.abandoned {
+			cur, ok, err := t.tx.Action(ctx, id)
+			if err != nil {
+				return err
+			}
+			if !ok || cur.State != ActionPending || cur.Attempts != a.Attempts || cur.ClaimedBy != a.ClaimedBy || cur.LeaseUntil.IsZero() {
+				continue // recorded meanwhile, or taken over by another sender
+			}
+			cur.LeaseUntil = time.Time{}
+			if err := t.tx.UpdateAction(ctx, cur); err != nil {
+				return err
+			}
+			released++
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("give back abandoned claims: %w", err)
+	}
+	if released > 0 {
+		e.log.Info("gave back claims of sends that were stopped", "actions", released)
+	}
+	clear(e.abandoned)
+	return nil
 }

@@ -327,9 +327,9 @@ func TestFirstLevelModeTriggersDirectDependentsOnEverySuccess(t *testing.T) {
 	}
 }
 
-// Run owns its goroutines: a rebuild wakes the outbox worker at once, a
-// recorded event wakes the inbox processor, and canceling ctx stops all.
-func TestRunWakesAndStops(t *testing.T) {
+// The workers wake at once: a rebuild wakes the outbox worker, a recorded
+// event wakes the inbox processor; canceling ctx stops both.
+func TestWorkersWakeAndStop(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, chain.Full, "base>a")
 	obs := &signalObserver{created: make(chan string, 4)}
@@ -339,8 +339,9 @@ func TestRunWakesAndStops(t *testing.T) {
 	}
 	e.engine = en
 	ctx, cancel := context.WithCancel(e.ctx)
-	stopped := make(chan error)
-	go func() { stopped <- e.engine.Run(ctx) }()
+	stopped := make(chan error, 2)
+	go func() { stopped <- e.engine.RunInbox(ctx) }()
+	go func() { stopped <- e.engine.RunOutbox(ctx) }()
 	id := e.rebuild("base")
 	if p := <-obs.created; p != "base" {
 		t.Fatalf("created %s first", p)
@@ -356,8 +357,10 @@ func TestRunWakesAndStops(t *testing.T) {
 		t.Fatalf("created %s second", p)
 	}
 	cancel()
-	if err := <-stopped; err != nil {
-		t.Fatalf("Run = %v", err)
+	for range 2 {
+		if err := <-stopped; err != nil {
+			t.Fatalf("worker ended with %v", err)
+		}
 	}
 	if v := e.chain(id); states(v) != "a=triggered base=success" {
 		t.Errorf("chain: %s", states(v))
@@ -396,4 +399,110 @@ func TestReconcilerCatchesMissedRetrySuccess(t *testing.T) {
 	if e.count("a") != 1 || e.count("b") != 1 {
 		t.Errorf("pipelines: a %d, b %d", e.count("a"), e.count("b"))
 	}
+}
+
+// RunOutbox stopped in the middle of a send (the daemon stops it while
+// its liveness lease cannot be renewed) gives the claim back when it runs
+// again, instead of leaving the action claimed for its whole Lease; the
+// new claim looks for the pipeline first, so a create GitLab carried out
+// before the stop is adopted, not repeated.
+func TestRestartedOutboxGivesBackTheClaimOfAStoppedSend(t *testing.T) {
+	t.Parallel()
+	for _, landed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "not created", true: "created"}[landed], func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, chain.Full, "base>a")
+			obs := &signalObserver{created: make(chan string, 4)}
+			en, err := chain.New(chain.Config{Owner: "p/1", Store: e.store, GitLab: e.gl, Graph: e.store.Graph,
+				Now: e.clock.Now, Observer: obs, PollInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.store.TryLease(e.ctx, "alive:p/1", "p/1", e.clock.Now(), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			e.engine = en
+			id := e.rebuild("base")
+
+			stopCtx, stop := context.WithCancel(e.ctx)
+			e.gl.createErr = func(int64) (error, bool) {
+				stop() // the outbox is stopped while the request is out
+				return context.Canceled, landed
+			}
+			if err := en.RunOutbox(stopCtx); err != nil {
+				t.Fatalf("RunOutbox = %v", err)
+			}
+			e.gl.createErr = nil
+
+			ctx, cancel := context.WithCancel(e.ctx)
+			stopped := make(chan error, 1)
+			go func() { stopped <- en.RunOutbox(ctx) }()
+			select {
+			case p := <-obs.created:
+				if p != "base" {
+					t.Fatalf("created %s", p)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the restarted outbox did not send the action whose send was stopped")
+			}
+			cancel()
+			if err := <-stopped; err != nil {
+				t.Fatal(err)
+			}
+			e.wantStates(id, "a=waiting base=triggered")
+			e.wantCounts(map[string]int{"base": 1})
+		})
+	}
+}
+
+// A claim given up by a stopped send and since taken over by another
+// process (its owner's liveness lease ran out) is that process's: the
+// first owner, running again, neither gives it back nor sends it.
+func TestGivingBackLeavesAClaimTakenOverAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a")
+	engine := func(owner string) *chain.Engine {
+		en, err := chain.New(chain.Config{Owner: owner, Store: e.store, GitLab: e.gl, Graph: e.store.Graph, Now: e.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return en
+	}
+	first, second := engine("p/1"), engine("p/2")
+	if _, err := e.store.TryLease(e.ctx, "alive:p/1", "p/1", e.clock.Now(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	e.engine = first
+	id := e.rebuild("base")
+	stopCtx, stop := context.WithCancel(e.ctx)
+	e.gl.createErr = func(int64) (error, bool) { stop(); return context.Canceled, false }
+	if _, err := first.SendPending(stopCtx); err == nil {
+		t.Fatal("the stopped send reported no error")
+	}
+	e.gl.createErr = nil
+
+	// p/1's liveness lease runs out; p/2 takes the action over, and while
+	// its create is on its way p/1 runs again.
+	e.clock.Advance(2 * time.Minute)
+	if _, err := e.store.TryLease(e.ctx, "alive:p/2", "p/2", e.clock.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	chain.SetSendHook(second, func(chain.Action) {
+		chain.SetSendHook(second, nil)
+		if _, err := e.store.TryLease(e.ctx, "alive:p/1", "p/1", e.clock.Now(), time.Hour); err != nil {
+			t.Error(err)
+		}
+		if err := chain.ReleaseAbandoned(e.ctx, first); err != nil {
+			t.Error(err)
+		}
+		if n, err := first.SendPending(e.ctx); err != nil || n != 0 {
+			t.Errorf("the first owner sent %d, %v while the second's claim holds", n, err)
+		}
+	})
+	if n, err := second.SendPending(e.ctx); err != nil || n != 1 {
+		t.Fatalf("second sent %d, %v; want 1", n, err)
+	}
+	e.engine = second
+	e.wantStates(id, "a=waiting base=triggered")
+	e.wantCounts(map[string]int{"base": 1})
 }

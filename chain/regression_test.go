@@ -91,8 +91,11 @@ func TestReviewCreateStopsBeforeTheLeaseEnds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, chain.Full, "base>a")
 	slow := &slowCreateGitLab{fakeGitLab: e.gl}
+	// Half the lease bounds the calls and also the recording of their
+	// result: 2 s leaves a loaded CI machine's PostgreSQL time to record
+	// (200 ms did not), and the slow create still waits 5 s.
 	en, err := chain.New(chain.Config{Store: e.store, GitLab: slow, Graph: e.store.Graph, Now: e.clock.Now,
-		Lease: 200 * time.Millisecond})
+		Lease: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

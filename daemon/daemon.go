@@ -15,14 +15,12 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/config"
-	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scan"
@@ -54,8 +52,10 @@ type Options struct {
 	// (status, leader lease, logs). Default: host name and listen port (see
 	// defaultReplicaID).
 	ReplicaID string
-	// LeaderLease is how long the leader's lease lasts without renewal: a
-	// dead leader is replaced within two of these. Default 15 s.
+	// LeaderLease is how long the leader's lease, and each process's
+	// liveness lease, last without renewal: a dead leader is replaced
+	// within two of these; a process stops its pipeline creations a third
+	// of one before its liveness lease could lapse. Default 15 s.
 	LeaderLease time.Duration
 	// Listening, if set, receives the bound address once the server
 	// accepts connections.
@@ -90,9 +90,6 @@ type Daemon struct {
 	state    *graphState
 	server   *http.Server
 	ui       *http.Server // nil unless Options.UIListen is set
-	// hooks is the last webhook check (at the start of a leader's term,
-	// then by each maintenance run), for the dashboard's health page.
-	hooks atomic.Pointer[dashboard.HookStatus]
 	// scanning serialises the daemon's scans (start, maintenance, pushes):
 	// the store would refuse an older one finishing after a newer one, and
 	// the work would be wasted.
@@ -100,8 +97,12 @@ type Daemon struct {
 	elector  *elector
 	// incarnation is this process: the replica id and a random suffix. It
 	// signs the outbox claims, and its liveness lease is renewed while the
-	// process runs (see keepAlive).
+	// process runs (see liveness).
 	incarnation string
+	alive       *liveness
+	// outbox is the work run while the liveness lease safely holds:
+	// engine.RunOutbox (tests watch it).
+	outbox func(context.Context) error
 }
 
 // New opens the store and builds the pieces; nothing runs yet.
@@ -157,9 +158,11 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	// take themselves for the holder and lead at once.
 	d.elector = &elector{st: st, id: d.incarnation, ttl: opts.LeaderLease, now: opts.Now,
 		log: opts.Logger.With("component", "leader")}
+	d.alive = &liveness{st: st, replica: opts.ReplicaID, holder: d.incarnation, ttl: opts.LeaderLease,
+		clock: wallClock{opts.Now}, log: opts.Logger.With("component", "liveness")}
 	d.engine, err = chain.New(chain.Config{
 		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
-		Expiry: opts.ChainExpiry, ReconcileInterval: opts.ReconcileInterval, PollInterval: opts.PollInterval,
+		Expiry: opts.ChainExpiry, PollInterval: opts.PollInterval,
 		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
 	if err != nil {
@@ -167,6 +170,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.recorder = d.engine.NewRecorder()
+	d.outbox = d.engine.RunOutbox
 	hook, err := webhook.NewHandler(webhook.Options{
 		Secret: cfg.Hooks.Secret, DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
 		Recorder: recorder{d.recorder}, Scope: d.state, Recorded: d.engine.NotifyInbox,
@@ -258,23 +262,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		})
 	}
 	// Every replica applies webhook events and sends actions (each claimed
-	// in the store); one at a time leads.
-	// The outbox claims actions in this incarnation's name only once its
-	// liveness lease exists: a claim whose owner has no live lease counts
-	// as abandoned, and another sender (even one of this process) would
-	// take it over while its request is still in flight.
-	alive := make(chan struct{})
-	g.Go(func() error { return d.keepAlive(gctx, func() { close(alive) }) })
+	// in the store); one at a time leads. The outbox claims actions in
+	// this incarnation's name only while its liveness lease safely holds:
+	// a claim whose owner has no live lease counts as abandoned, and
+	// another sender takes it over (see liveness).
 	g.Go(func() error { return d.recorder.Run(gctx) })
 	g.Go(func() error { return d.engine.RunInbox(gctx) })
-	g.Go(func() error {
-		select {
-		case <-alive:
-			return d.engine.RunOutbox(gctx)
-		case <-gctx.Done():
-			return nil
-		}
-	})
+	g.Go(func() error { return d.alive.run(gctx, d.outbox) })
 	g.Go(func() error { return d.elector.run(gctx, d.lead) })
 	g.Go(func() error { return d.followScans(gctx) })
 	g.Go(func() error { return d.exportQueueDepth(gctx) })
@@ -312,14 +306,15 @@ func (d *Daemon) loadGraph(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := d.scan(ctx); err != nil {
-		if errors.Is(err, scan.ErrConflict) {
-			// Another replica stored a newer scan while this one ran.
-			return d.state.reload(ctx, d.store)
-		}
-		if !scanned {
-			return fmt.Errorf("first scan: %w", err)
-		}
+	_, err = d.scan(ctx)
+	switch {
+	case err == nil:
+		return nil // scan has loaded its graph
+	case errors.Is(err, scan.ErrConflict):
+		// Another replica stored a newer scan while this one ran.
+	case !scanned:
+		return fmt.Errorf("first scan: %w", err)
+	default:
 		d.log.Warn("scan at start failed: serving the last stored scan", "err", err)
 	}
 	return d.state.reload(ctx, d.store)

@@ -80,12 +80,7 @@ func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
 		Schedules: func(ctx context.Context) ([]scheduler.Entry, error) {
 			return ListSchedules(ctx, d.opts.Config.Scheduler, d.store, d.log)
 		},
-		Hooks: func() dashboard.HookStatus {
-			if s := d.hooks.Load(); s != nil {
-				return *s
-			}
-			return dashboard.HookStatus{URL: d.opts.Config.Hooks.URL}
-		},
+		Hooks: d.hookStatus,
 		Replicas: func(ctx context.Context) (dashboard.Replicas, error) {
 			st, err := d.Status(ctx)
 			return replicasView(st), err

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -55,12 +56,28 @@ func (d *Daemon) lead(ctx context.Context) error {
 	return g.Wait()
 }
 
+// stepDownAfter is how many runs in a row a leader job may fail before
+// the leader steps down (see every), provided the failures span at least
+// two lease periods: a store or GitLab that is back within a few seconds
+// is no reason to hand over.
+const stepDownAfter = 3
+
+// errLeaderWorkFailing ends a term whose work keeps failing (see every).
+var errLeaderWorkFailing = errors.New("leader work failing")
+
 // every runs job now and then every interval until ctx ends, recording
 // each run for `depsd status`. Errors are logged and the job runs again at
-// the next tick.
+// the next tick; after stepDownAfter failed runs in a row it returns an
+// error wrapping errLeaderWorkFailing (if the first of them was at least
+// two lease periods ago), which ends the leader's term: the
+// elector then steps down and sits out for a while, so that another
+// replica (whose GitLab token, network or store connection may be sound)
+// takes over. A replica alone takes the lease back after sitting out.
 func (d *Daemon) every(ctx context.Context, name string, interval time.Duration, job func(context.Context) error) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	failed := 0
+	var failingSince time.Time
 	for {
 		start := d.opts.Now()
 		err := job(ctx)
@@ -68,9 +85,18 @@ func (d *Daemon) every(ctx context.Context, name string, interval time.Duration,
 			return nil
 		}
 		if err != nil {
-			d.log.Warn("background job failed", "job", name, "err", err)
+			if failed == 0 {
+				failingSince = start
+			}
+			failed++
+			d.log.Warn("background job failed", "job", name, "err", err, "failures_in_a_row", failed)
+		} else {
+			failed = 0
 		}
 		d.recordJob(ctx, name, start, err)
+		if failed >= stepDownAfter && !d.opts.Now().Before(failingSince.Add(2*d.opts.LeaderLease)) {
+			return fmt.Errorf("%w: %s failed %d times in a row: %w", errLeaderWorkFailing, name, failed, err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -101,26 +127,26 @@ func (d *Daemon) followScans(ctx context.Context) error {
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	var seen time.Time
-	if m, ok, err := d.store.LastScan(ctx); err == nil && ok {
-		seen = m.StartedAt
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}
-		m, ok, err := d.store.LastScan(ctx)
-		if err != nil || !ok || m.StartedAt.Equal(seen) {
-			continue
-		}
-		if err := d.state.reload(ctx, d.store); err != nil {
+		if _, err := d.followScan(ctx); err != nil && ctx.Err() == nil {
 			d.log.Warn("reload the graph after a scan", "err", err)
-			continue
 		}
-		seen = m.StartedAt
 	}
+}
+
+// followScan reloads the graph if the stored scan is not the one it was
+// read after (this replica's own scans load their graph themselves).
+func (d *Daemon) followScan(ctx context.Context) (reloaded bool, err error) {
+	m, ok, err := d.store.LastScan(ctx)
+	if err != nil || !ok || m.StartedAt.Equal(d.state.loadedScan()) {
+		return false, err
+	}
+	return true, d.state.reload(ctx, d.store)
 }
 
 // Status is what `GET /api/v1/status` and `depsd status` show.

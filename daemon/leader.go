@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"sync"
 	"time"
@@ -33,6 +31,7 @@ type leaseStore interface {
 // ttl and a follower takes it within ttl/3 more, well inside two lease
 // periods. The fires themselves are claimed in the store as well, so even
 // an overlap from a stalled process or a clock jump fires nothing twice.
+// A leader whose work keeps failing steps down and sits out (see run).
 type elector struct {
 	st  leaseStore
 	id  string
@@ -49,9 +48,17 @@ type elector struct {
 // context that ends when leadership is lost or ctx ends; run waits for it
 // to return before campaigning again, and releases the lease on the way
 // out so that another replica takes over at once.
+//
+// A term whose lead fails (returns an error by itself: its jobs keep
+// failing, see Daemon.every) ends with the lease released, and this
+// replica then sits out of the election for a lease period, doubled after
+// each further failed term in a row (up to 16 periods), so that another
+// replica takes over; a term that ends otherwise resets the sit-out.
 func (e *elector) run(ctx context.Context, lead func(context.Context) error) error {
 	tick := e.ttl / 3
+	failedTerms := 0
 	for {
+		wait := tick
 		lease, err := e.st.TryLease(ctx, leaderLease, e.id, e.now(), e.ttl)
 		switch {
 		case err != nil:
@@ -60,20 +67,27 @@ func (e *elector) run(ctx context.Context, lead func(context.Context) error) err
 			}
 		case lease.Holder == e.id:
 			e.set(lease, true)
-			e.term(ctx, lease, lead)
+			if e.term(ctx, lease, lead) {
+				failedTerms++
+				wait = e.ttl << min(failedTerms-1, 4)
+				e.log.Warn("leader: stepped down because its work failed; sitting out", "sit_out", wait)
+			} else {
+				failedTerms = 0
+			}
 		default:
 			e.set(lease, false)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(tick):
+		case <-time.After(wait):
 		}
 	}
 }
 
-// term runs lead while the lease is renewed.
-func (e *elector) term(ctx context.Context, lease store.Lease, lead func(context.Context) error) {
+// term runs lead while the lease is renewed. failed reports that lead
+// returned an error by itself; the lease is then released.
+func (e *elector) term(ctx context.Context, lease store.Lease, lead func(context.Context) error) (failed bool) {
 	e.log.Info("leadership taken", "until", lease.ExpiresAt)
 	termCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -91,6 +105,7 @@ func (e *elector) term(ctx context.Context, lease store.Lease, lead func(context
 			reason = "leader work ended"
 			if err != nil {
 				e.log.Error("leader work failed", "err", err)
+				reason, failed = "leader work failed: "+err.Error(), true
 			}
 		case <-tick.C:
 			// A renewal that hangs (the store unreachable) must not keep
@@ -122,7 +137,7 @@ func (e *elector) term(ctx context.Context, lease store.Lease, lead func(context
 	e.mu.Lock()
 	e.leading = false
 	e.mu.Unlock()
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || failed {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer rcancel()
 		if err := e.st.ReleaseLease(rctx, leaderLease, e.id); err != nil {
@@ -130,6 +145,7 @@ func (e *elector) term(ctx context.Context, lease store.Lease, lead func(context
 		}
 	}
 	e.log.Info("leadership lost", "reason", reason)
+	return failed
 }
 
 func (e *elector) set(l store.Lease, leading bool) {
@@ -143,51 +159,4 @@ func (e *elector) state() (store.Lease, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.current, e.leading
-}
-
-// alivePrefix prefixes the liveness lease of each process incarnation.
-const alivePrefix = "alive:"
-
-// newIncarnation names one run of a replica.
-func newIncarnation(replica string) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return replica + "/" + hex.EncodeToString(b[:])
-}
-
-// keepAlive renews this process's liveness lease every LeaderLease/3 until
-// ctx ends, then releases it. While it lives, other replicas leave the
-// outbox actions this process claimed alone; once it has run out (the
-// process died or lost the store), they take them over and look for the
-// pipeline before creating it again.
-//
-// registered is called once, after the lease was first taken.
-func (d *Daemon) keepAlive(ctx context.Context, registered func()) error {
-	name := alivePrefix + d.incarnation
-	tick := time.NewTicker(d.opts.LeaderLease / 3)
-	defer tick.Stop()
-	// Earlier runs of this replica id are dead: a replica id is one
-	// address, and this process holds it now.
-	dropped := false
-	for {
-		if !dropped {
-			dropped = d.store.DropLeases(ctx, alivePrefix+d.opts.ReplicaID+"/", name) == nil
-		}
-		if _, err := d.store.TryLease(ctx, name, d.incarnation, d.opts.Now(), d.opts.LeaderLease); err != nil {
-			if ctx.Err() == nil {
-				d.log.Warn("renew the liveness lease", "err", err)
-			}
-		} else if registered != nil {
-			registered()
-			registered = nil
-		}
-		select {
-		case <-ctx.Done():
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = d.store.ReleaseLease(rctx, name, d.incarnation)
-			return nil
-		case <-tick.C:
-		}
-	}
 }

@@ -73,7 +73,8 @@ func (d *Daemon) maintenance(ctx context.Context) error {
 }
 
 // syncHooks gives every project in scope depsd's hook (dryRun: only
-// looks), and keeps what it found for the dashboard's health page.
+// looks), and stores what it found for the dashboard's health page of
+// every replica.
 func (d *Daemon) syncHooks(ctx context.Context, dryRun bool) (gitlab.HookReport, error) {
 	cfg := d.opts.Config
 	hooks := cfg.Hooks
@@ -82,12 +83,29 @@ func (d *Daemon) syncHooks(ctx context.Context, dryRun bool) (gitlab.HookReport,
 		return gitlab.HookReport{}, fmt.Errorf("hooks sync: %w", err)
 	}
 	rep, err := d.gitlab.SyncHooks(ctx, projects, gitlab.HookSpec{URL: hooks.URL, SecretToken: hooks.Secret}, dryRun)
-	checked := dashboard.HookStatus{URL: hooks.URL, CheckedAt: d.opts.Now(), Report: rep}
+	checked := store.HookCheck{URL: hooks.URL, CheckedAt: d.opts.Now(), Report: rep}
 	if err != nil {
 		checked.Err = err.Error()
 	}
-	d.hooks.Store(&checked)
+	if serr := d.store.SaveHookCheck(ctx, checked); serr != nil && ctx.Err() == nil {
+		d.log.Warn("store the webhook check", "err", serr)
+	}
 	return rep, err
+}
+
+// hookStatus is the last webhook check as stored, for the health page.
+func (d *Daemon) hookStatus(ctx context.Context) dashboard.HookStatus {
+	url := d.opts.Config.Hooks.URL
+	c, ok, err := d.store.HookCheck(ctx)
+	switch {
+	case err != nil:
+		return dashboard.HookStatus{URL: url, Err: err.Error()}
+	case !ok || c.URL != url:
+		// None yet, or made for another hooks.url: its states are not
+		// those of depsd's hooks now.
+		return dashboard.HookStatus{URL: url}
+	}
+	return dashboard.HookStatus{URL: c.URL, CheckedAt: c.CheckedAt, Report: c.Report, Err: c.Err}
 }
 
 // checkHooksAtStart looks at the projects' hooks once at the start of a

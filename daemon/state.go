@@ -22,11 +22,20 @@ type graphState struct {
 type scanned struct {
 	graph *deps.Graph
 	ids   map[int64]bool
+	// scan is when the stored scan read last started (zero: none), so
+	// that followScans reloads only for a newer one.
+	scan time.Time
 }
 
 func newGraphState() *graphState { return &graphState{} }
 
+// reload reads the stored projects. The scan it notes is read first: a
+// scan stored in between is then taken for newer and read again.
 func (s *graphState) reload(ctx context.Context, st *store.Store) error {
+	meta, _, err := st.LastScan(ctx)
+	if err != nil {
+		return err
+	}
 	projects, err := st.Projects(ctx)
 	if err != nil {
 		return err
@@ -35,11 +44,19 @@ func (s *graphState) reload(ctx context.Context, st *store.Store) error {
 	for _, p := range projects {
 		ids[p.ID] = true
 	}
-	s.cur.Store(&scanned{graph: scan.GraphOf(projects), ids: ids})
+	s.cur.Store(&scanned{graph: scan.GraphOf(projects), ids: ids, scan: meta.StartedAt})
 	return nil
 }
 
 func (s *graphState) loaded() bool { return s.cur.Load() != nil }
+
+// loadedScan is when the scan the graph was read after started.
+func (s *graphState) loadedScan() time.Time {
+	if c := s.cur.Load(); c != nil {
+		return c.scan
+	}
+	return time.Time{}
+}
 
 // graph implements chain.GraphSource.
 func (s *graphState) graph(context.Context) (*deps.Graph, error) {

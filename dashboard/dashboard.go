@@ -97,8 +97,10 @@ type Options struct {
 	// Schedules lists the cron schedules, jobs and watched images with
 	// their state; nil shows none.
 	Schedules func(ctx context.Context) ([]scheduler.Entry, error)
-	// Hooks returns the last webhook check; nil shows the state as unknown.
-	Hooks func() HookStatus
+	// Hooks returns the last webhook check (as stored by the leader, so
+	// that every replica shows it); nil shows the state as unknown. A
+	// check it cannot read is shown with HookStatus.Err.
+	Hooks func(ctx context.Context) HookStatus
 	// Replicas reads the replicas and the leader; nil shows none.
 	Replicas func(ctx context.Context) (Replicas, error)
 	// History reads pipeline durations for rebuild estimates; nil leaves

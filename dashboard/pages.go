@@ -430,7 +430,7 @@ func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request) {
 		v.StatsErr = err.Error()
 	}
 	if d.opts.Hooks != nil {
-		v.Hooks = d.opts.Hooks()
+		v.Hooks = d.opts.Hooks(ctx)
 	}
 	if d.opts.Replicas != nil {
 		r, err := d.opts.Replicas(ctx)

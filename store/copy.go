@@ -14,7 +14,7 @@ import (
 var copiedTables = []string{
 	"projects", "files", "dependencies", "warnings", "scans",
 	"chains", "chain_reasons", "chain_members", "outbox", "events",
-	"schedules", "image_digests", "job_runs", "catch_up",
+	"schedules", "image_digests", "job_runs", "catch_up", "hook_checks",
 }
 
 // ErrTargetNotEmpty: Copy refuses to write into a store that holds state.

@@ -185,5 +185,6 @@ func migrations() []migration {
 			},
 		},
 		pendingRebuildMigration(),
+		hookCheckMigration(),
 	}
 }
