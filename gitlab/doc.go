@@ -14,7 +14,8 @@
 // jitter, waits at least what Retry-After (or RateLimit-Reset) asks, never
 // retries other 4xx, and stops when the context ends. A 429 slows the whole
 // client down: calls started after it wait for the reset GitLab named, and
-// GitLab's RateLimit-Limit becomes the client's limit when lower. The
+// GitLab's RateLimit-Limit becomes the client's limit when lower, for
+// GitLab's window (a minute, or until RateLimit-Reset). The
 // default limit is gitlab.com's for authenticated API traffic, 2,000
 // requests a minute. POSTs are retried only
 // when GitLab surely did not act (429, connection refused), so a pipeline is

@@ -71,6 +71,8 @@ type limiter struct {
 
 	mu           sync.Mutex
 	perSecond    float64 // tokens a second; +Inf: no rate limit
+	configured   float64 // perSecond as configured, restored at restoreAt
+	restoreAt    time.Time
 	burst        float64
 	tokens       float64
 	last         time.Time // when tokens was brought up to date
@@ -150,6 +152,7 @@ func (l *limiter) limited() bool {
 func (l *limiter) perMinute() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.refill()
 	return l.perSecond * 60
 }
 
@@ -159,6 +162,24 @@ func (l *limiter) setPerMinute(perMinute float64) {
 	defer l.mu.Unlock()
 	l.refill()
 	l.perSecond = perMinute / 60
+	l.configured, l.restoreAt = l.perSecond, time.Time{}
+	l.dispatch()
+}
+
+// lowerFor lowers the rate limit to perMinute for d, after which the
+// configured limit applies again. GitLab announces the limit of the
+// throttle a 429 came from, which may be one endpoint's (pipeline
+// creations, a project's file reads) rather than the whole API's: held for
+// good, it would slow everything to that endpoint's pace.
+func (l *limiter) lowerFor(perMinute float64, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refill()
+	if l.restoreAt.IsZero() {
+		l.configured = l.perSecond
+	}
+	l.perSecond = min(l.configured, perMinute/60)
+	l.restoreAt = l.now().Add(d)
 	l.dispatch()
 }
 
@@ -216,13 +237,17 @@ func remove(q []*waiter, w *waiter) []*waiter {
 	return q
 }
 
-// refill brings the bucket up to now. l.mu is held.
+// refill brings the bucket up to now, and the configured rate back once
+// a lowering lapsed. l.mu is held.
 func (l *limiter) refill() {
+	now := l.now()
+	if !l.restoreAt.IsZero() && !now.Before(l.restoreAt) {
+		l.perSecond, l.restoreAt = l.configured, time.Time{}
+	}
 	if math.IsInf(l.perSecond, 1) {
 		l.tokens = l.burst
 		return
 	}
-	now := l.now()
 	if d := now.Sub(l.last); d > 0 {
 		l.tokens = min(l.burst, l.tokens+d.Seconds()*l.perSecond)
 		l.last = now

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -390,5 +391,38 @@ func TestTransportTakesThePriorityFromTheContext(t *testing.T) {
 	}
 	if l.held() != 0 {
 		t.Errorf("%d slots still held after every body was closed", l.held())
+	}
+}
+
+// A limit GitLab announced with a 429 holds for GitLab's window, then the
+// configured limit applies again: the throttle may have been one
+// endpoint's, and holding its limit for good slowed every request (it did,
+// before). A second 429 within the window sets its own announced limit and
+// window; the configured limit is what comes back.
+func TestLoweredLimitLapses(t *testing.T) {
+	clk := newFakeTimers()
+	l := newLimiter(8, 2000, 8, clk.Now, clk.AfterFunc)
+	perMinute := func() float64 { return math.Round(l.perMinute()) }
+	l.lowerFor(600, time.Minute)
+	if got := perMinute(); got != 600 {
+		t.Fatalf("after a 429 announcing 600/min: %v/min", got)
+	}
+	clk.Advance(30 * time.Second)
+	l.lowerFor(900, time.Minute)
+	if got := perMinute(); got != 900 {
+		t.Fatalf("after a second 429 announcing 900/min: %v/min, want 900", got)
+	}
+	clk.Advance(59 * time.Second)
+	if got := perMinute(); got != 900 {
+		t.Fatalf("within the window: %v/min, want 900", got)
+	}
+	clk.Advance(time.Second)
+	if got := perMinute(); got != 2000 {
+		t.Errorf("after the window: %v/min, want the configured 2,000 back", got)
+	}
+	l.setPerMinute(1000)
+	clk.Advance(time.Hour)
+	if got := perMinute(); got != 1000 {
+		t.Errorf("a configured change stays: %v/min", got)
 	}
 }
