@@ -86,6 +86,9 @@ type Engine struct {
 	inboxC   chan struct{}
 	outboxC  chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
+	// inboxWaitHook (tests) is called when the reconciler waits for the
+	// inbox to apply a backlog.
+	inboxWaitHook func()
 
 	// abandoned are the claims whose send ended without an outcome in the
 	// store (the context ended, or the store failed): RunOutbox gives them

@@ -105,7 +105,7 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64) (done bool, 
 	// The calls must end well before the lease does: once it runs out
 	// another worker may claim the action, and a create still in flight
 	// here (the client waits out 429s) would make a second pipeline.
-	callCtx, cancelCalls := context.WithTimeout(ctx, e.cfg.Lease/2)
+	callCtx, cancelCalls := context.WithTimeout(gitlab.WithPriority(ctx, gitlab.PriorityUrgent), e.cfg.Lease/2) // ahead of background reads
 	defer cancelCalls()
 	var p gitlab.Pipeline
 	adopted := false

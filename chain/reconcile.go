@@ -15,33 +15,21 @@ import (
 // the status of every pipeline depsd created and still believes queued or
 // running, and applies any change through the same path as a webhook
 // event; for failed or canceled members it also looks for the success that
-// would unblock them (reconcileBroken). It returns how many statuses
-// changed. GitLab errors for single
+// would unblock them (reconcileBroken). It first lets the inbox apply the
+// webhooks already recorded, and a pipeline whose status a webhook changed
+// while the round ran is left to the next round. It returns how
+// many statuses changed. GitLab errors for single
 // pipelines are logged and skipped; the first is returned after the others
 // were tried. The daemon calls it every --reconcile-interval.
 func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 	if err := e.Expire(ctx); err != nil {
 		return 0, err
 	}
-	type live struct {
-		project    string
-		projectID  int64
-		pipelineID int64
-		actionID   string
-		state      MemberState
+	if err := e.awaitInbox(ctx, inboxWaitLimit); err != nil {
+		return 0, fmt.Errorf("reconcile: %w", err)
 	}
-	var todo []live
-	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
-		chains, err := tx.ActiveChains(ctx)
-		for _, c := range chains {
-			for _, m := range c.Members {
-				if (m.State == Triggered || m.State == MemberRunning) && m.PipelineID != 0 && m.ProjectID != 0 {
-					todo = append(todo, live{m.Project, m.ProjectID, m.PipelineID, m.ActionID, m.State})
-				}
-			}
-		}
-		return err
-	})
+	start := e.now()
+	todo, err := e.livePipelines(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("reconcile: %w", err)
 	}
@@ -50,7 +38,40 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 	}
 	changed := 0
 	var first error
-	for _, l := range todo {
+	// The reads wait behind pipeline creations in the client's limiter
+	// (gitlab.PriorityUrgent), so during a large rebuild a round can take
+	// long and what it listed at its start goes stale. Now and then it
+	// looks again, and skips a pipeline whose status a webhook has moved
+	// since (it ended, or it started running): the hook works, and the
+	// next round reads it if it is still live then. Looking again reads
+	// every member of the active chains, so it happens at most every
+	// reconcileRecheck, and rarely enough to cost at most a twentieth of
+	// the round.
+	checked := e.now()
+	recheck := max(reconcileRecheck, 20*checked.Sub(start))
+	for i := range todo {
+		if now := e.now(); now.Sub(checked) >= recheck {
+			fresh, err := e.livePipelines(ctx)
+			if err != nil {
+				return changed, fmt.Errorf("reconcile: %w", err)
+			}
+			current := make(map[int64]MemberState, len(fresh))
+			for _, f := range fresh {
+				current[f.pipelineID] = f.state
+			}
+			for j := range todo[i:] {
+				l := &todo[i+j]
+				if st, ok := current[l.pipelineID]; !ok || st != l.state {
+					l.moved = true
+				}
+			}
+			checked = e.now()
+			recheck = max(reconcileRecheck, 20*checked.Sub(now))
+		}
+		l := todo[i]
+		if l.moved {
+			continue
+		}
 		p, err := e.cfg.GitLab.GetPipeline(ctx, l.projectID, l.pipelineID)
 		if errors.Is(err, gitlab.ErrNotFound) {
 			// Deleted on GitLab: it will never end. Count it as canceled.
@@ -92,6 +113,94 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 		first = err
 	}
 	return changed, first
+}
+
+// awaitInbox waits, for at most limit, until the inbox has applied the
+// events it held when called. They are statuses webhooks already brought:
+// while the inbox works through a backlog (a burst of webhooks on a busy
+// machine), members whose pipelines ended still look live, and reading
+// them from GitLab would only spend the rate limit on what is on its way.
+// Past limit (an inbox that does not drain) the round goes on regardless.
+func (e *Engine) awaitInbox(ctx context.Context, limit time.Duration) error {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	var until int64 // the first event recorded after the call
+	for first := true; ; first = false {
+		var oldest int64
+		var backlog int
+		found := false
+		err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+			se, ok, err := tx.NextEvent(ctx)
+			if err != nil || !ok {
+				return err
+			}
+			found, oldest = true, se.Seq
+			if first {
+				backlog, err = tx.CountEvents(ctx)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if first {
+			until = oldest + int64(backlog)
+		}
+		if !found || oldest >= until {
+			return nil
+		}
+		if e.inboxWaitHook != nil {
+			e.inboxWaitHook()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return nil
+		case <-time.After(inboxPoll):
+		}
+	}
+}
+
+// inboxPoll is how often awaitInbox looks at the inbox, and
+// inboxWaitLimit how long a reconcile round waits for it at most (half the
+// daemon's default reconcile interval).
+const (
+	inboxPoll      = 100 * time.Millisecond
+	inboxWaitLimit = 30 * time.Second
+)
+
+// reconcileRecheck is how often a reconcile round looks at the chains
+// again while it reads pipelines from GitLab.
+const reconcileRecheck = time.Second
+
+// livePipeline is a pipeline depsd created for a chain member and still
+// believes queued or running.
+type livePipeline struct {
+	project    string
+	projectID  int64
+	pipelineID int64
+	actionID   string
+	state      MemberState
+	moved      bool // its status changed since the round began
+}
+
+// livePipelines lists the pipelines the reconciler reads.
+func (e *Engine) livePipelines(ctx context.Context) ([]livePipeline, error) {
+	var todo []livePipeline
+	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		chains, err := tx.ActiveChains(ctx)
+		for _, c := range chains {
+			for _, m := range c.Members {
+				if (m.State == Triggered || m.State == MemberRunning) && m.PipelineID != 0 && m.ProjectID != 0 {
+					todo = append(todo, livePipeline{project: m.Project, projectID: m.ProjectID,
+						pipelineID: m.PipelineID, actionID: m.ActionID, state: m.State})
+				}
+			}
+		}
+		return err
+	})
+	return todo, err
 }
 
 // reconcileBroken looks for the success that would unblock a failed or

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
-	"golang.org/x/sync/semaphore"
-	"golang.org/x/time/rate"
 
 	"gitlab.com/depsd/depsd/buildinfo"
 )
@@ -181,11 +179,12 @@ func New(cfg Config) (*Client, error) {
 	// The timeout of one request starts when it leaves the client's own
 	// queue (concurrency and rate limit): a long queue in front of a
 	// healthy GitLab must not time requests out.
-	lt := &limitTransport{next: next, sem: semaphore.NewWeighted(int64(cfg.Concurrency)), timeout: hc.Timeout}
+	// The rate limiter runs on the real clock (cfg.Now may be a test's
+	// frozen one). Its burst is the concurrency: a full set of requests
+	// in flight may start at once.
+	lt := &limitTransport{next: next, timeout: hc.Timeout,
+		limits: newLimiter(cfg.Concurrency, cfg.RequestsPerMinute, cfg.Concurrency, time.Now, realAfterFunc)}
 	hc.Timeout = 0
-	if cfg.RequestsPerMinute > 0 {
-		lt.limiter = rate.NewLimiter(rate.Limit(float64(cfg.RequestsPerMinute)/60), cfg.Concurrency)
-	}
 	hc.Transport = lt
 	hc.CheckRedirect = sameHostRedirect(hc.CheckRedirect)
 
@@ -217,6 +216,11 @@ func New(cfg Config) (*Client, error) {
 // Requests returns the number of HTTP requests sent so far, retries
 // included.
 func (c *Client) Requests() int64 { return c.transport.requests.Load() }
+
+// Queued says how long the requests of priority p waited for the
+// client's own limits so far: how much the rate limit and the requests in
+// flight hold back that kind of work.
+func (c *Client) Queued(p Priority) QueueStats { return c.transport.limits.queueStats(p) }
 
 // BaseURL returns the instance URL without /api/v4.
 func (c *Client) BaseURL() string { return c.cfg.BaseURL }

@@ -14,13 +14,29 @@
 // jitter, waits at least what Retry-After (or RateLimit-Reset) asks, never
 // retries other 4xx, and stops when the context ends. A 429 slows the whole
 // client down: calls started after it wait for the reset GitLab named, and
-// GitLab's RateLimit-Limit becomes the client's limit when lower. The
+// GitLab's RateLimit-Limit becomes the client's limit when lower, for
+// GitLab's window (a minute, or until RateLimit-Reset). The
 // default limit is gitlab.com's for authenticated API traffic, 2,000
 // requests a minute. POSTs are retried only
 // when GitLab surely did not act (429, connection refused), so a pipeline is
 // never created twice by a retry. Errors are *APIError values naming the
 // method, path and status; classify them with IsRetryable, IsPermanent and
 // errors.Is(err, ErrNotFound / ErrUnauthorized / ErrForbidden).
+//
+// # Priorities
+//
+// Requests waiting for the limits are let through in priority order, which
+// a caller sets on the context: WithPriority(ctx, PriorityUrgent) for work
+// that moves a chain forward (the outbox's pipeline creations and the
+// look-up before a resend); everything else — scans, hook checks, the
+// reconciler, the catch-up — is PriorityNormal without saying so. Urgent
+// requests go ahead of normal ones that waited longer, and normal ones
+// leave a reserve to them (half the burst of tokens, one of the slots), so
+// a creation that comes while background reads use up the rate is sent at
+// once. Normal requests are never starved: while both wait, one grant in
+// twenty (100 requests a minute at the default rate) goes to a normal
+// request. All draw from one token bucket, so the
+// configured rate holds whatever the mix.
 //
 // The token is sent only in the PRIVATE-TOKEN header, never follows a
 // redirect to another host, and is scrubbed from every error and log line

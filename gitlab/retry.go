@@ -16,7 +16,6 @@ import (
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
-	"golang.org/x/time/rate"
 )
 
 // request is one API call made through client-go; it receives the request
@@ -253,22 +252,32 @@ func (g *pauseGate) wait(ctx context.Context, now func() time.Time, sleep func(c
 	return nil
 }
 
+// rateLimitWindow is GitLab's rate-limit period for the API throttles:
+// requests are counted per minute.
+const rateLimitWindow = time.Minute
+
 // slowDown reacts to a 429: every call made from now on waits wait (the
 // retry delay, at least what Retry-After or RateLimit-Reset asked), and
 // when GitLab announces its limit (RateLimit-Limit, requests a minute)
-// below the client's own, the client's limit drops to it for good.
+// below the client's own, the client's limit drops to it for GitLab's
+// window (until RateLimit-Reset, at least a minute): the throttle hit may
+// be one endpoint's, and a later 429 lowers it again.
 func (c *Client) slowDown(resp *gl.Response, wait time.Duration) {
 	c.pause.extend(c.cfg.Now().Add(wait))
-	lim := c.transport.limiter
-	if lim == nil || resp == nil || resp.Response == nil {
+	lim := c.transport.limits
+	if !lim.limited() || resp == nil || resp.Response == nil {
 		return
 	}
 	perMinute, err := strconv.ParseFloat(strings.TrimSpace(resp.Header.Get("RateLimit-Limit")), 64)
 	if err != nil || perMinute <= 0 {
 		return
 	}
-	if r := rate.Limit(perMinute / 60); r < lim.Limit() {
-		lim.SetLimit(r)
-		c.log.Warn("GitLab's rate limit is below the client's: slowing down", "requests_per_minute", perMinute)
+	if perMinute < lim.perMinute() {
+		d := rateLimitWindow
+		if reset, err := strconv.ParseInt(strings.TrimSpace(resp.Header.Get("RateLimit-Reset")), 10, 64); err == nil {
+			d = max(d, time.Unix(reset, 0).Sub(c.cfg.Now()))
+		}
+		lim.lowerFor(perMinute, d)
+		c.log.Warn("GitLab's rate limit is below the client's: slowing down", "requests_per_minute", perMinute, "for", d)
 	}
 }

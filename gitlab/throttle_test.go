@@ -69,7 +69,7 @@ func TestTooManyRequestsSlowsTheClientDown(t *testing.T) {
 	srv := newFake(t, gitlabtest.Options{Now: clk.Now})
 	id := must(srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"a": "b"}}))
 	c, rec := newClient(t, srv, func(cfg *Config) { cfg.Now = clk.Now; cfg.RequestsPerMinute = 0 })
-	perMinute := func() int { return int(math.Round(float64(c.transport.limiter.Limit()) * 60)) }
+	perMinute := func() int { return int(math.Round(c.transport.limits.perMinute())) }
 	if got := perMinute(); got != 2000 {
 		t.Fatalf("default limit %v/min, want gitlab.com's 2,000", got)
 	}

@@ -8,33 +8,24 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/semaphore"
-	"golang.org/x/time/rate"
 )
 
 // limitTransport is where every HTTP request to GitLab passes, retries
 // included: it bounds the requests in flight, applies the client-side rate
-// limit and counts what is sent. Putting this below client-go (rather than
-// around API calls) makes the bounds hold for every attempt.
+// limit (both in the order of the requests' priority, see limiter) and
+// counts what is sent. Putting this below client-go (rather than around
+// API calls) makes the bounds hold for every attempt.
 type limitTransport struct {
 	next     http.RoundTripper
-	sem      *semaphore.Weighted
-	limiter  *rate.Limiter // nil: no client-side limit
+	limits   *limiter
 	timeout  time.Duration // per request, from leaving the queue to the body's close; 0: none
 	requests atomic.Int64
 }
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if err := t.sem.Acquire(ctx, 1); err != nil {
+	if err := t.limits.wait(ctx, PriorityOf(ctx)); err != nil {
 		return nil, err
-	}
-	if t.limiter != nil {
-		if err := t.limiter.Wait(ctx); err != nil {
-			t.sem.Release(1)
-			return nil, err
-		}
 	}
 	t.requests.Add(1)
 	cancel := context.CancelFunc(func() {})
@@ -46,12 +37,12 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		cancel()
-		t.sem.Release(1)
+		t.limits.release()
 		return nil, err
 	}
 	// The slot is held until the body is consumed, so that a slow download
 	// counts as in flight.
-	resp.Body = &releaseBody{ReadCloser: resp.Body, release: func() { cancel(); t.sem.Release(1) }}
+	resp.Body = &releaseBody{ReadCloser: resp.Body, release: func() { cancel(); t.limits.release() }}
 	return resp, nil
 }
 

@@ -116,6 +116,30 @@ mutant "commits do not wake the checkpointer: the WAL grows" \
 	'' \
 	-- go test -count=1 -run 'CheckpointerBoundsTheWAL' ./store/
 
+mutant "urgent requests wait behind normal ones in the client's limiter" \
+	gitlab/limiter.go \
+	'normalsTurn := normal && (!urgent || l.urgentStreak >= normalShare-1)' \
+	'normalsTurn := normal' \
+	-- go test -count=1 -run 'Limiter|Transport' ./gitlab/
+
+mutant "normal requests starve while urgent ones wait" \
+	gitlab/limiter.go \
+	'(!urgent || l.urgentStreak >= normalShare-1)' \
+	'(!urgent)' \
+	-- go test -count=1 -run 'Limiter' ./gitlab/
+
+mutant "the outbox's creates are not urgent" \
+	chain/outbox.go \
+	'gitlab.WithPriority(ctx, gitlab.PriorityUrgent)' \
+	'ctx' \
+	-- go test -count=1 -run 'Urgent' ./chain/
+
+mutant "the reconciler reads what the inbox already holds" \
+	chain/reconcile.go \
+	'if err := e.awaitInbox(ctx, inboxWaitLimit); err != nil {' \
+	'if err := error(nil); err != nil {' \
+	-- go test -count=1 -run 'Reconcil' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
