@@ -76,6 +76,7 @@ func serve(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, groups []string
 	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, srv.Token
 	cfg.Scope.Groups = groups
 	cfg.State = benchState(b)
+	cfg.GitLab.RequestsPerMinute = benchRequestsPerMinute(b, cfg.GitLab.RequestsPerMinute)
 	cfg.Hooks.Secret = hookSecret
 	setup, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: srv.Token, RequestsPerMinute: -1, Concurrency: 16})
 	if err != nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"strconv"
 	"path/filepath"
 	"testing"
 
@@ -26,4 +27,21 @@ func storeKind() string {
 		return "postgres"
 	}
 	return "sqlite"
+}
+
+// benchRequestsPerMinute is the daemon's client rate limit: the default a
+// user gets, unless DEPSD_BENCH_REQUESTS_PER_MINUTE says otherwise (-1
+// lifts it), to show what the engine does when the rate limit is not what
+// bounds it. Figures measured so say it.
+func benchRequestsPerMinute(b *testing.B, def int) int {
+	v := os.Getenv("DEPSD_BENCH_REQUESTS_PER_MINUTE")
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		b.Fatalf("DEPSD_BENCH_REQUESTS_PER_MINUTE=%q: %v", v, err)
+	}
+	b.Logf("client rate limit %d requests/min (DEPSD_BENCH_REQUESTS_PER_MINUTE), not the default %d", n, def)
+	return n
 }
