@@ -73,12 +73,14 @@ image: build-depsd
 	@echo "built $(IMAGE)"
 
 ## bench: the benchmarks whose figures the README quotes (the whole-system
-## ones in bench/ at depsd's default settings; about 4 minutes)
+## ones in bench/ at depsd's default settings; about 20 minutes)
 bench:
 	go test -run '^$$' -bench . -benchmem ./deps/ ./deps/buildkitref/
 	go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
-	DEPSD_BENCH_STORE=postgres go test -run '^$$' -bench 'WebhookAck|RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
-	go test -run '^$$' -bench ApplyEvent -benchtime 200x ./chain/
+	DEPSD_BENCH_STORE=postgres go test -run '^$$' -bench 'WebhookAck|SuccessToTrigger|RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
+	DEPSD_BENCH_REQUESTS_PER_MINUTE=-1 go test -run '^$$' -bench 'RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
+	go test -run '^$$' -bench ApplyEvent -benchtime 400x ./chain/
+	DEPSD_TEST_STORE=postgres go test -run '^$$' -bench ApplyEvent -benchtime 400x ./chain/
 
 ## mutants: break the code in known ways and check the tests fail (a few minutes)
 mutants:
