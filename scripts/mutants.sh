@@ -140,6 +140,32 @@ mutant "the reconciler reads what the inbox already holds" \
 	'if err := error(nil); err != nil {' \
 	-- go test -count=1 -run 'Reconcil' ./chain/
 
+mutant "a claimed but unstarted scheduled rebuild is not resumed" \
+	scheduler/fire.go \
+	'if s.resumable(ctx, e, st, now, log) {' \
+	'if false && s.resumable(ctx, e, st, now, log) {' \
+	-- go test -count=1 -run 'Unfinished' ./scheduler/
+
+mutant "an image change's pending rebuilds are not resumed" \
+	scheduler/watch.go \
+	'if st.Pending.Detail != "" {' \
+	'if false && st.Pending.Detail != "" {' \
+	-- go test -count=1 -run 'Pending' ./scheduler/
+
+mutant "a limit announced with a 429 is held for good" \
+	gitlab/limiter.go \
+	'if !l.restoreAt.IsZero() && !now.Before(l.restoreAt) {' \
+	'if false && !now.Before(l.restoreAt) {' \
+	-- go test -count=1 -run 'Lowered' ./gitlab/
+
+mutant "a blob read that failed for one project fails its waiters too" \
+	scan/scan.go \
+	'		if e.err == nil {
+			return e.data, false, nil
+		}' \
+	'		return e.data, false, e.err' \
+	-- go test -count=1 -run 'BlobRead' ./scan/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
