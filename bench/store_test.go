@@ -2,8 +2,8 @@ package bench
 
 import (
 	"os"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"gitlab.com/depsd/depsd/store/pgtest"
