@@ -44,7 +44,7 @@ const (
 )
 
 // Event is one entry of the event inbox: exactly one of Pipeline and Push is
-// set. It is what the webhook handler records (Store.RecordEvent) before it
+// set. It is what the webhook handler records (Store.RecordEvents, through the Recorder) before it
 // answers, and what ProcessInbox applies.
 type Event struct {
 	Pipeline *PipelineEvent `json:"pipeline,omitempty"`

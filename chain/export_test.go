@@ -1,6 +1,10 @@
 package chain
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // SetSendHook makes the outbox worker call f after it claimed an action and
 // before it asks GitLab, so tests can interleave a crash or a webhook there.
@@ -13,3 +17,20 @@ func SetInboxWaitHook(e *Engine, f func()) { e.inboxWaitHook = f }
 // ReleaseAbandoned gives back the claims of e's stopped sends, as
 // RunOutbox does at the start of each round.
 func ReleaseAbandoned(ctx context.Context, e *Engine) error { return e.releaseAbandoned(ctx) }
+
+// RecordEvent records one webhook event in the inbox and wakes the
+// processor: the tests' shorthand for what the daemon's Recorder does in
+// batches. A duplicate key is reported and not recorded again.
+func (e *Engine) RecordEvent(ctx context.Context, key string, ev Event) (duplicate bool, err error) {
+	if ev.Pipeline == nil && ev.Push == nil {
+		return false, errors.New("record event: empty event")
+	}
+	dups, err := e.cfg.Store.RecordEvents(ctx, []NewEvent{{Key: key, Event: ev}})
+	if err != nil {
+		return false, fmt.Errorf("record %s event: %w", ev.Kind(), err)
+	}
+	if !dups[0] {
+		e.NotifyInbox()
+	}
+	return dups[0], nil
+}

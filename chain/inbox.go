@@ -2,31 +2,12 @@ package chain
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"gitlab.com/depsd/depsd/deps"
 )
-
-// RecordEvent records an accepted webhook event in the inbox and wakes the
-// processor. The webhook handler calls it before answering 2xx; key is the
-// delivery's Idempotency-Key. A duplicate (same key within the retention
-// period) is reported and not recorded again.
-func (e *Engine) RecordEvent(ctx context.Context, key string, ev Event) (duplicate bool, err error) {
-	if ev.Pipeline == nil && ev.Push == nil {
-		return false, errors.New("record event: empty event")
-	}
-	dups, err := e.cfg.Store.RecordEvents(ctx, []NewEvent{{Key: key, Event: ev}})
-	if err != nil {
-		return false, fmt.Errorf("record %s event: %w", ev.Kind(), err)
-	}
-	if !dups[0] {
-		e.NotifyInbox()
-	}
-	return dups[0], nil
-}
 
 // maxInboxBatch bounds how many events one transaction of ProcessInbox
 // applies; yieldAfter is how many it applies before it lets a waiting
@@ -212,8 +193,8 @@ func (e *Engine) ApplyPipelineEvent(ctx context.Context, ev PipelineEvent) (stri
 }
 
 // RunInbox processes the inbox until ctx ends: at once when woken by
-// RecordEvent or NotifyInbox, and every PollInterval for events recorded by
-// another process. Errors are logged and retried at the next wake.
+// NotifyInbox (the Recorder calls it after each batch), and every
+// PollInterval for events recorded by another process. Errors are logged and retried at the next wake.
 func (e *Engine) RunInbox(ctx context.Context) error {
 	for {
 		if _, err := e.ProcessInbox(ctx); err != nil && ctx.Err() == nil {

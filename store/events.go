@@ -12,16 +12,6 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 )
 
-// RecordEvent adds one webhook event to the inbox in its own transaction
-// (RecordEvents with one event).
-func (s *Store) RecordEvent(ctx context.Context, key string, ev chain.Event) (duplicate bool, err error) {
-	dups, err := s.RecordEvents(ctx, []chain.NewEvent{{Key: key, Event: ev}})
-	if err != nil {
-		return false, err
-	}
-	return dups[0], nil
-}
-
 // RecordEvents adds webhook events to the inbox in one transaction (the
 // daemon's group commit), in the order given, so the handlers can
 // acknowledge the deliveries once it returns. Each Key is a delivery's

@@ -45,7 +45,7 @@ func replicaMigration() migration {
 			`ALTER TABLE outbox ADD COLUMN claimed_by TEXT NOT NULL DEFAULT ''`,
 		},
 		// Webhook events take their seq from a sequence on PostgreSQL, so
-		// that recording one needs no write lock (see RecordEvent).
+		// that recording one needs no write lock (see RecordEvents).
 		postgres: []string{
 			`CREATE SEQUENCE events_seq`,
 			`SELECT setval('events_seq', (SELECT COALESCE(MAX(seq), 0) + 1 FROM events), false)`,
