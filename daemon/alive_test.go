@@ -5,14 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
-	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scan"
@@ -95,20 +93,8 @@ func TestLivenessStartsWorkOnlyOnceTheLeaseIsHeld(t *testing.T) {
 // daemon.Run starts the outbox only through the liveness lease: while the
 // lease cannot be taken, the outbox never runs, not even once at start.
 func TestOutboxWaitsForTheFirstLivenessLease(t *testing.T) {
-	srv := gitlabtest.New(gitlabtest.Options{Token: "t"})
-	t.Cleanup(srv.Close)
-	if _, err := srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM debian\n"}}); err != nil {
-		t.Fatal(err)
-	}
-	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
-	cfg.Scope.Groups = []string{"g"}
-	cfg.State = filepath.Join(t.TempDir(), "depsd.db")
-	cfg.Hooks.Secret = "s"
+	srv := testGitLab(t, gitlabtest.Options{}, map[string]string{"g/app": "FROM debian\n"})
+	gl, cfg := testClient(t, srv), testConfig(t, srv)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, LeaderLease: 300 * time.Millisecond})

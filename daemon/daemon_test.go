@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
-	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scheduler/clocktest"
@@ -35,25 +34,12 @@ func TestExternalImageChangeStartsChain(t *testing.T) {
 	image := reg + "/team/base:1"
 	registrytest.Push(t, image)
 
-	srv := gitlabtest.New(gitlabtest.Options{Token: "t", Pipelines: gitlabtest.Behavior{Duration: 50 * time.Millisecond, Outcome: "success"}})
-	t.Cleanup(srv.Close)
-	for path, cf := range map[string]string{
-		"g/app": "FROM " + image + "\n",
-		"g/lib": "FROM registry.example.com/g/app:latest\n",
-	} {
-		if _, err := srv.AddProject(gitlabtest.Project{Path: path, Files: map[string]string{"Containerfile": cf}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
-	cfg.Scope.Groups = []string{"g"}
-	cfg.State = filepath.Join(t.TempDir(), "depsd.db")
-	cfg.Hooks.Secret = "s"
+	srv := testGitLab(t, gitlabtest.Options{Pipelines: gitlabtest.Behavior{Duration: 50 * time.Millisecond, Outcome: "success"}},
+		map[string]string{
+			"g/app": "FROM " + image + "\n",
+			"g/lib": "FROM registry.example.com/g/app:latest\n",
+		})
+	gl, cfg := testClient(t, srv), testConfig(t, srv)
 	cfg.Scheduler.WatchExternal = true
 	cfg.Scheduler.WatchInterval = time.Hour
 	clock := clocktest.New(time.Now())
@@ -120,14 +106,8 @@ func TestExternalImageChangeStartsChain(t *testing.T) {
 // TestStartWithGitLabDown: a daemon that cannot reach GitLab at start
 // serves the last stored scan; without one it refuses to start.
 func TestStartWithGitLabDown(t *testing.T) {
-	srv := gitlabtest.New(gitlabtest.Options{Token: "t"})
-	if _, err := srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM debian\n"}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
-	cfg.Scope.Groups = []string{"g"}
-	cfg.Hooks.Secret = "s"
+	srv := testGitLab(t, gitlabtest.Options{}, map[string]string{"g/app": "FROM debian\n"})
+	cfg := testConfig(t, srv)
 	run := func(state string) (ready bool, err error) {
 		cfg.State = state
 		gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1, MaxRetries: -1})

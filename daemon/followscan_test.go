@@ -1,12 +1,9 @@
 package daemon
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
-	"gitlab.com/depsd/depsd/config"
-	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
@@ -15,20 +12,8 @@ import (
 // A replica reloads its graph for a scan another process stored, once,
 // and not for its own scans, which load their graph themselves.
 func TestFollowScanReloadsOnlyForAnotherProcessesScan(t *testing.T) {
-	srv := gitlabtest.New(gitlabtest.Options{Token: "t"})
-	t.Cleanup(srv.Close)
-	if _, err := srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM debian\n"}}); err != nil {
-		t.Fatal(err)
-	}
-	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
-	cfg.Scope.Groups = []string{"g"}
-	cfg.State = filepath.Join(t.TempDir(), "depsd.db")
-	cfg.Hooks.Secret = "s"
+	srv := testGitLab(t, gitlabtest.Options{}, map[string]string{"g/app": "FROM debian\n"})
+	gl, cfg := testClient(t, srv), testConfig(t, srv)
 	ctx := t.Context()
 	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl})
 	if err != nil {

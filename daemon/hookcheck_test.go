@@ -4,12 +4,10 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/store"
@@ -18,20 +16,9 @@ import (
 // The webhook check the leader makes is stored, and the health page of a
 // replica that never led shows it.
 func TestHookCheckShownByEveryReplica(t *testing.T) {
-	srv := gitlabtest.New(gitlabtest.Options{Token: "t"})
-	t.Cleanup(srv.Close)
-	if _, err := srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM debian\n"}}); err != nil {
-		t.Fatal(err)
-	}
-	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
-	cfg.Scope.Groups = []string{"g"}
-	cfg.State = filepath.Join(t.TempDir(), "depsd.db")
-	cfg.Hooks.Secret, cfg.Hooks.URL = "s", "https://depsd.example.com/hooks/gitlab"
+	srv := testGitLab(t, gitlabtest.Options{}, map[string]string{"g/app": "FROM debian\n"})
+	gl, cfg := testClient(t, srv), testConfig(t, srv)
+	cfg.Hooks.URL = "https://depsd.example.com/hooks/gitlab"
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	addr := make(chan string, 1)

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"gitlab.com/depsd/depsd/config"
-	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 )
 
@@ -15,23 +13,12 @@ import (
 // share one store: exactly one of them leads. The leader lease names the
 // process, not the replica id, or both would take themselves for its holder.
 func TestSameReplicaIDLeadsOnce(t *testing.T) {
-	srv := gitlabtest.New(gitlabtest.Options{Token: "t"})
-	t.Cleanup(srv.Close)
-	if _, err := srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM debian:12\n"}}); err != nil {
-		t.Fatal(err)
-	}
+	srv := testGitLab(t, gitlabtest.Options{}, map[string]string{"g/app": "FROM debian:12\n"})
 	state := filepath.Join(t.TempDir(), "depsd.db")
 	var daemons []*Daemon
 	for range 2 {
-		gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := config.Defaults()
-		cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
-		cfg.Scope.Groups = []string{"g"}
+		gl, cfg := testClient(t, srv), testConfig(t, srv)
 		cfg.State = state
-		cfg.Hooks.Secret = "s"
 		ctx, cancel := context.WithCancel(context.Background())
 		d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, ReplicaID: "same", LeaderLease: time.Second})
 		if err != nil {

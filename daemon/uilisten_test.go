@@ -4,13 +4,10 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"gitlab.com/depsd/depsd/config"
-	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 )
 
@@ -18,21 +15,10 @@ import (
 // checks only; the dashboard, API and metrics are on the UI address.
 // Without it, one address serves everything.
 func TestUIListenerSeparatesTheViews(t *testing.T) {
-	srv := gitlabtest.New(gitlabtest.Options{Token: "t"})
-	t.Cleanup(srv.Close)
-	if _, err := srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM debian:12\n"}}); err != nil {
-		t.Fatal(err)
-	}
-	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "t", RequestsPerMinute: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := testGitLab(t, gitlabtest.Options{}, map[string]string{"g/app": "FROM debian:12\n"})
+	gl := testClient(t, srv)
 	start := func(ui bool) (mainURL, uiURL string) {
-		cfg := config.Defaults()
-		cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, "t"
-		cfg.Scope.Groups = []string{"g"}
-		cfg.State = filepath.Join(t.TempDir(), "depsd.db")
-		cfg.Hooks.Secret = "s"
+		cfg := testConfig(t, srv)
 		addrs := make(chan string, 2)
 		opts := Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, Listening: func(a string) { addrs <- "main " + a }}
 		if ui {
