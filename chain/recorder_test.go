@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -104,4 +105,76 @@ func TestRecorderStoreDown(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// heldStore holds the first RecordEvents call until released, and counts
+// the events of every call.
+type heldStore struct {
+	chain.Store
+	release chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	batches []int
+}
+
+func (s *heldStore) RecordEvents(ctx context.Context, evs []chain.NewEvent) ([]bool, error) {
+	s.once.Do(func() { <-s.release })
+	s.mu.Lock()
+	s.batches = append(s.batches, len(evs))
+	s.mu.Unlock()
+	return s.Store.RecordEvents(ctx, evs)
+}
+
+// TestRecorderGroupsWhatArrivesDuringACommit: the recordings that arrive
+// while a transaction is in progress are written together in the next
+// one, not one transaction each.
+func TestRecorderGroupsWhatArrivesDuringACommit(t *testing.T) {
+	e := newEnv(t, chain.Full, "base>app")
+	held := &heldStore{Store: e.store, release: make(chan struct{})}
+	en, err := chain.New(chain.Config{Store: held, Graph: e.store.Graph, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := en.NewRecorder()
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	const n = 50
+	var started sync.WaitGroup
+	var wg sync.WaitGroup
+	record := func(i int) {
+		defer wg.Done()
+		ev := chain.PipelineEvent{Project: "base", ProjectID: e.ids["base"], PipelineID: int64(2000 + i), Ref: "main", Status: "running", Source: "push"}
+		if _, err := rec.Record(e.ctx, fmt.Sprintf("g%d", i), chain.Event{Pipeline: &ev}); err != nil {
+			t.Error(err)
+		}
+	}
+	wg.Add(1)
+	go record(0) // its transaction is held
+	started.Add(n - 1)
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go func() { started.Done(); record(i) }()
+	}
+	started.Wait()
+	for range 100 {
+		runtime.Gosched() // let them reach the recorder's queue
+	}
+	close(held.release)
+	wg.Wait()
+
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	total := 0
+	for _, b := range held.batches {
+		total += b
+	}
+	if total != n || len(held.batches) >= n {
+		t.Errorf("%d events written in %d transactions %v; want %d in fewer", total, len(held.batches), held.batches, n)
+	}
 }

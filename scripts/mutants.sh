@@ -166,6 +166,12 @@ mutant "a blob read that failed for one project fails its waiters too" \
 	'		return e.data, false, e.err' \
 	-- go test -count=1 -run 'BlobRead' ./scan/
 
+mutant "the recorder writes one event per transaction" \
+	chain/recorder.go \
+	'for len(batch) < maxRecordBatch {' \
+	'for len(batch) < 1 {' \
+	-- go test -count=1 -run 'TestRecorderGroups' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
