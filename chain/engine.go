@@ -33,6 +33,10 @@ type Config struct {
 	// PollInterval is how often RunInbox and RunOutbox look for work
 	// written by another process (`depsd rebuild`). Default 5 s.
 	PollInterval time.Duration
+	// InboxWait bounds how long a Reconcile round first waits for the
+	// inbox to apply the webhooks already recorded (the daemon gives it
+	// half its reconcile interval). Default 30 s.
+	InboxWait time.Duration
 	// CatchUpWindow bounds how far back CatchUp reads a project's
 	// pipelines. Default 7 days.
 	CatchUpWindow time.Duration
@@ -125,6 +129,7 @@ func New(cfg Config) (*Engine, error) {
 	def(&cfg.AdoptWindow, 10*time.Minute)
 	def(&cfg.EventRetention, 7*24*time.Hour)
 	def(&cfg.PollInterval, 5*time.Second)
+	def(&cfg.InboxWait, 30*time.Second)
 	def(&cfg.CatchUpWindow, 7*24*time.Hour)
 	if cfg.SendConcurrency <= 0 {
 		cfg.SendConcurrency = 4

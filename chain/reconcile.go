@@ -25,7 +25,7 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 	if err := e.Expire(ctx); err != nil {
 		return 0, err
 	}
-	if err := e.awaitInbox(ctx, inboxWaitLimit); err != nil {
+	if err := e.awaitInbox(ctx, e.cfg.InboxWait); err != nil {
 		return 0, fmt.Errorf("reconcile: %w", err)
 	}
 	start := e.now()
@@ -162,13 +162,8 @@ func (e *Engine) awaitInbox(ctx context.Context, limit time.Duration) error {
 	}
 }
 
-// inboxPoll is how often awaitInbox looks at the inbox, and
-// inboxWaitLimit how long a reconcile round waits for it at most (half the
-// daemon's default reconcile interval).
-const (
-	inboxPoll      = 100 * time.Millisecond
-	inboxWaitLimit = 30 * time.Second
-)
+// inboxPoll is how often awaitInbox looks at the inbox.
+const inboxPoll = 100 * time.Millisecond
 
 // reconcileRecheck is how often a reconcile round looks at the chains
 // again while it reads pipelines from GitLab.

@@ -162,7 +162,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		clock: wallClock{opts.Now}, log: opts.Logger.With("component", "liveness")}
 	d.engine, err = chain.New(chain.Config{
 		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
-		Expiry: opts.ChainExpiry, PollInterval: opts.PollInterval,
+		Expiry: opts.ChainExpiry, PollInterval: opts.PollInterval, InboxWait: opts.ReconcileInterval / 2,
 		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
 	if err != nil {

@@ -136,7 +136,7 @@ mutant "the outbox's creates are not urgent" \
 
 mutant "the reconciler reads what the inbox already holds" \
 	chain/reconcile.go \
-	'if err := e.awaitInbox(ctx, inboxWaitLimit); err != nil {' \
+	'if err := e.awaitInbox(ctx, e.cfg.InboxWait); err != nil {' \
 	'if err := error(nil); err != nil {' \
 	-- go test -count=1 -run 'Reconcil' ./chain/
 
