@@ -172,6 +172,18 @@ mutant "the recorder writes one event per transaction" \
 	'for len(batch) < 1 {' \
 	-- go test -count=1 -run 'TestRecorderGroups' ./chain/
 
+mutant "the checkpointer leaves the WAL's restart to the next recording" \
+	store/checkpoint.go \
+	'_, err := c.wdb.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID))' \
+	'_, err := fmt.Sprint(applicationID), error(nil)' \
+	-- go test -count=1 -run 'TestCheckpointerStartsTheWALOver' ./store/
+
+mutant "the statement cache is never used" \
+	store/stmtcache.go \
+	'if t.cache == nil {' \
+	'if true {' \
+	-- go test -count=1 -run 'TestStmtCache' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

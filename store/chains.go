@@ -18,7 +18,7 @@ import (
 func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
 	var cc *txCache
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		t := newChainTx(tx)
+		t := chainTx{tx: cachedTx{Tx: tx, cache: s.stmts}}
 		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}}
 		t.cc = cc
 		return fn(t)
@@ -36,13 +36,13 @@ func (s *Store) ViewChains(ctx context.Context, fn func(chain.Tx) error) error {
 
 // chainTx implements chain.Tx on one SQL transaction.
 type chainTx struct {
-	tx *sql.Tx
+	tx cachedTx
 	// cc is the chain cache of an UpdateChains transaction; nil in
 	// ViewChains.
 	cc *txCache
 }
 
-func newChainTx(tx *sql.Tx) chainTx { return chainTx{tx: tx} }
+func newChainTx(tx *sql.Tx) chainTx { return chainTx{tx: cachedTx{Tx: tx}} }
 
 // memberRow is a chain_members row as written: rowOf is the one place
 // that lists a member's stored fields (TestMemberRoundTrip checks that it

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,11 +28,21 @@ import (
 // WAL from its beginning. SQLite's own checkpoint on commit stays on as a
 // backstop (sqliteDSN), at a size this one does not reach while it runs.
 //
+// A WAL that was copied whole is started over by the next write, which
+// first writes a new WAL header and, at synchronous=NORMAL, waits for its
+// fsync (about a millisecond here). Left to chance, that writer is most
+// often a webhook's recording, the first write after a quiet moment. So
+// after a pass that copied everything, the checkpointer makes the smallest
+// write there is itself (it sets the file's application id, the same value
+// every time), as an urgent writer in the gate, and pays the fsync before
+// the next recording arrives.
+//
 // Durability is unchanged: a commit is in the WAL (in the operating
 // system's hands, so it survives a crash of the process) before the writer
 // returns, whoever copies it later.
 type checkpointer struct {
-	db   *sql.DB
+	db   *sql.DB // for the passes
+	wdb  *sql.DB // the store's writer, for startOver
 	gate *writeGate
 	// every is the least time between two passes: the commits of that
 	// time are copied together.
@@ -42,8 +53,9 @@ type checkpointer struct {
 	kick          chan struct{}
 	cancel        context.CancelFunc
 	done          sync.WaitGroup
-	// passes counts completed passes (tests wait on it).
-	passes atomic.Int64
+	// passes counts completed passes, startOvers the writes that started
+	// the WAL over (tests read them).
+	passes, startOvers atomic.Int64
 }
 
 const (
@@ -62,9 +74,9 @@ const (
 // startCheckpointer starts the checkpointer's goroutine, which stop ends:
 // a pass at most every so often, and one inside the gate once the WAL
 // holds restartFrames frames.
-func startCheckpointer(db *sql.DB, gate *writeGate, every time.Duration, restartFrames int) *checkpointer {
+func startCheckpointer(db, wdb *sql.DB, gate *writeGate, every time.Duration, restartFrames int) *checkpointer {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &checkpointer{db: db, gate: gate, every: every, restartFrames: restartFrames,
+	c := &checkpointer{db: db, wdb: wdb, gate: gate, every: every, restartFrames: restartFrames,
 		kick: make(chan struct{}, 1), cancel: cancel}
 	c.done.Add(1)
 	go func() {
@@ -105,10 +117,19 @@ func (c *checkpointer) run(ctx context.Context) {
 			return
 		case <-timer.C:
 		}
-		frames, err := c.pass(ctx)
-		if err == nil && frames >= c.restartFrames {
+		frames, copied, err := c.pass(ctx)
+		switch {
+		case err != nil:
+		case frames >= c.restartFrames:
 			if c.gate.acquire(ctx, false) == nil {
-				_, _ = c.pass(ctx)
+				if frames, copied, err := c.pass(ctx); err == nil && copied == frames {
+					_ = c.startOver(ctx)
+				}
+				c.gate.release()
+			}
+		case frames > 0 && copied == frames:
+			if c.gate.acquire(ctx, true) == nil {
+				_ = c.startOver(ctx)
 				c.gate.release()
 			}
 		}
@@ -120,9 +141,24 @@ func (c *checkpointer) run(ctx context.Context) {
 }
 
 // pass runs a PASSIVE checkpoint and returns the WAL's size in frames
-// before it.
-func (c *checkpointer) pass(ctx context.Context) (frames int, err error) {
-	var busy, log, copied int
-	err = c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied)
-	return log, err
+// before it and how many of them are now in the database.
+func (c *checkpointer) pass(ctx context.Context) (frames, copied int, err error) {
+	var busy int
+	err = c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
+	return frames, copied, err
+}
+
+// applicationID marks the file as depsd's (SQLite's application_id,
+// "deps"); startOver writes it because a write must add a frame.
+const applicationID = 0x64657073
+
+// startOver makes one small write, which starts a fully copied WAL over
+// (or, if a reader still uses the WAL, appends one frame to it). The
+// caller holds the write gate.
+func (c *checkpointer) startOver(ctx context.Context) error {
+	_, err := c.wdb.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID))
+	if err == nil {
+		c.startOvers.Add(1)
+	}
+	return err
 }

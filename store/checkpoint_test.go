@@ -1,7 +1,9 @@
 package store
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,7 +28,7 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 	// The same checkpointer, scaled down: a pass every millisecond, the
 	// WAL started over from 64 frames.
 	s.ckpt.stop()
-	s.ckpt = startCheckpointer(s.db, s.gate, time.Millisecond, 64)
+	s.ckpt = startCheckpointer(s.db, s.wdb, s.gate, time.Millisecond, 64)
 
 	const commits = 1500
 	for i := range commits {
@@ -58,4 +60,66 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCheckpointerStartsTheWALOver: after a pass that copied the whole
+// WAL, the checkpointer starts the WAL over with a write of its own, so
+// the next webhook recording appends to the new WAL instead of starting
+// it over itself (and waiting for the fsync of its header). The WAL
+// header's checkpoint sequence number counts the starts.
+func TestCheckpointerStartsTheWALOver(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "depsd.db")
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.ckpt.stop()
+	s.ckpt = startCheckpointer(s.db, s.wdb, s.gate, 20*time.Millisecond, 1<<20)
+	record := func(key string) {
+		t.Helper()
+		ev := chain.PipelineEvent{Project: "g/p", ProjectID: 1, PipelineID: 1, Status: "running", Ref: "main"}
+		if _, err := s.RecordEvents(t.Context(), []chain.NewEvent{{Key: key, Event: chain.Event{Pipeline: &ev}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 3 {
+		before := s.ckpt.startOvers.Load()
+		record(fmt.Sprintf("a%d", round))
+		deadline := time.Now().Add(10 * time.Second)
+		for s.ckpt.startOvers.Load() == before {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the checkpointer did not start the WAL over after its pass", round)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		started := walCheckpointSeq(t, path)
+		// Right after (well before the next pass), a recording appends.
+		record(fmt.Sprintf("b%d", round))
+		if got := walCheckpointSeq(t, path); got != started {
+			t.Fatalf("round %d: the recording started the WAL over (checkpoint sequence %d, want %d)", round, got, started)
+		}
+	}
+	var id int
+	if err := s.db.QueryRowContext(t.Context(), "PRAGMA application_id").Scan(&id); err != nil || id != applicationID {
+		t.Errorf("application_id = %#x (%v), want %#x", id, err, applicationID)
+	}
+}
+
+// walCheckpointSeq reads the checkpoint sequence number from the WAL
+// file's header (bytes 12-15, big-endian): SQLite increments it each time
+// a write starts the WAL over.
+func walCheckpointSeq(t *testing.T, dbPath string) uint32 {
+	t.Helper()
+	f, err := os.Open(dbPath + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var hdr [16]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	return binary.BigEndian.Uint32(hdr[12:16])
 }

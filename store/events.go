@@ -51,28 +51,25 @@ func (s *Store) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplica
 		return duplicate, nil
 	}
 	// Recordings go before other writers of this process (gate.go).
-	err = s.write(withUrgentWrites(ctx), func(tx *sql.Tx) error {
-		clear(duplicate)
-		seen, err := s.existingKeys(stmtCtx, tx, keys)
-		if err != nil {
-			return err
-		}
-		var next int64
-		if err := tx.QueryRowContext(stmtCtx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM events`).Scan(&next); err != nil {
-			return err
-		}
-		var rows []any
+	err = s.write(withUrgentWrites(ctx), func(sqlTx *sql.Tx) error {
+		tx := cachedTx{Tx: sqlTx, cache: s.stmts}
 		for i := range evs {
-			if seen[keys[i]] {
-				duplicate[i] = true
-				continue
+			// One cached statement per event: the next seq, and nothing
+			// written if the key is kept already (from an earlier batch or
+			// this one).
+			res, err := tx.ExecContext(stmtCtx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
+				VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM events), $1, $2, $3, $4, '')
+				ON CONFLICT (key) DO NOTHING`, keys[i], evs[i].Event.Kind(), payloads[i], now)
+			if err != nil {
+				return err
 			}
-			seen[keys[i]] = true
-			rows = append(rows, next, keys[i], evs[i].Event.Kind(), payloads[i], now)
-			next++
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			duplicate[i] = n == 0
 		}
-		return s.insertRows(stmtCtx, tx, `INSERT INTO events (seq, key, kind, payload, received_at, result) VALUES `,
-			"($%d, $%d, $%d, $%d, $%d, '')", 5, rows)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record %d events (first key %s): %w", len(evs), keys[0], err)
@@ -142,51 +139,6 @@ func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []c
 	}
 	for k, i := range first {
 		duplicate[i] = !inserted[k]
-	}
-	return nil
-}
-
-// existingKeys returns which of keys the events table holds (SQLite: the
-// PostgreSQL path dedupes with ON CONFLICT). A prepared statement is run
-// per key: the driver binds numbered parameters in time quadratic in their
-// count, and a statement costs no round trip.
-func (s *Store) existingKeys(ctx context.Context, tx *sql.Tx, keys []string) (map[string]bool, error) {
-	seen := make(map[string]bool, len(keys))
-	stmt, err := tx.PrepareContext(ctx, `SELECT COUNT(*) FROM events WHERE key = $1`)
-	if err != nil {
-		return nil, err
-	}
-	defer stmt.Close()
-	for _, k := range keys {
-		var n int
-		if err := stmt.QueryRowContext(ctx, k).Scan(&n); err != nil {
-			return nil, err
-		}
-		seen[k] = n > 0
-	}
-	return seen, nil
-}
-
-// insertRows runs prefix followed by one row tuple (with width
-// placeholders) per width values of args, one prepared row at a time
-// (SQLite; see existingKeys).
-func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, prefix, tuple string, width int, args []any) error {
-	if len(args) == 0 {
-		return nil
-	}
-	ph := make([]any, width)
-	for c := range width {
-		ph[c] = c + 1
-	}
-	stmt, err := tx.PrepareContext(ctx, prefix+fmt.Sprintf(tuple, ph...))
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for lo := 0; lo < len(args); lo += width {
-		if _, err := stmt.ExecContext(ctx, args[lo:lo+width]...); err != nil {
-			return err
-		}
 	}
 	return nil
 }

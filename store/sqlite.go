@@ -56,7 +56,7 @@ func sqliteDSN(path string) (string, error) {
 
 // openSQLite opens and checks the file: the driver connects lazily, so
 // without the ping a non-SQLite file would only fail at the first query.
-func openSQLite(ctx context.Context, path string) (*sql.DB, error) {
+func openSQLite(ctx context.Context, path string, conns int) (*sql.DB, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
@@ -68,9 +68,9 @@ func openSQLite(ctx context.Context, path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Writers serialise on the file lock anyway; a few connections let
-	// reads proceed beside a write without opening one per goroutine.
-	db.SetMaxOpenConns(4)
+	// conns: a few for reads beside a write, without opening one per
+	// goroutine; one for the writes, which serialise anyway (Store.wdb).
+	db.SetMaxOpenConns(conns)
 	// Switching a fresh file to WAL (the DSN pragma, on the first
 	// connection) answers SQLITE_BUSY at once, without the busy timeout,
 	// when another process does the same: try again briefly.

@@ -39,9 +39,18 @@ type Store struct {
 	chains *chainCache
 	// ckpt copies SQLite's WAL back into the database off the write path
 	// (checkpoint.go); nil on PostgreSQL.
-	ckpt    *checkpointer
-	db      *sql.DB
-	path    string // as given, for SQLite; the URL without its password for PostgreSQL
+	ckpt *checkpointer
+	// db serves reads (and, on PostgreSQL, writes too).
+	db *sql.DB
+	// wdb is SQLite's one writer connection: the write gate lets one
+	// transaction of this process write at a time anyway, and a
+	// connection that only this process's writes go through keeps its
+	// page cache and prepared statements (stmts) from one transaction to
+	// the next, where a pool would hand each write a connection whose
+	// cache another one's write made stale. On PostgreSQL it is db.
+	wdb     *sql.DB
+	stmts   *stmtCache // nil on PostgreSQL
+	path    string     // as given, for SQLite; the URL without its password for PostgreSQL
 	dialect dialect
 }
 
@@ -83,14 +92,20 @@ func Open(ctx context.Context, dsnOrPath string) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", name, err)
 		}
-		s = &Store{db: db, path: name, dialect: postgresDialect, gate: &writeGate{}, chains: newChainCache()}
+		s = &Store{db: db, wdb: db, path: name, dialect: postgresDialect, gate: &writeGate{}, chains: newChainCache()}
 	default:
-		db, err := openSQLite(ctx, dsnOrPath)
+		db, err := openSQLite(ctx, dsnOrPath, 4)
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", dsnOrPath, err)
 		}
-		s = &Store{db: db, path: dsnOrPath, dialect: sqliteDialect, gate: &writeGate{}, chains: newChainCache()}
-		s.ckpt = startCheckpointer(db, s.gate, ckptEvery, ckptRestartFrames)
+		wdb, err := openSQLite(ctx, dsnOrPath, 1)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open store %s: %w", dsnOrPath, err)
+		}
+		s = &Store{db: db, wdb: wdb, stmts: newStmtCache(wdb), path: dsnOrPath, dialect: sqliteDialect,
+			gate: &writeGate{}, chains: newChainCache()}
+		s.ckpt = startCheckpointer(db, wdb, s.gate, ckptEvery, ckptRestartFrames)
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
@@ -105,6 +120,12 @@ func (s *Store) Close() error {
 		s.ckpt.stop()
 	}
 	s.chains.clear()
+	if s.stmts != nil {
+		s.stmts.close()
+	}
+	if s.wdb != s.db {
+		s.wdb.Close()
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.path, err)
 	}
@@ -148,10 +169,18 @@ func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) 
 			return err
 		}
 		defer s.gate.release()
+		if s.stmts != nil {
+			// After the connection went back, before the next writer.
+			defer s.stmts.prepareWanted(context.WithoutCancel(ctx))
+		}
 	}
 	txCtx, cancel := detached(ctx)
 	defer cancel()
-	conn, err := s.db.Conn(txCtx)
+	db := s.db
+	if !readOnly {
+		db = s.wdb
+	}
+	conn, err := db.Conn(txCtx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
