@@ -184,6 +184,21 @@ mutant "the statement cache is never used" \
 	'if true {' \
 	-- go test -count=1 -run 'TestStmtCache' ./store/
 
+mutant "the outbox waits for a round of sends before sending a new action" \
+	chain/outbox.go \
+	'	defer s.wg.Wait()
+	for {' \
+	'	defer s.wg.Wait()
+	for ; ; s.wg.Wait() {' \
+	-- go test -count=1 -run 'TestRunOutboxSendsANewActionBesideASlowOne' ./chain/
+
+mutant "a claim does not start another sender" \
+	chain/outbox.go \
+	'		s.spawn()
+		done, err := s.e.send(' \
+	'		done, err := s.e.send(' \
+	-- go test -count=1 -run 'TestSendPendingSendsDueActionsAtOnce' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
