@@ -68,7 +68,7 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 		err := e.update(ctx, g, func(t *txn) error {
 			done, drained = done[:0], false
 			for len(done) < limit {
-				se, ok, err := t.tx.NextEvent(ctx)
+				se, ok, err := t.tx.NextEvent(t.ctx)
 				if err != nil || !ok {
 					drained = err == nil
 					return err
@@ -87,7 +87,7 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 							se.Event.Pipeline.PipelineID, se.Event.Pipeline.Project, err)
 					}
 				}
-				if err := t.tx.MarkEvent(ctx, se.Seq, t.now, outcome); err != nil {
+				if err := t.tx.MarkEvent(t.ctx, se.Seq, t.now, outcome); err != nil {
 					return err
 				}
 				done = append(done, applied{se.Event.Kind(), outcome})

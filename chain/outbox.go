@@ -116,14 +116,14 @@ func (s *senders) work() {
 func (e *Engine) claim(ctx context.Context) (a Action, chainID int64, ok bool, err error) {
 	err = e.update(ctx, nil, func(t *txn) error {
 		for {
-			next, found, err := t.tx.DueAction(ctx, t.now)
+			next, found, err := t.tx.DueAction(t.ctx, t.now)
 			if err != nil || !found {
 				return err
 			}
 			c, m := t.memberByAction(next.ID)
 			if m == nil || m.State != Pending {
 				next.State, next.LeaseUntil = ActionObsolete, time.Time{}
-				if err := t.tx.UpdateAction(ctx, next); err != nil {
+				if err := t.tx.UpdateAction(t.ctx, next); err != nil {
 					return err
 				}
 				continue
@@ -136,7 +136,7 @@ func (e *Engine) claim(ctx context.Context) (a Action, chainID int64, ok bool, e
 			next.Attempts++
 			next.LeaseUntil = t.now.Add(e.cfg.Lease)
 			next.ClaimedBy = e.cfg.Owner
-			if err := t.tx.UpdateAction(ctx, next); err != nil {
+			if err := t.tx.UpdateAction(t.ctx, next); err != nil {
 				return err
 			}
 			a, chainID, ok = next, c.ID, true
@@ -278,7 +278,7 @@ func (e *Engine) recordSent(ctx context.Context, a Action, p gitlab.Pipeline) er
 // is permanent, fails it and its member (blocking the member's descendants).
 func (e *Engine) recordError(ctx context.Context, a Action, cause error, permanent bool) error {
 	err := e.update(ctx, nil, func(t *txn) error {
-		cur, ok, err := t.tx.Action(ctx, a.ID)
+		cur, ok, err := t.tx.Action(t.ctx, a.ID)
 		if err != nil || !ok || cur.State != ActionPending {
 			return err // meanwhile adopted through a webhook, or gone
 		}
@@ -289,7 +289,7 @@ func (e *Engine) recordError(ctx context.Context, a Action, cause error, permane
 		} else {
 			cur.NextAttemptAt = t.now.Add(e.backoff(cur.Attempts))
 		}
-		if err := t.tx.UpdateAction(ctx, cur); err != nil {
+		if err := t.tx.UpdateAction(t.ctx, cur); err != nil {
 			return err
 		}
 		if m == nil || m.State != Pending {
@@ -384,7 +384,7 @@ func (e *Engine) releaseAbandoned(ctx context.Context) error {
 	err := e.update(ctx, nil, func(t *txn) error {
 		released = 0
 		for id, a := range e.abandoned {
-			cur, ok, err := t.tx.Action(ctx, id)
+			cur, ok, err := t.tx.Action(t.ctx, id)
 			if err != nil {
 				return err
 			}
@@ -392,7 +392,7 @@ func (e *Engine) releaseAbandoned(ctx context.Context) error {
 				continue // recorded meanwhile, or taken over by another sender
 			}
 			cur.LeaseUntil = time.Time{}
-			if err := t.tx.UpdateAction(ctx, cur); err != nil {
+			if err := t.tx.UpdateAction(t.ctx, cur); err != nil {
 				return err
 			}
 			released++

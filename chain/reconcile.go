@@ -325,7 +325,7 @@ func (e *Engine) Expire(ctx context.Context) error {
 				return err
 			}
 		}
-		_, err := t.tx.PruneEvents(ctx, t.now.Add(-e.cfg.EventRetention))
+		_, err := t.tx.PruneEvents(t.ctx, t.now.Add(-e.cfg.EventRetention))
 		return err
 	})
 	if err != nil {
