@@ -117,7 +117,7 @@ func TestRestartDropsTheDeadRunsLease(t *testing.T) {
 	decideAt := old.ExpiresAt.Add(-testLiveness / 3)
 	for _, at := range []time.Time{clock.Now(), decideAt.Add(-time.Millisecond)} {
 		clock.Set(at)
-		waitTimer(t, clock)
+		waitFor(t, "start to wait or return", func() bool { return clock.Pending() > 0 || len(done) > 0 })
 		select {
 		case err := <-done:
 			t.Fatalf("start returned %v at %s, before the earlier run's lease was %s from running out",
@@ -143,7 +143,8 @@ func TestRestartDropsTheDeadRunsLease(t *testing.T) {
 // An earlier run's lease that has already run out, or is already in its
 // last third, costs no wait at all: start returns without waiting on the
 // clock (the one in its last third is dropped, the one run out left to
-// the prune). So does a lease of another replica id.
+// the prune). A live lease of another replica id whose name starts alike
+// (r2 beside r) is not waited on, nor dropped.
 func TestRestartAfterTheLeaseRanOutDoesNotWait(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -159,7 +160,7 @@ func TestRestartAfterTheLeaseRanOutDoesNotWait(t *testing.T) {
 			if _, err := st.TryLease(t.Context(), alivePrefix+"r/old", "r/old", clock.Now(), testLiveness); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.TryLease(t.Context(), alivePrefix+"other/1", "other/1", clock.Now().Add(c.age), testLiveness); err != nil {
+			if _, err := st.TryLease(t.Context(), alivePrefix+"r2/1", "r2/1", clock.Now().Add(c.age), testLiveness); err != nil {
 				t.Fatal(err)
 			}
 			clock.Advance(c.age)
@@ -172,7 +173,7 @@ func TestRestartAfterTheLeaseRanOutDoesNotWait(t *testing.T) {
 			if err != nil || ok == c.dropped {
 				t.Errorf("the earlier run's lease present: %v, %v; want %v", ok, err, !c.dropped)
 			}
-			if _, ok, err := st.LeaseOf(t.Context(), alivePrefix+"other/1"); err != nil || !ok {
+			if _, ok, err := st.LeaseOf(t.Context(), alivePrefix+"r2/1"); err != nil || !ok {
 				t.Errorf("another replica's lease: %v, %v; want it kept", ok, err)
 			}
 		})
@@ -198,12 +199,12 @@ func TestTwinIsRefusedAndTheRunningReplicaKeepsItsClaims(t *testing.T) {
 	for ticks := 0; ; ticks++ {
 		// a waits for its renewal, the twin watches (or has returned).
 		waitFor(t, "a and the twin to wait", func() bool { return e.clock.Pending() >= 2 || len(done) > 0 })
-		select {
-		case err = <-done:
-		default:
-		}
-		if err != nil || ticks > 3 {
+		if len(done) > 0 {
+			err = <-done
 			break
+		}
+		if ticks > 3 {
+			t.Fatalf("the twin still watches after %d renewal periods", ticks)
 		}
 		e.clock.Advance(testLiveness / 3)
 	}
@@ -267,12 +268,12 @@ func TestRenewalAtTheLastMomentIsNotDropped(t *testing.T) {
 	var err error
 	for ticks := 0; ; ticks++ {
 		waitFor(t, "start to wait or return", func() bool { return clock.Pending() > 0 || len(done) > 0 })
-		select {
-		case err = <-done:
-		default:
-		}
-		if err != nil || ticks > 3 {
+		if len(done) > 0 {
+			err = <-done
 			break
+		}
+		if ticks > 3 {
+			t.Fatalf("start still watches after %d renewal periods", ticks)
 		}
 		clock.Advance(testLiveness / 3)
 	}
