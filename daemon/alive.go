@@ -76,7 +76,7 @@ func (e *replicaIDInUseError) Error() string {
 // sending, without the margin (see start; a renewing twin is refused).
 type liveness struct {
 	st      aliveStore
-	replica string // other runs of this replica id are dead or refused (see start)
+	replica string // the replica id: start settles its other runs
 	holder  string // this incarnation
 	ttl     time.Duration
 	clock   scheduler.Clock
