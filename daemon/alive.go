@@ -107,7 +107,10 @@ func (l *liveness) margin() time.Duration { return l.ttl / 3 }
 //     could run out). The lease is dropped then, only if it is still as
 //     first read, so that a renewal landing at that moment counts as a
 //     twin; the dead run's claims are taken over without waiting for the
-//     rest of its lease.
+//     rest of its lease. (A live twin that cannot renew then loses the
+//     margin a lease running out would have left GitLab to finish the
+//     create it cancelled; a crashed run's last send is at least a margin
+//     old by then.)
 //
 // Why that bound: a live run renews every ttl/3, so by then it has had two
 // chances to renew; waiting one renewal period only would take a twin
@@ -146,55 +149,14 @@ func (l *liveness) start(ctx context.Context) error {
 			nextRenew = now.Add(tick)
 		}
 		wake := nextRenew
-		if held {
-			leases, err := l.st.LiveLeases(ctx, alivePrefix+l.replica+"/", now)
-			if err != nil && ctx.Err() == nil {
-				l.log.Warn("read the liveness leases of this replica id", "err", err)
+		if held { // only then: a twin starting now must be able to see this run
+			var err error
+			if watched, wake, err = l.settle(ctx, watched, now, wake); err != nil {
+				l.release(ctx)
+				return err
 			}
-			if err == nil {
-				current := make(map[string]store.Lease, len(leases))
-				for _, o := range leases {
-					if o.Name != name {
-						current[o.Name] = o
-					}
-				}
-				if watched == nil {
-					watched = current
-					for _, o := range watched {
-						l.log.Info("another run of this replica id holds a live liveness lease: waiting to see whether it is renewed",
-							"holder", o.Holder, "expires", o.ExpiresAt, "decide_at", o.ExpiresAt.Add(-l.margin()))
-					}
-				}
-				for n, seen := range watched {
-					cur, live := current[n]
-					deadline := seen.ExpiresAt.Add(-l.margin())
-					switch {
-					case !live:
-						delete(watched, n)
-					case cur.Holder != seen.Holder || !cur.ExpiresAt.Equal(seen.ExpiresAt):
-						l.release(ctx)
-						return &replicaIDInUseError{replica: l.replica, other: cur.Holder}
-					case !now.Before(deadline):
-						// Not renewed in time: dead. A renewal landing
-						// now leaves the lease in place; the next read
-						// sees it.
-						dropped, err := l.st.DropLease(ctx, seen)
-						switch {
-						case err != nil:
-							if ctx.Err() == nil {
-								l.log.Warn("drop the liveness lease of an earlier run", "holder", seen.Holder, "err", err)
-							}
-						case dropped:
-							l.log.Info("earlier run of this replica id is dead: its claims are taken over", "holder", seen.Holder)
-							delete(watched, n)
-						}
-					case deadline.Before(wake):
-						wake = deadline
-					}
-				}
-				if len(watched) == 0 {
-					return nil
-				}
+			if watched != nil && len(watched) == 0 {
+				return nil
 			}
 		}
 		timer, stopTimer := l.clock.NewTimer(wake.Sub(now))
@@ -206,6 +168,61 @@ func (l *liveness) start(ctx context.Context) error {
 		case <-timer:
 		}
 	}
+}
+
+// settle reads the live leases of the other runs of this replica id and
+// decides what it can about those in watched (see start): it returns
+// those still undecided (on the first call, all there are; nil while they
+// could not be read), when to look again at the latest (before wake), and
+// a *replicaIDInUseError for a live twin.
+func (l *liveness) settle(ctx context.Context, watched map[string]store.Lease, now, wake time.Time) (map[string]store.Lease, time.Time, error) {
+	leases, err := l.st.LiveLeases(ctx, alivePrefix+l.replica+"/", now)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.log.Warn("read the liveness leases of this replica id", "err", err)
+		}
+		return watched, wake, nil
+	}
+	current := make(map[string]store.Lease, len(leases))
+	for _, o := range leases {
+		if o.Holder != l.holder {
+			current[o.Name] = o
+		}
+	}
+	if watched == nil {
+		watched = current
+		for _, o := range watched {
+			l.log.Info("another run of this replica id holds a live liveness lease: waiting to see whether it is renewed",
+				"holder", o.Holder, "expires", o.ExpiresAt, "decide_at", o.ExpiresAt.Add(-l.margin()))
+		}
+	}
+	for n, seen := range watched {
+		cur, live := current[n]
+		deadline := seen.ExpiresAt.Add(-l.margin())
+		switch {
+		case !live:
+			delete(watched, n) // released, or run out
+		case cur.Holder != seen.Holder || !cur.ExpiresAt.Equal(seen.ExpiresAt):
+			return nil, wake, &replicaIDInUseError{replica: l.replica, other: cur.Holder}
+		case !now.Before(deadline):
+			// Not renewed in time: dead, or no longer sending. A
+			// renewal landing now keeps the lease in place, and the
+			// next look sees it.
+			dropped, err := l.st.DropLease(ctx, seen)
+			switch {
+			case err != nil:
+				if ctx.Err() == nil {
+					l.log.Warn("drop the liveness lease of an earlier run", "holder", seen.Holder, "err", err)
+				}
+			case dropped:
+				l.log.Info("earlier run of this replica id is dead: its claims are taken over", "holder", seen.Holder)
+				delete(watched, n)
+			}
+		case deadline.Before(wake):
+			wake = deadline
+		}
+	}
+	return watched, wake, nil
 }
 
 // run keeps the lease and runs work while it is safely held, until ctx
