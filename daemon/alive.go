@@ -109,8 +109,8 @@ func (l *liveness) margin() time.Duration { return l.ttl / 3 }
 //     twin; the dead run's claims are taken over without waiting for the
 //     rest of its lease. (A live twin that cannot renew then loses the
 //     margin a lease running out would have left GitLab to finish the
-//     create it cancelled; a crashed run's last send is at least a margin
-//     old by then.)
+//     create it cancelled; a run that crashed while renewing normally
+//     sent last at least a margin before.)
 //
 // Why that bound: a live run renews every ttl/3, so by then it has had two
 // chances to renew; waiting one renewal period only would take a twin
