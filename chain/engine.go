@@ -48,8 +48,8 @@ type Config struct {
 	// as soon as that lease runs out. Empty: claims last their full Lease.
 	Owner string
 	// SendConcurrency bounds the pipeline creations in flight: a rebuild
-	// of a base image can release hundreds at once. Default 4 (the GitLab
-	// client bounds its own requests too).
+	// of a base image can release hundreds at once. Default 4; the daemon
+	// uses the GitLab client's own bound (gitlab.concurrency).
 	SendConcurrency int
 	Now             func() time.Time // default time.Now
 	Logger          *slog.Logger     // default: discard

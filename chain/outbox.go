@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"gitlab.com/depsd/depsd/gitlab"
 )
@@ -28,33 +27,88 @@ func (e *Engine) SendPending(ctx context.Context) (int, error) {
 	if e.cfg.GitLab == nil {
 		return 0, fmt.Errorf("send pending actions: no GitLab client")
 	}
-	var sent atomic.Int64
-	g, gctx := errgroup.WithContext(ctx)
-	for range e.cfg.SendConcurrency {
-		g.Go(func() error {
-			for {
-				if err := gctx.Err(); err != nil {
-					return err
-				}
-				a, chainID, ok, err := e.claim(gctx)
-				if err != nil || !ok {
-					return err
-				}
-				done, err := e.send(gctx, a, chainID)
-				if err != nil {
-					e.abandon(a)
-					return err
-				}
-				if done {
-					sent.Add(1)
-				}
-			}
-		})
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
+	s := e.newSenders(ctx, func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+	})
+	s.spawn()
+	s.wg.Wait()
+	if firstErr != nil {
+		return int(s.sent.Load()), fmt.Errorf("send pending actions: %w", firstErr)
 	}
-	if err := g.Wait(); err != nil {
-		return int(sent.Load()), fmt.Errorf("send pending actions: %w", err)
+	return int(s.sent.Load()), nil
+}
+
+// senders runs the outbox's sends, up to Config.SendConcurrency at once.
+// A worker claims and sends until nothing is due, and each action it
+// claims starts another worker if a slot is free: the sends in flight grow
+// with the actions due, and one due action costs two claims, not one per
+// slot. Workers start when woken (RunOutbox) and end when they find
+// nothing, so an action written while others are being sent gets a worker
+// of its own at once rather than waiting for a round of sends to end (a
+// round whose last worker kept finding work used to send one action at a
+// time).
+type senders struct {
+	e     *Engine
+	ctx   context.Context
+	fail  func(error) // a worker's store error (the worker ends)
+	slots chan struct{}
+	wg    sync.WaitGroup
+	sent  atomic.Int64
+}
+
+func (e *Engine) newSenders(ctx context.Context, fail func(error)) *senders {
+	return &senders{e: e, ctx: ctx, fail: fail, slots: make(chan struct{}, e.cfg.SendConcurrency)}
+}
+
+// spawn starts a worker if a slot is free.
+func (s *senders) spawn() {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		return
 	}
-	return int(sent.Load()), nil
+	s.wg.Add(1)
+	go func() {
+		defer func() { <-s.slots; s.wg.Done() }()
+		s.work()
+	}()
+}
+
+// idle reports whether no worker runs (and none can start but by spawn).
+func (s *senders) idle() bool { return len(s.slots) == 0 }
+
+func (s *senders) work() {
+	for s.ctx.Err() == nil {
+		a, chainID, ok, err := s.e.claim(s.ctx)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		if !ok {
+			return
+		}
+		s.spawn()
+		done, err := s.e.send(s.ctx, a, chainID)
+		if err != nil {
+			s.e.abandon(a)
+			s.fail(err)
+			return
+		}
+		if done {
+			s.sent.Add(1)
+		}
+	}
 }
 
 // claim leases the action due first that is still wanted. Actions of
@@ -264,19 +318,29 @@ func (e *Engine) recordError(ctx context.Context, a Action, cause error, permane
 // next retry falls due, and every PollInterval for actions written by
 // another process. Errors are logged and retried.
 //
-// Each round first gives back the claims of this engine whose send ended
-// without an outcome (see abandon), so that a RunOutbox stopped in the
-// middle of a send and started again (the daemon does so while its
-// liveness lease cannot be renewed) resends at once rather than after the
-// claim's Lease; the next claim looks for the pipeline first.
+// Whenever no send is in flight, it first gives back the claims of this
+// engine whose send ended without an outcome (see abandon), so that a
+// RunOutbox stopped in the middle of a send and started again (the daemon
+// does so while its liveness lease cannot be renewed) resends at once
+// rather than after the claim's Lease; the next claim looks for the
+// pipeline first.
 func (e *Engine) RunOutbox(ctx context.Context) error {
-	for {
-		if err := e.releaseAbandoned(ctx); err != nil && ctx.Err() == nil {
-			e.log.Warn("give back abandoned claims failed", "err", err)
-		}
-		if _, err := e.SendPending(ctx); err != nil && ctx.Err() == nil {
+	if e.cfg.GitLab == nil {
+		return fmt.Errorf("run outbox: no GitLab client")
+	}
+	s := e.newSenders(ctx, func(err error) {
+		if ctx.Err() == nil {
 			e.log.Error("outbox worker failed", "err", err)
 		}
+	})
+	defer s.wg.Wait()
+	for {
+		if s.idle() {
+			if err := e.releaseAbandoned(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("give back abandoned claims failed", "err", err)
+			}
+		}
+		s.spawn()
 		wait := e.cfg.PollInterval
 		err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
 			due, ok, err := tx.NextDue(ctx)
@@ -309,7 +373,7 @@ func (e *Engine) abandon(a Action) {
 // releaseAbandoned makes the abandoned claims due again, those that are
 // still the same claim (same owner and attempt, still pending). It must
 // not run while a send of this engine is in flight: RunOutbox calls it
-// between rounds.
+// when none is.
 func (e *Engine) releaseAbandoned(ctx context.Context) error {
 	e.abandonMu.Lock()
 	defer e.abandonMu.Unlock()

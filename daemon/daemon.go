@@ -163,7 +163,10 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	d.engine, err = chain.New(chain.Config{
 		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
 		Expiry: opts.ChainExpiry, PollInterval: opts.PollInterval, InboxWait: opts.ReconcileInterval / 2,
-		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
+		// As many creates in flight as the client lets through: they are
+		// urgent, and its limits keep the rest of the traffic safe.
+		SendConcurrency: cfg.GitLab.Concurrency,
+		Now:             opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
 	if err != nil {
 		st.Close()

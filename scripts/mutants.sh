@@ -184,6 +184,21 @@ mutant "the statement cache is never used" \
 	'if true {' \
 	-- go test -count=1 -run 'TestStmtCache' ./store/
 
+mutant "the outbox waits for a round of sends before sending a new action" \
+	chain/outbox.go \
+	'	defer s.wg.Wait()
+	for {' \
+	'	defer s.wg.Wait()
+	for ; ; s.wg.Wait() {' \
+	-- go test -count=1 -run 'TestRunOutboxSendsANewActionBesideASlowOne' ./chain/
+
+mutant "a claim does not start another sender" \
+	chain/outbox.go \
+	'		s.spawn()
+		done, err := s.e.send(' \
+	'		done, err := s.e.send(' \
+	-- go test -count=1 -run 'TestSendPendingSendsDueActionsAtOnce' ./chain/
+
 mutant "a live process under the same replica id taken for a dead earlier run" \
 	daemon/alive.go \
 	'case cur.Holder != seen.Holder || !cur.ExpiresAt.Equal(seen.ExpiresAt):' \
