@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -24,9 +25,26 @@ func newIncarnation(replica string) string {
 // aliveStore is what the liveness lease needs of the store (*store.Store).
 type aliveStore interface {
 	leaseStore
-	// DropLeases deletes the leases whose name starts with prefix, except
-	// keep.
-	DropLeases(ctx context.Context, prefix, keep string) error
+	// LiveLeases returns the leases whose name starts with prefix and
+	// that have not expired at now.
+	LiveLeases(ctx context.Context, prefix string, now time.Time) ([]store.Lease, error)
+	// DropLease deletes the lease l.Name if it still has l's holder and
+	// expiry; dropped is false when it was renewed (or is gone) since.
+	DropLease(ctx context.Context, l store.Lease) (dropped bool, err error)
+}
+
+// replicaIDInUseError is start's answer when another live process runs
+// under the same replica id: a configuration error (a copied
+// --replica-id), which `depsd serve` refuses to run with.
+type replicaIDInUseError struct {
+	replica string // the id both were given
+	other   string // the other process's incarnation
+}
+
+func (e *replicaIDInUseError) Error() string {
+	return fmt.Sprintf("replica id %q is already used by another running depsd serve (its run %s keeps renewing "+
+		"its liveness lease); refusing to start, nothing was sent: give each replica its own --replica-id, "+
+		"or leave it unset for the default (host name and listen port)", e.replica, e.other)
 }
 
 // liveness keeps this process's liveness lease "alive:<incarnation>" and
@@ -51,11 +69,14 @@ type aliveStore interface {
 // it, provided GitLab finished creating it within the margin (5 s at the
 // default 15 s lease). A pipeline is created twice only if GitLab takes
 // longer than that for a request it received before the cancel, if the
-// replicas' clocks differ by more than the margin, or if this process is
-// stalled (paused, swapped out) so that it cannot cancel in time.
+// replicas' clocks differ by more than the margin, if this process is
+// stalled (paused, swapped out) so that it cannot cancel in time, or if a
+// second process given this one's replica id starts while this one cannot
+// renew: that one takes this one for a dead earlier run when it stops
+// sending, without the margin (see start; a renewing twin is refused).
 type liveness struct {
 	st      aliveStore
-	replica string // earlier runs of this replica id are dead (see run)
+	replica string // the replica id: start settles its other runs
 	holder  string // this incarnation
 	ttl     time.Duration
 	clock   scheduler.Clock
@@ -64,6 +85,145 @@ type liveness struct {
 
 // margin is how long before its lease can run out the work is stopped.
 func (l *liveness) margin() time.Duration { return l.ttl / 3 }
+
+// start takes this run's liveness lease and settles the live leases of
+// the other runs of its replica id, before anything is served or sent
+// (Daemon.Run calls it; run then keeps the lease). A replica id names one
+// replica, so another run under it is either this replica's earlier run,
+// dead (a crash-restart), or a second live process given the same id by
+// mistake (a twin). Dropping a twin's lease would void the claims of the
+// actions it is still sending, and another replica would send them again;
+// so start watches each such lease, renewing its own meanwhile (a twin
+// starting at the same moment sees it, and at least one of the two sees
+// the other):
+//
+//   - rewritten (its expiry moved): a live twin. start releases its own
+//     lease and returns a *replicaIDInUseError; this run has claimed
+//     nothing, and the twin keeps its lease and its claims.
+//   - gone (released, or run out): nothing to do.
+//   - not rewritten by a margin (ttl/3) before it runs out: its run is
+//     dead, or alive but unable to renew, and then it has already stopped
+//     its sends by itself (run stops the work a margin before the lease
+//     could run out). The lease is dropped then, only if it is still as
+//     first read, so that a renewal landing at that moment counts as a
+//     twin; the dead run's claims are taken over without waiting for the
+//     rest of its lease. (A live twin that cannot renew then loses the
+//     margin a lease running out would have left GitLab to finish the
+//     create it cancelled; a run that crashed while renewing normally
+//     sent last at least a margin before.)
+//
+// Why that bound: a live run renews every ttl/3, so by then it has had two
+// chances to renew; waiting one renewal period only would take a twin
+// whose renewal was slow or failed once for dead. The wait is at most 2/3
+// of the lease after the old run's last renewal (10 s at the default
+// 15 s), nothing when its lease is already in its last third or has run
+// out, and nothing after a clean stop (the lease is released). It assumes
+// the replicas share --leader-lease and have clocks in step, as the
+// leases do anyway.
+//
+// start returns ctx's error when ctx ends first.
+func (l *liveness) start(ctx context.Context) error {
+	name := alivePrefix + l.holder
+	tick := l.ttl / 3
+	var (
+		held      bool                   // this run's lease was taken
+		watched   map[string]store.Lease // other runs' live leases as first read; nil until read
+		nextRenew = l.clock.Now()
+	)
+	for {
+		now := l.clock.Now()
+		if !now.Before(nextRenew) {
+			rctx, cancel := context.WithTimeout(ctx, tick)
+			lease, err := l.st.TryLease(rctx, name, l.holder, now, l.ttl)
+			cancel()
+			switch {
+			case err != nil:
+				if ctx.Err() == nil {
+					l.log.Warn("take the liveness lease", "err", err)
+				}
+			case lease.Holder != l.holder:
+				l.log.Error("liveness lease held by another process", "holder", lease.Holder)
+			default:
+				held = true
+			}
+			nextRenew = now.Add(tick)
+		}
+		wake := nextRenew
+		if held { // only then: a twin starting now must be able to see this run
+			var err error
+			if watched, wake, err = l.settle(ctx, watched, now, wake); err != nil {
+				l.release(ctx)
+				return err
+			}
+			if watched != nil && len(watched) == 0 {
+				return nil
+			}
+		}
+		timer, stopTimer := l.clock.NewTimer(wake.Sub(now))
+		select {
+		case <-ctx.Done():
+			stopTimer()
+			l.release(ctx)
+			return ctx.Err()
+		case <-timer:
+		}
+	}
+}
+
+// settle reads the live leases of the other runs of this replica id and
+// decides what it can about those in watched (see start): it returns
+// those still undecided (on the first call, all there are; nil while they
+// could not be read), when to look again at the latest (before wake), and
+// a *replicaIDInUseError for a live twin.
+func (l *liveness) settle(ctx context.Context, watched map[string]store.Lease, now, wake time.Time) (map[string]store.Lease, time.Time, error) {
+	leases, err := l.st.LiveLeases(ctx, alivePrefix+l.replica+"/", now)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.log.Warn("read the liveness leases of this replica id", "err", err)
+		}
+		return watched, wake, nil
+	}
+	current := make(map[string]store.Lease, len(leases))
+	for _, o := range leases {
+		if o.Holder != l.holder {
+			current[o.Name] = o
+		}
+	}
+	if watched == nil {
+		watched = current
+		for _, o := range watched {
+			l.log.Info("another run of this replica id holds a live liveness lease: waiting to see whether it is renewed",
+				"holder", o.Holder, "expires", o.ExpiresAt, "decide_at", o.ExpiresAt.Add(-l.margin()))
+		}
+	}
+	for n, seen := range watched {
+		cur, live := current[n]
+		deadline := seen.ExpiresAt.Add(-l.margin())
+		switch {
+		case !live:
+			delete(watched, n) // released, or run out
+		case cur.Holder != seen.Holder || !cur.ExpiresAt.Equal(seen.ExpiresAt):
+			return nil, wake, &replicaIDInUseError{replica: l.replica, other: cur.Holder}
+		case !now.Before(deadline):
+			// Not renewed in time: dead, or no longer sending. A
+			// renewal landing now keeps the lease in place, and the
+			// next look sees it.
+			dropped, err := l.st.DropLease(ctx, seen)
+			switch {
+			case err != nil:
+				if ctx.Err() == nil {
+					l.log.Warn("drop the liveness lease of an earlier run", "holder", seen.Holder, "err", err)
+				}
+			case dropped:
+				l.log.Info("earlier run of this replica id is dead: its claims are taken over", "holder", seen.Holder)
+				delete(watched, n)
+			}
+		case deadline.Before(wake):
+			wake = deadline
+		}
+	}
+	return watched, wake, nil
+}
 
 // run keeps the lease and runs work while it is safely held, until ctx
 // ends; then it stops the work, waits for it and releases the lease. work
@@ -78,19 +238,12 @@ func (l *liveness) run(ctx context.Context, work func(context.Context) error) er
 		stopWork  context.CancelFunc // nil when no work runs
 		workDone  chan error         // nil when no work runs
 		stopping  bool               // stopWork was called; waiting for workDone
-		dropped   bool
 		nextRenew = l.clock.Now()
 	)
 	safeUntil := func() time.Time { return expires.Add(-l.margin()) }
 	for {
 		now := l.clock.Now()
 		if !now.Before(nextRenew) {
-			// Earlier runs of this replica id are dead: a replica id is
-			// one address, and this process holds it now. Their claims
-			// are taken over at once.
-			if !dropped {
-				dropped = l.st.DropLeases(ctx, alivePrefix+l.replica+"/", name) == nil
-			}
 			// A renewal that hangs (the store unreachable) must not keep
 			// the work running past the safe part of the lease.
 			budget := tick
@@ -136,9 +289,7 @@ func (l *liveness) run(ctx context.Context, work func(context.Context) error) er
 				stopWork()
 				<-workDone
 			}
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = l.st.ReleaseLease(rctx, name, l.holder)
+			l.release(ctx)
 			return nil
 		case err := <-workDone:
 			stopTimer()
@@ -146,7 +297,7 @@ func (l *liveness) run(ctx context.Context, work func(context.Context) error) er
 				// The work ended by itself: that is a failure of the
 				// process (the outbox returns only when stopped).
 				stopWork()
-				return l.end(ctx, name, err)
+				return l.end(ctx, err)
 			}
 			stopWork()
 			stopWork, workDone, stopping = nil, nil, false
@@ -159,11 +310,17 @@ func (l *liveness) run(ctx context.Context, work func(context.Context) error) er
 }
 
 // end releases the lease after the work ended by itself.
-func (l *liveness) end(ctx context.Context, name string, err error) error {
+func (l *liveness) end(ctx context.Context, err error) error {
+	l.release(ctx)
+	return err
+}
+
+// release gives this run's liveness lease up, so that what it claimed is
+// taken over at once; it tries for 5 s even once ctx has ended.
+func (l *liveness) release(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_ = l.st.ReleaseLease(rctx, name, l.holder)
-	return err
+	_ = l.st.ReleaseLease(rctx, alivePrefix+l.holder, l.holder)
 }
 
 var _ aliveStore = (*store.Store)(nil)

@@ -227,14 +227,25 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if _, err := d.newScheduler(); err != nil {
 		return err
 	}
+	// Another live process under this replica id is refused here, before
+	// this one serves, sends or leads; a dead earlier run's liveness lease
+	// is dropped (see liveness.start).
+	if err := d.alive.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: a normal shutdown
+		}
+		return err
+	}
 	ln, err := net.Listen("tcp", d.opts.Listen)
 	if err != nil {
+		d.alive.release(ctx)
 		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
 	}
 	var uiLn net.Listener
 	if d.ui != nil {
 		if uiLn, err = net.Listen("tcp", d.opts.UIListen); err != nil {
 			ln.Close()
+			d.alive.release(ctx)
 			return fmt.Errorf("listen on %s (ui): %w", d.opts.UIListen, err)
 		}
 		d.log.Info("serving the dashboard", "addr", uiLn.Addr().String())

@@ -199,6 +199,25 @@ mutant "a claim does not start another sender" \
 	'		done, err := s.e.send(' \
 	-- go test -count=1 -run 'TestSendPendingSendsDueActionsAtOnce' ./chain/
 
+mutant "a live process under the same replica id taken for a dead earlier run" \
+	daemon/alive.go \
+	'case cur.Holder != seen.Holder || !cur.ExpiresAt.Equal(seen.ExpiresAt):' \
+	'case false:' \
+	-- go test -count=1 -run 'TestTwinIsRefused' ./daemon/
+
+mutant "the earlier run of the same replica id dropped without waiting to see it renewed" \
+	daemon/alive.go \
+	'deadline := seen.ExpiresAt.Add(-l.margin())' \
+	'deadline := now' \
+	-- go test -count=1 -run 'TestRestartDropsTheDeadRunsLease|TestTwinIsRefused' ./daemon/
+
+mutant "a liveness lease renewed at the moment it is dropped is dropped anyway" \
+	store/replicas.go \
+	'DELETE FROM leases WHERE name = $1 AND holder = $2 AND expires_at = $3`,
+			l.Name, l.Holder, encodeTime(l.ExpiresAt))' \
+	'DELETE FROM leases WHERE name = $1`, l.Name)' \
+	-- go test -count=1 -run 'TestDropLeaseOnlyAsRead' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -280,18 +280,26 @@ func (s *Store) PruneLeases(ctx context.Context, prefix string, before time.Time
 	return int(n), nil
 }
 
-// DropLeases deletes the leases whose name starts with prefix, except
-// the one named keep: a replica restarted on the same id drops the
-// liveness leases of its earlier, dead runs, so that what they had claimed
-// is taken over at once.
-func (s *Store) DropLeases(ctx context.Context, prefix, keep string) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE substr(name, 1, $1) = $2 AND name <> $3`,
-			len(prefix), prefix, keep)
+// DropLease deletes the lease l.Name if it still is as l describes it:
+// the same holder and expiry. A lease renewed (or released and taken
+// again) since l was read is left alone, and dropped is false. A replica
+// restarted under the same id drops its earlier run's liveness lease this
+// way once that run has been found dead, so that what it had claimed is
+// taken over without waiting for the rest of the lease, while a lease
+// renewed at that very moment, by a live process, survives.
+func (s *Store) DropLease(ctx context.Context, l Lease) (dropped bool, err error) {
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE name = $1 AND holder = $2 AND expires_at = $3`,
+			l.Name, l.Holder, encodeTime(l.ExpiresAt))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		dropped = n > 0
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("drop leases %s*: %w", prefix, err)
+		return false, fmt.Errorf("drop lease %s: %w", l.Name, err)
 	}
-	return nil
+	return dropped, nil
 }

@@ -49,6 +49,42 @@ func testLeaseOneHolder(t *testing.T, b backend) {
 	}
 }
 
+// DropLease drops a lease only as it was read: one renewed since is left
+// alone (a live process renewed it), and so is another lease.
+func TestDropLeaseOnlyAsRead(t *testing.T) { forEachBackend(t, testDropLeaseOnlyAsRead) }
+
+func testDropLeaseOnlyAsRead(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
+	ctx := t.Context()
+	ttl := 15 * time.Second
+	read, err := s.TryLease(ctx, "alive:r/1", "r/1", t0, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryLease(ctx, "alive:r/2", "r/2", t0, ttl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryLease(ctx, "alive:r/1", "r/1", t0.Add(5*time.Second), ttl); err != nil { // renewed
+		t.Fatal(err)
+	}
+	if dropped, err := s.DropLease(ctx, read); err != nil || dropped {
+		t.Fatalf("DropLease of a lease renewed since = %v, %v; want false", dropped, err)
+	}
+	renewed, ok, err := s.LeaseOf(ctx, "alive:r/1")
+	if err != nil || !ok || !renewed.ExpiresAt.Equal(t0.Add(5*time.Second+ttl)) {
+		t.Fatalf("renewed lease after DropLease: %+v, %v, %v", renewed, ok, err)
+	}
+	if dropped, err := s.DropLease(ctx, renewed); err != nil || !dropped {
+		t.Fatalf("DropLease of the lease as read = %v, %v; want true", dropped, err)
+	}
+	if _, ok, err := s.LeaseOf(ctx, "alive:r/1"); err != nil || ok {
+		t.Fatalf("dropped lease still there: %v, %v", ok, err)
+	}
+	if _, ok, err := s.LeaseOf(ctx, "alive:r/2"); err != nil || !ok {
+		t.Fatalf("another lease went with it: %v, %v", ok, err)
+	}
+}
+
 // An action claimed by a process whose liveness lease ran out is due
 // again before its own lease ends; one claimed by a live process is not.
 func TestClaimOfADeadOwnerIsVoid(t *testing.T) { forEachBackend(t, testClaimOfADeadOwnerIsVoid) }

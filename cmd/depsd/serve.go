@@ -88,6 +88,6 @@ DEPSD_WEBHOOK_SECRET_FILE, --webhook-secret-file or hooks.secret_file).`,
 	fs.DurationVar(&expiry, "chain-expiry", 7*24*time.Hour, "a chain still unfinished after this long expires")
 	fs.DurationVar(&catchUp, "catch-up-interval", 5*time.Minute, "how often the leader reads upstream projects' pipelines for successes whose webhook never arrived (default catch_up_interval, 5m)")
 	fs.DurationVar(&lease, "leader-lease", 15*time.Second, "how long the leader's lease and each process's liveness lease last without renewal; a dead leader is replaced within two, a dead process's pipeline creations are taken over after one")
-	fs.StringVar(&replica, "replica-id", "", "this replica's name among those sharing the state (default: host name and listen port)")
+	fs.StringVar(&replica, "replica-id", "", "this replica's name among those sharing the state, one per running process (default: host name and listen port)")
 	return cmd
 }
