@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -100,6 +101,10 @@ type Engine struct {
 	// claimed until their Lease runs out.
 	abandonMu sync.Mutex
 	abandoned map[string]Action
+	// outbox is RunOutbox's senders while it runs (nil otherwise): a
+	// transaction that queues an action claims it for them and hands it
+	// over once committed (senders.reserve).
+	outbox atomic.Pointer[senders]
 }
 
 // New checks cfg and returns an engine.

@@ -91,7 +91,15 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 					return err
 				}
 				done = append(done, applied{se.Event.Kind(), outcome})
-				if t.changed() || (len(done) >= yieldAfter && yield != nil && yield.UrgentWritersWaiting()) {
+				if t.changed() {
+					// Look whether more is waiting, here rather than in a
+					// transaction of its own: the outbox, about to claim
+					// what this one queued, would wait for that one.
+					_, more, err := t.tx.NextEvent(t.ctx)
+					drained = err == nil && !more
+					return err
+				}
+				if len(done) >= yieldAfter && yield != nil && yield.UrgentWritersWaiting() {
 					return nil
 				}
 			}

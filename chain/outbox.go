@@ -65,6 +65,9 @@ type senders struct {
 	slots chan struct{}
 	wg    sync.WaitGroup
 	sent  atomic.Int64
+
+	mu     sync.Mutex
+	closed bool // no more reservations (RunOutbox is ending)
 }
 
 func (e *Engine) newSenders(ctx context.Context, fail func(error)) *senders {
@@ -85,8 +88,69 @@ func (s *senders) spawn() {
 	}()
 }
 
-// idle reports whether no worker runs (and none can start but by spawn).
+// reserve takes a slot for an action a transaction is about to claim for
+// these senders; the transaction then calls startClaimed once committed,
+// or unreserve. It reports false when no slot is free or the senders are
+// closing: the action is then written unclaimed, for a claim.
+func (s *senders) reserve() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	select {
+	case s.slots <- struct{}{}:
+		s.wg.Add(1)
+		return true
+	default:
+		return false
+	}
+}
+
+// unreserve gives back a slot reserve took.
+func (s *senders) unreserve() {
+	<-s.slots
+	s.wg.Done()
+}
+
+// startClaimed sends a committed action claimed for these senders on the
+// slot reserved for it, then goes on as a worker. If the senders stopped
+// meanwhile, the send fails at once and the claim is abandoned, to be
+// given back (releaseAbandoned) or to lapse with this process's liveness.
+func (s *senders) startClaimed(a Action, chainID int64) {
+	go func() {
+		defer func() { <-s.slots; s.wg.Done() }()
+		if s.sendOne(a, chainID) {
+			s.work()
+		}
+	}()
+}
+
+// close stops reservations and waits for the workers.
+func (s *senders) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// idle reports whether no worker runs (and none can start but by spawn or
+// a reservation).
 func (s *senders) idle() bool { return len(s.slots) == 0 }
+
+// sendOne sends a claimed action and reports whether the worker may go on.
+func (s *senders) sendOne(a Action, chainID int64) bool {
+	done, err := s.e.send(s.ctx, a, chainID)
+	if err != nil {
+		s.e.abandon(a)
+		s.fail(err)
+		return false
+	}
+	if done {
+		s.sent.Add(1)
+	}
+	return true
+}
 
 func (s *senders) work() {
 	for s.ctx.Err() == nil {
@@ -99,14 +163,8 @@ func (s *senders) work() {
 			return
 		}
 		s.spawn()
-		done, err := s.e.send(s.ctx, a, chainID)
-		if err != nil {
-			s.e.abandon(a)
-			s.fail(err)
+		if !s.sendOne(a, chainID) {
 			return
-		}
-		if done {
-			s.sent.Add(1)
 		}
 	}
 }
@@ -333,7 +391,13 @@ func (e *Engine) RunOutbox(ctx context.Context) error {
 			e.log.Error("outbox worker failed", "err", err)
 		}
 	})
-	defer s.wg.Wait()
+	if !e.outbox.CompareAndSwap(nil, s) {
+		return fmt.Errorf("run outbox: already running")
+	}
+	defer func() {
+		e.outbox.Store(nil)
+		s.close()
+	}()
 	for {
 		if s.idle() {
 			if err := e.releaseAbandoned(ctx); err != nil && ctx.Err() == nil {

@@ -598,3 +598,61 @@ func TestSendPendingSendsDueActionsAtOnce(t *testing.T) {
 		t.Fatalf("SendPending = %d, %v; want 3", r.n, r.err)
 	}
 }
+
+// noClaimStore is a store whose transactions never find an action due:
+// only an action handed to the outbox by the transaction that queued it
+// can be sent.
+type noClaimStore struct{ *store.Store }
+
+type noDueTx struct{ chain.Tx }
+
+func (noDueTx) DueAction(context.Context, time.Time) (chain.Action, bool, error) {
+	return chain.Action{}, false, nil
+}
+
+func (s noClaimStore) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
+	return s.Store.UpdateChains(ctx, func(tx chain.Tx) error { return fn(noDueTx{tx}) })
+}
+
+// With RunOutbox running, the transaction that queues an action claims it
+// for this engine and hands it to a sender once committed: the create goes
+// out without a claim transaction (here, claims find nothing) and without
+// waking the outbox.
+func TestQueuedActionIsHandedToTheRunningOutbox(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "x")
+	gl := &blockingGitLab{fakeGitLab: e.gl, hold: -1, entered: make(chan int64, 8)}
+	en, err := chain.New(chain.Config{Store: noClaimStore{e.store}, GitLab: gl, Graph: e.store.Graph, Now: e.clock.Now,
+		Owner: "me", PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- en.RunOutbox(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Error(err)
+		}
+	}()
+	// RunOutbox registers its senders as it starts: rebuild until one is
+	// handed over (a rebuild before that leaves an unclaimed action).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := en.Rebuild(e.ctx, "x", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-gl.entered:
+			if got != e.ids["x"] {
+				t.Fatalf("create for project %d", got)
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the queued action was not handed to the running outbox")
+		}
+	}
+}

@@ -24,6 +24,16 @@ type txn struct {
 	projects map[string]projectLookup
 	actions  int      // actions written
 	after    []func() // run after commit: observer calls, logs
+	// handed are the actions written already claimed for this engine's
+	// running outbox, each with a sender slot reserved; update hands them
+	// over once committed, or gives the slots back.
+	handed []handedAction
+	out    *senders // the outbox they are for
+}
+
+type handedAction struct {
+	a       Action
+	chainID int64
 }
 
 type projectLookup struct {
@@ -41,12 +51,16 @@ func (e *Engine) update(ctx context.Context, g *deps.Graph, fn func(*txn) error)
 	// write lock behind on the connection).
 	outer := ctx
 	ctx = context.WithoutCancel(ctx)
+	out := e.outbox.Load()
 	err := e.cfg.Store.UpdateChains(outer, func(tx Tx) error {
+		if t != nil { // the store runs fn again
+			t.unreserve()
+		}
 		chains, err := tx.ActiveChains(ctx)
 		if err != nil {
 			return fmt.Errorf("load active chains: %w", err)
 		}
-		t = &txn{e: e, ctx: ctx, tx: tx, now: e.now(), g: g, chains: chains,
+		t = &txn{e: e, ctx: ctx, tx: tx, now: e.now(), g: g, chains: chains, out: out,
 			was: make(map[int64]State, len(chains)), projects: map[string]projectLookup{}}
 		for _, c := range chains {
 			t.was[c.ID] = c.State
@@ -55,18 +69,66 @@ func (e *Engine) update(ctx context.Context, g *deps.Graph, fn func(*txn) error)
 		if err := fn(t); err != nil {
 			return err
 		}
+		if err := t.checkHanded(); err != nil {
+			return err
+		}
 		return t.flush()
 	})
 	if err != nil {
+		if t != nil {
+			t.unreserve()
+		}
 		return err
 	}
 	for _, f := range t.after {
 		f()
 	}
-	if t.actions > 0 {
+	for _, h := range t.handed {
+		t.out.startClaimed(h.a, h.chainID)
+	}
+	if t.actions > len(t.handed) {
 		e.NotifyOutbox()
 	}
 	return nil
+}
+
+// checkHanded makes sure each action claimed for the outbox in this
+// transaction is still wanted as it ends, and by which chain (a later step
+// of the same transaction may have merged or ended the chain): an action
+// no longer found pending is given back unclaimed, so that a claim deals
+// with it (claim marks what is no longer wanted obsolete).
+func (t *txn) checkHanded() error {
+	kept := t.handed[:0]
+	for _, h := range t.handed {
+		var chainID int64
+		for _, c := range t.chains {
+			if m := c.byAction(h.a.ID); c.State.Active() && m != nil && m.State == Pending {
+				chainID = c.ID
+				break
+			}
+		}
+		if chainID != 0 {
+			h.chainID = chainID
+			kept = append(kept, h)
+			continue
+		}
+		h.a.Attempts, h.a.LeaseUntil, h.a.ClaimedBy = 0, time.Time{}, ""
+		if err := t.tx.UpdateAction(t.ctx, h.a); err != nil {
+			return fmt.Errorf("give back action %s: %w", h.a.ID, err)
+		}
+		t.out.unreserve()
+	}
+	t.handed = kept
+	return nil
+}
+
+// unreserve gives back the sender slots of the actions this transaction
+// claimed, when it did not commit.
+func (t *txn) unreserve() {
+	for range t.handed {
+		t.out.unreserve()
+	}
+	t.handed = nil
 }
 
 // flush saves the chains that changed. A chain that ends is written whole
@@ -182,8 +244,21 @@ func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
 		ID: newActionID(), ChainID: c.ID, Project: m.Project, ProjectID: p.ID, Ref: p.DefaultBranch,
 		Upstreams: slices.Clone(ups), State: ActionPending, NextAttemptAt: t.now, CreatedAt: t.now,
 	}
+	// Claimed here, as claim would, when this engine's outbox runs and
+	// has a sender free: the create is sent as soon as this transaction
+	// commits, without a claim of its own or a wake-up of the outbox.
+	handed := t.out != nil && t.out.reserve()
+	if handed {
+		a.Attempts, a.LeaseUntil, a.ClaimedBy = 1, t.now.Add(t.e.cfg.Lease), t.e.cfg.Owner
+	}
 	if err := t.tx.AddAction(t.ctx, a); err != nil {
+		if handed {
+			t.out.unreserve()
+		}
 		return false, fmt.Errorf("write action for %s: %w", m.Project, err)
+	}
+	if handed {
+		t.handed = append(t.handed, handedAction{a, c.ID})
 	}
 	t.actions++
 	m.ProjectID, m.ActionID = p.ID, a.ID

@@ -186,9 +186,11 @@ mutant "the statement cache is never used" \
 
 mutant "the outbox waits for a round of sends before sending a new action" \
 	chain/outbox.go \
-	'	defer s.wg.Wait()
+	'		s.close()
+	}()
 	for {' \
-	'	defer s.wg.Wait()
+	'		s.close()
+	}()
 	for ; ; s.wg.Wait() {' \
 	-- go test -count=1 -run 'TestRunOutboxSendsANewActionBesideASlowOne' ./chain/
 
@@ -217,6 +219,12 @@ mutant "a liveness lease renewed at the moment it is dropped is dropped anyway" 
 			l.Name, l.Holder, encodeTime(l.ExpiresAt))' \
 	'DELETE FROM leases WHERE name = $1`, l.Name)' \
 	-- go test -count=1 -run 'TestDropLeaseOnlyAsRead' ./store/
+
+mutant "a queued action is never handed to the running outbox" \
+	chain/txn.go \
+	'handed := t.out != nil && t.out.reserve()' \
+	'handed := false && t.out.reserve()' \
+	-- go test -count=1 -run 'TestQueuedActionIsHandedToTheRunningOutbox' ./chain/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
