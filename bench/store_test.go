@@ -9,7 +9,8 @@ import (
 	"gitlab.com/depsd/depsd/store/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// The benchmarks run PostgreSQL with fsync on, as users do.
+func TestMain(m *testing.M) { pgtest.MainDurable(m) }
 
 // benchState is where a benchmark's daemon keeps its state: an SQLite file,
 // or with DEPSD_BENCH_STORE=postgres a fresh database on a PostgreSQL the

@@ -51,15 +51,19 @@ type Server struct {
 	runAs string // "postgres" when the tests run as root; "" otherwise
 	admin string // URL of the maintenance database
 	own   bool   // started here (false: DEPSD_TEST_POSTGRES_URL)
-	dbs   atomic.Int64
+	// durable: PostgreSQL's own fsync setting (on), as users run it; tests
+	// turn it off, which does not change what they check and saves time.
+	durable bool
+	dbs     atomic.Int64
 }
 
 // shared is the server of this test binary, started on first use by
 // Database. Main stops it. It is test-helper state, one per binary.
 var shared struct {
-	once sync.Once
-	srv  *Server
-	err  error
+	once    sync.Once
+	srv     *Server
+	err     error
+	durable bool // set by MainDurable before the tests run
 }
 
 // Main runs the tests of a package and stops the shared server, if one
@@ -70,6 +74,14 @@ func Main(m *testing.M) {
 		shared.srv.Stop()
 	}
 	os.Exit(code)
+}
+
+// MainDurable is Main for benchmarks: the shared server keeps
+// PostgreSQL's default fsync=on, so that what a commit costs is what it
+// costs users.
+func MainDurable(m *testing.M) {
+	shared.durable = true
+	Main(m)
 }
 
 // Available reports why PostgreSQL tests cannot run here ("" when they can).
@@ -94,7 +106,7 @@ func Shared(t testing.TB) *Server {
 			shared.srv, shared.err = &Server{admin: u}, nil
 			return
 		}
-		shared.srv, shared.err = Start(context.Background())
+		shared.srv, shared.err = start(context.Background(), shared.durable)
 	})
 	if shared.err != nil {
 		t.Fatalf("start PostgreSQL: %v", shared.err)
@@ -135,11 +147,13 @@ func Database(t testing.TB) string {
 
 // Start initialises a data directory and starts a server of its own
 // (for tests that restart or stop it). Stop it with Stop.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return start(ctx, false) }
+
+func start(ctx context.Context, durable bool) (*Server, error) {
 	if _, err := os.Stat(filepath.Join(BinDir, "initdb")); err != nil {
 		return nil, errors.New("PostgreSQL 15 is not installed (apt-get install postgresql)")
 	}
-	s := &Server{own: true}
+	s := &Server{own: true, durable: durable}
 	if os.Geteuid() == 0 {
 		s.runAs = "postgres" // initdb refuses to run as root
 	}
@@ -185,11 +199,19 @@ func (s *Server) URL() string { return s.admin }
 // StartServer starts the server process (again) and waits until it
 // accepts connections.
 func (s *Server) StartServer(ctx context.Context) error {
-	opts := fmt.Sprintf("-k %s -p %d -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", s.dir, s.port)
-	if out, err := s.run(ctx, "pg_ctl", "-D", s.dir, "-o", opts, "-l", filepath.Join(s.dir, "log"), "-w", "-t", "60", "start"); err != nil {
+	if out, err := s.run(ctx, "pg_ctl", "-D", s.dir, "-o", s.options(), "-l", filepath.Join(s.dir, "log"), "-w", "-t", "60", "start"); err != nil {
 		return fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, s.Log())
 	}
 	return s.wait(ctx)
+}
+
+// options are the server's command-line settings.
+func (s *Server) options() string {
+	opts := fmt.Sprintf("-k %s -p %d -c listen_addresses=127.0.0.1 -c max_connections=200", s.dir, s.port)
+	if !s.durable {
+		opts += " -c fsync=off"
+	}
+	return opts
 }
 
 // StopServer stops the server process (fast shutdown), keeping its data.
@@ -202,8 +224,7 @@ func (s *Server) StopServer(ctx context.Context) error {
 
 // Restart is `pg_ctl restart`: every connection is dropped.
 func (s *Server) Restart(ctx context.Context) error {
-	opts := fmt.Sprintf("-k %s -p %d -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", s.dir, s.port)
-	if out, err := s.run(ctx, "pg_ctl", "-D", s.dir, "-o", opts, "-l", filepath.Join(s.dir, "log"), "-m", "fast", "-w", "-t", "60", "restart"); err != nil {
+	if out, err := s.run(ctx, "pg_ctl", "-D", s.dir, "-o", s.options(), "-l", filepath.Join(s.dir, "log"), "-m", "fast", "-w", "-t", "60", "restart"); err != nil {
 		return fmt.Errorf("pg_ctl restart: %w\n%s", err, out)
 	}
 	return s.wait(ctx)
