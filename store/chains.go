@@ -285,8 +285,13 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 	if err != nil {
 		return fmt.Errorf("write chain %d: %w", c.ID, err)
 	}
-	if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_reasons WHERE chain_id = $1`, c.ID); err != nil {
-		return fmt.Errorf("write chain %d: %w", c.ID, err)
+	// Version 1: the row was just inserted, so the chain has no reasons
+	// or members stored yet to replace.
+	fresh := version == 1
+	if !fresh {
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_reasons WHERE chain_id = $1`, c.ID); err != nil {
+			return fmt.Errorf("write chain %d: %w", c.ID, err)
+		}
 	}
 	for i, r := range c.Reasons {
 		var pipeline any
@@ -299,7 +304,7 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 			return fmt.Errorf("write chain %d reason: %w", c.ID, err)
 		}
 	}
-	if err := t.saveMembers(ctx, c); err != nil {
+	if err := t.saveMembers(ctx, c, fresh); err != nil {
 		return err
 	}
 	if t.cc != nil {
@@ -314,42 +319,41 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 // saveMembers writes the members of c that changed since it was loaded or
 // saved (chain.Chain.SaveSet): an event changes a few members of a chain
 // that may have thousands. Without that knowledge every member is
-// rewritten.
-func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain) error {
+// rewritten (fresh: the chain was just inserted and has none stored).
+func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain, fresh bool) error {
 	members, all := c.SaveSet()
 	if all {
-		if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_members WHERE chain_id = $1`, c.ID); err != nil {
-			return fmt.Errorf("write chain %d: %w", c.ID, err)
+		if !fresh {
+			if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_members WHERE chain_id = $1`, c.ID); err != nil {
+				return fmt.Errorf("write chain %d: %w", c.ID, err)
+			}
 		}
 		members = c.Members
 	}
-	if len(members) == 0 {
-		return nil
-	}
-	upsert, err := t.tx.PrepareContext(ctx, `INSERT INTO chain_members (chain_id, project, project_id, state,
-		upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-		ON CONFLICT (chain_id, project) DO UPDATE SET project_id = excluded.project_id, state = excluded.state,
-			upstreams = excluded.upstreams, why = excluded.why, requeued = excluded.requeued,
-			builds = excluded.builds, action_id = excluded.action_id, pipeline_id = excluded.pipeline_id,
-			pipeline_url = excluded.pipeline_url, triggered_at = excluded.triggered_at,
-			finished_at = excluded.finished_at`)
-	if err != nil {
-		return fmt.Errorf("write chain %d members: %w", c.ID, err)
-	}
-	defer upsert.Close()
 	for _, m := range members {
 		r, err := rowOf(m)
 		if err != nil {
 			return err
 		}
-		if _, err := upsert.ExecContext(ctx, c.ID, m.Project, r.projectID, r.state, r.upstreams, r.why, r.requeued,
+		// A cached statement (SQLite) or one the driver prepares once per
+		// connection (pgx), not one prepared and closed per save: on
+		// PostgreSQL that was two more round trips.
+		if _, err := t.tx.ExecContext(ctx, upsertMember, c.ID, m.Project, r.projectID, r.state, r.upstreams, r.why, r.requeued,
 			r.builds, r.actionID, r.pipelineID, r.pipelineURL, r.triggered, r.finished); err != nil {
 			return fmt.Errorf("write chain %d member %s: %w", c.ID, m.Project, err)
 		}
 	}
 	return nil
 }
+
+const upsertMember = `INSERT INTO chain_members (chain_id, project, project_id, state,
+	upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+	ON CONFLICT (chain_id, project) DO UPDATE SET project_id = excluded.project_id, state = excluded.state,
+		upstreams = excluded.upstreams, why = excluded.why, requeued = excluded.requeued,
+		builds = excluded.builds, action_id = excluded.action_id, pipeline_id = excluded.pipeline_id,
+		pipeline_url = excluded.pipeline_url, triggered_at = excluded.triggered_at,
+		finished_at = excluded.finished_at`
 
 // ChainStartedBy reports whether a pipeline already started (or was merged
 // into) a chain.

@@ -186,5 +186,16 @@ func migrations() []migration {
 		},
 		pendingRebuildMigration(),
 		hookCheckMigration(),
+		{
+			version: 9,
+			name:    "chain versions start at 1",
+			stmts: []string{
+				// Chains saved before version 6 have version 0. SaveChain
+				// takes version 1 after its upsert to mean "just inserted:
+				// no reasons or members to replace", which holds once no
+				// row is at 0.
+				`UPDATE chains SET version = 1 WHERE version = 0`,
+			},
+		},
 	}
 }
