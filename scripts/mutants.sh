@@ -226,6 +226,12 @@ mutant "a queued action is never handed to the running outbox" \
 	'handed := false && t.out.reserve()' \
 	-- go test -count=1 -run 'TestQueuedActionIsHandedToTheRunningOutbox' ./chain/
 
+mutant "a saved chain taken for one just inserted (its old members kept)" \
+	store/chains.go \
+	'fresh := version == 1' \
+	'fresh := version >= 1' \
+	-- go test -count=1 -run 'TestCatchUpAppliesAMissedSuccessOnce' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
