@@ -19,16 +19,9 @@ import (
 // pages. Every event stays readable.
 func TestCheckpointerBoundsTheWAL(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "depsd.db")
-	s, err := Open(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	// The same checkpointer, scaled down: a pass every millisecond, the
 	// WAL started over from 64 frames.
-	s.ckpt.stop()
-	s.ckpt = startCheckpointer(s.db, s.wdb, s.gate, time.Millisecond, 64)
+	s, path := openWithCheckpointer(t, time.Millisecond, 64)
 
 	const commits = 1500
 	for i := range commits {
@@ -69,14 +62,7 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 // header's checkpoint sequence number counts the starts.
 func TestCheckpointerStartsTheWALOver(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "depsd.db")
-	s, err := Open(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.ckpt.stop()
-	s.ckpt = startCheckpointer(s.db, s.wdb, s.gate, 20*time.Millisecond, 1<<20)
+	s, path := openWithCheckpointer(t, 20*time.Millisecond, 1<<20)
 	record := func(key string) {
 		t.Helper()
 		ev := chain.PipelineEvent{Project: "g/p", ProjectID: 1, PipelineID: 1, Status: "running", Ref: "main"}
@@ -122,4 +108,19 @@ func walCheckpointSeq(t *testing.T, dbPath string) uint32 {
 		t.Fatal(err)
 	}
 	return binary.BigEndian.Uint32(hdr[12:16])
+}
+
+// openWithCheckpointer opens a store in a temporary file whose
+// checkpointer passes every so often and restarts from restartFrames.
+func openWithCheckpointer(t *testing.T, every time.Duration, restartFrames int) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "depsd.db")
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.ckpt.stop()
+	s.ckpt = startCheckpointer(s.db, s.wdb, s.gate, every, restartFrames)
+	return s, path
 }
