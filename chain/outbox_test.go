@@ -532,12 +532,20 @@ func (b *blockingGitLab) CreatePipeline(ctx context.Context, projectID int64, re
 // An action written while another is being sent is sent beside it, not
 // after it: RunOutbox used to wait for a whole round of sends, and a round
 // whose last worker kept finding work sent one action at a time (the
-// 2,000-project rebuild ran at a quarter of its speed, now and then).
+// 2,000-project rebuild ran at a quarter of its speed, now and then). y's
+// action is written by another engine (as by `depsd rebuild`), so that
+// this one's outbox finds it by itself rather than being handed it.
 func TestRunOutboxSendsANewActionBesideASlowOne(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, chain.Full, "x", "y")
 	gl := &blockingGitLab{fakeGitLab: e.gl, hold: e.ids["x"], release: make(chan struct{}), entered: make(chan int64, 8)}
-	e.engine = e.newEngine(chain.Full, gl)
+	en, err := chain.New(chain.Config{Store: e.store, GitLab: gl, Graph: e.store.Graph, Now: e.clock.Now,
+		PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.engine = en
+	other := e.newEngine(chain.Full, gl)
 	ctx, cancel := context.WithCancel(e.ctx)
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.engine.RunOutbox(ctx) }()
@@ -561,7 +569,9 @@ func TestRunOutboxSendsANewActionBesideASlowOne(t *testing.T) {
 	}
 	e.rebuild("x")
 	wait(e.ids["x"]) // held
-	e.rebuild("y")
+	if _, err := other.Rebuild(e.ctx, "y", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"}); err != nil {
+		t.Fatal(err)
+	}
 	wait(e.ids["y"])
 }
 

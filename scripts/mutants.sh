@@ -100,8 +100,10 @@ mutant "a second save in one transaction writes only what changed after the firs
 
 mutant "the inbox batches an event after one that changed a chain: it misses the chain" \
 	chain/inbox.go \
-	'if t.changed() || (len(done)' \
-	'if (len(done)' \
+	'				if t.changed() {
+					// Look whether' \
+	'				if false {
+					// Look whether' \
 	-- go test -count=1 -run 'InboxAppliesABacklog' ./chain/
 
 mutant "PostgreSQL batches insert in the batch's order: two replicas deadlock" \
@@ -197,8 +199,8 @@ mutant "the outbox waits for a round of sends before sending a new action" \
 mutant "a claim does not start another sender" \
 	chain/outbox.go \
 	'		s.spawn()
-		done, err := s.e.send(' \
-	'		done, err := s.e.send(' \
+		if !s.sendOne(a, chainID) {' \
+	'		if !s.sendOne(a, chainID) {' \
 	-- go test -count=1 -run 'TestSendPendingSendsDueActionsAtOnce' ./chain/
 
 mutant "a live process under the same replica id taken for a dead earlier run" \
