@@ -101,8 +101,9 @@ type waiter struct {
 // client's limits (requests in flight and the rate), from the first
 // request on.
 type QueueStats struct {
-	Requests int64         // requests let through
-	Waited   time.Duration // their waits, summed
+	Requests  int64         // requests let through
+	Waited    time.Duration // their waits, summed
+	MaxWaited time.Duration // the longest of them
 }
 
 // queueStats returns the stats of priority p.
@@ -269,7 +270,9 @@ func (l *limiter) dispatch() {
 		l.tokens--
 		st := &l.stats[w.prio.index()]
 		st.Requests++
-		st.Waited += l.now().Sub(w.since)
+		waited := l.now().Sub(w.since)
+		st.Waited += waited
+		st.MaxWaited = max(st.MaxWaited, waited)
 		close(w.ready)
 	}
 }
