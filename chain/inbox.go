@@ -35,15 +35,14 @@ type WriteYielder interface {
 // one process or several) may run at once: each event is applied once. Push
 // events are handed to Rescan outside any transaction, then marked.
 //
-// Events that change no chain and queue no action (most of them: pending
-// and running statuses, pipelines of projects in no chain) share a
-// transaction with the events after them, up to maxInboxBatch, which saves
-// a commit and the read of the active chains per event. The transaction
-// ends after the first event that changes a chain, so every event sees the
-// chains exactly as if it had a transaction of its own; it also ends when a
-// webhook recording waits for the write lock (WriteYielder) and yieldAfter
-// events are applied, so an acknowledgement waits for a few events, not a
-// whole batch. If a batch fails, it is tried again from its first event in
+// Events share a transaction with the events after them, up to
+// maxInboxBatch, which saves a commit (on PostgreSQL, a WAL fsync) and the
+// read of the active chains per event. The chains an event changed are
+// written before the next event is applied, so every event sees the chains
+// exactly as if it had a transaction of its own. The transaction also ends
+// when a webhook recording waits for the write lock (WriteYielder) and
+// yieldAfter events are applied, so an acknowledgement waits for a few
+// events, not a whole batch. If a batch fails, it is tried again from its first event in
 // a transaction of its own, so that one event that cannot be applied does
 // not hold back those before it.
 func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
@@ -91,13 +90,14 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 					return err
 				}
 				done = append(done, applied{se.Event.Kind(), outcome})
-				if t.changed() {
-					// Look whether more is waiting, here rather than in a
-					// transaction of its own: the outbox, about to claim
-					// what this one queued, would wait for that one.
-					_, more, err := t.tx.NextEvent(t.ctx)
-					drained = err == nil && !more
-					return err
+				if t.unsaved() {
+					// Written now, inside the transaction, so that the
+					// next event's look-ups in the store see this one's
+					// changes as they would in a transaction of its own;
+					// the batch then shares one commit.
+					if err := t.saveChanges(); err != nil {
+						return err
+					}
 				}
 				if len(done) >= yieldAfter && yield != nil && yield.UrgentWritersWaiting() {
 					return nil
@@ -138,13 +138,9 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 	}
 }
 
-// changed reports whether t holds a change to a chain or a new action:
-// what a later event of the same transaction could see differently from
-// the store than from t (chains are written when t commits).
-func (t *txn) changed() bool {
-	if t.actions > 0 {
-		return true
-	}
+// unsaved reports whether t holds a change to a chain not yet written to
+// the store (chains are written by saveChanges and when t commits).
+func (t *txn) unsaved() bool {
 	for _, c := range t.chains {
 		if c.dirty {
 			return true

@@ -92,6 +92,20 @@ func (e *Engine) update(ctx context.Context, g *deps.Graph, fn func(*txn) error)
 	return nil
 }
 
+// saveChanges writes the chains changed so far without ending the
+// transaction, and starts following their changes afresh, as a new
+// transaction would.
+func (t *txn) saveChanges() error {
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, c := range t.chains {
+		t.was[c.ID] = c.State
+		c.begin()
+	}
+	return nil
+}
+
 // checkHanded makes sure each action claimed for the outbox in this
 // transaction is still wanted as it ends, and by which chain (a later step
 // of the same transaction may have merged or ended the chain): an action

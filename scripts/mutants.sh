@@ -98,12 +98,10 @@ mutant "a second save in one transaction writes only what changed after the firs
 	return members, false' \
 	-- go test -count=1 -run 'SaveSet' ./chain/
 
-mutant "the inbox batches an event after one that changed a chain: it misses the chain" \
+mutant "the inbox applies the next event before saving what the last one changed: it misses the change" \
 	chain/inbox.go \
-	'				if t.changed() {
-					// Look whether' \
-	'				if false {
-					// Look whether' \
+	'				if t.unsaved() {' \
+	'				if false && t.unsaved() {' \
 	-- go test -count=1 -run 'InboxAppliesABacklog' ./chain/
 
 mutant "PostgreSQL batches insert in the batch's order: two replicas deadlock" \
