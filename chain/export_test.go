@@ -34,3 +34,7 @@ func (e *Engine) RecordEvent(ctx context.Context, key string, ev Event) (duplica
 	}
 	return dups[0], nil
 }
+
+// OutboxRunning reports whether e's RunOutbox has registered its senders
+// (actions queued from then on are handed to them).
+func OutboxRunning(e *Engine) bool { return e.outbox.Load() != nil }

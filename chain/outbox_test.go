@@ -646,23 +646,24 @@ func TestQueuedActionIsHandedToTheRunningOutbox(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	// RunOutbox registers its senders as it starts: rebuild until one is
-	// handed over (a rebuild before that leaves an unclaimed action).
+	// RunOutbox registers its senders as it starts; an action queued
+	// before that would be written unclaimed.
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := en.Rebuild(e.ctx, "x", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"}); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case got := <-gl.entered:
-			if got != e.ids["x"] {
-				t.Fatalf("create for project %d", got)
-			}
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
+	for !chain.OutboxRunning(en) {
 		if time.Now().After(deadline) {
-			t.Fatal("the queued action was not handed to the running outbox")
+			t.Fatal("RunOutbox did not start")
 		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := en.Rebuild(e.ctx, "x", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-gl.entered:
+		if got != e.ids["x"] {
+			t.Fatalf("create for project %d", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued action was not handed to the running outbox")
 	}
 }

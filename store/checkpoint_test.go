@@ -62,7 +62,9 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 // header's checkpoint sequence number counts the starts.
 func TestCheckpointerStartsTheWALOver(t *testing.T) {
 	t.Parallel()
-	s, path := openWithCheckpointer(t, 20*time.Millisecond, 1<<20)
+	// Passes 500 ms apart: the check right after the recording must not
+	// race the pass that recording asks for.
+	s, path := openWithCheckpointer(t, 500*time.Millisecond, 1<<20)
 	record := func(key string) {
 		t.Helper()
 		ev := chain.PipelineEvent{Project: "g/p", ProjectID: 1, PipelineID: 1, Status: "running", Ref: "main"}
