@@ -123,7 +123,6 @@ func (l *liveness) margin() time.Duration { return l.ttl / 3 }
 //
 // start returns ctx's error when ctx ends first.
 func (l *liveness) start(ctx context.Context) error {
-	name := alivePrefix + l.holder
 	tick := l.ttl / 3
 	var (
 		held      bool                   // this run's lease was taken
@@ -133,17 +132,7 @@ func (l *liveness) start(ctx context.Context) error {
 	for {
 		now := l.clock.Now()
 		if !now.Before(nextRenew) {
-			rctx, cancel := context.WithTimeout(ctx, tick)
-			lease, err := l.st.TryLease(rctx, name, l.holder, now, l.ttl)
-			cancel()
-			switch {
-			case err != nil:
-				if ctx.Err() == nil {
-					l.log.Warn("take the liveness lease", "err", err)
-				}
-			case lease.Holder != l.holder:
-				l.log.Error("liveness lease held by another process", "holder", lease.Holder)
-			default:
+			if _, ok := l.take(ctx, now, tick); ok {
 				held = true
 			}
 			nextRenew = now.Add(tick)
@@ -225,13 +214,32 @@ func (l *liveness) settle(ctx context.Context, watched map[string]store.Lease, n
 	return watched, wake, nil
 }
 
+// take takes or renews this run's liveness lease at now, giving the store
+// at most budget, and reports whether this run holds it; failures are
+// logged.
+func (l *liveness) take(ctx context.Context, now time.Time, budget time.Duration) (store.Lease, bool) {
+	rctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	lease, err := l.st.TryLease(rctx, alivePrefix+l.holder, l.holder, now, l.ttl)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			l.log.Warn("take or renew the liveness lease", "err", err)
+		}
+		return store.Lease{}, false
+	case lease.Holder != l.holder:
+		l.log.Error("liveness lease held by another process", "holder", lease.Holder)
+		return store.Lease{}, false
+	}
+	return lease, true
+}
+
 // run keeps the lease and runs work while it is safely held, until ctx
 // ends; then it stops the work, waits for it and releases the lease. work
 // runs in its own goroutine, owned by run; it must return once its
 // context ends. An error or return of work that run did not ask for ends
 // run with that error.
 func (l *liveness) run(ctx context.Context, work func(context.Context) error) error {
-	name := alivePrefix + l.holder
 	tick := l.ttl / 3
 	var (
 		expires   time.Time          // of the lease as last written; zero: never held
@@ -250,17 +258,7 @@ func (l *liveness) run(ctx context.Context, work func(context.Context) error) er
 			if d := safeUntil().Sub(now); d > 0 {
 				budget = d
 			}
-			rctx, cancel := context.WithTimeout(ctx, budget)
-			lease, err := l.st.TryLease(rctx, name, l.holder, now, l.ttl)
-			cancel()
-			switch {
-			case err != nil:
-				if ctx.Err() == nil {
-					l.log.Warn("renew the liveness lease", "err", err, "expires", expires)
-				}
-			case lease.Holder != l.holder:
-				l.log.Error("liveness lease held by another process", "holder", lease.Holder)
-			default:
+			if lease, ok := l.take(ctx, now, budget); ok {
 				expires = lease.ExpiresAt
 			}
 			nextRenew = now.Add(tick)
