@@ -42,9 +42,9 @@ type WriteYielder interface {
 // exactly as if it had a transaction of its own. The transaction also ends
 // when a webhook recording waits for the write lock (WriteYielder) and
 // yieldAfter events are applied, so an acknowledgement waits for a few
-// events, not a whole batch. If a batch fails, it is tried again from its first event in
-// a transaction of its own, so that one event that cannot be applied does
-// not hold back those before it.
+// events, not a whole batch. If a batch fails, it is tried again from its
+// first event in a transaction of its own, so that one event that cannot
+// be applied does not hold back those before it.
 func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 	var g *deps.Graph
 	yield, _ := e.cfg.Store.(WriteYielder)
@@ -198,7 +198,8 @@ func (e *Engine) ApplyPipelineEvent(ctx context.Context, ev PipelineEvent) (stri
 
 // RunInbox processes the inbox until ctx ends: at once when woken by
 // NotifyInbox (the Recorder calls it after each batch), and every
-// PollInterval for events recorded by another process. Errors are logged and retried at the next wake.
+// PollInterval for events recorded by another process. Errors are logged
+// and retried at the next wake.
 func (e *Engine) RunInbox(ctx context.Context) error {
 	for {
 		if _, err := e.ProcessInbox(ctx); err != nil && ctx.Err() == nil {

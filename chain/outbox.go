@@ -82,10 +82,7 @@ func (s *senders) spawn() {
 		return
 	}
 	s.wg.Add(1)
-	go func() {
-		defer func() { <-s.slots; s.wg.Done() }()
-		s.work()
-	}()
+	s.run(func() bool { return true })
 }
 
 // reserve takes a slot for an action a transaction is about to claim for
@@ -118,9 +115,15 @@ func (s *senders) unreserve() {
 // meanwhile, the send fails at once and the claim is abandoned, to be
 // given back (releaseAbandoned) or to lapse with this process's liveness.
 func (s *senders) startClaimed(a Action, chainID int64) {
+	s.run(func() bool { return s.sendOne(a, chainID) })
+}
+
+// run starts a worker on a slot already taken: first, then (if it says
+// so) claims until nothing is due; the slot is given back at the end.
+func (s *senders) run(first func() bool) {
 	go func() {
 		defer func() { <-s.slots; s.wg.Done() }()
-		if s.sendOne(a, chainID) {
+		if first() {
 			s.work()
 		}
 	}()

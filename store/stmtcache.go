@@ -46,7 +46,7 @@ func (c *stmtCache) get(query string) *sql.Stmt {
 
 // prepareWanted prepares the statements transactions asked for. It runs
 // between transactions (the writer's connection is free). A statement that
-// does not prepare is not asked for again (its transaction got the error).
+// does not prepare is left out; its transaction got SQLite's error.
 func (c *stmtCache) prepareWanted(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
