@@ -101,9 +101,8 @@ type waiter struct {
 // client's limits (requests in flight and the rate), from the first
 // request on.
 type QueueStats struct {
-	Requests  int64         // requests let through
-	Waited    time.Duration // their waits, summed
-	MaxWaited time.Duration // the longest of them
+	Requests int64         // requests let through
+	Waited   time.Duration // their waits, summed
 }
 
 // queueStats returns the stats of priority p.
@@ -270,9 +269,7 @@ func (l *limiter) dispatch() {
 		l.tokens--
 		st := &l.stats[w.prio.index()]
 		st.Requests++
-		waited := l.now().Sub(w.since)
-		st.Waited += waited
-		st.MaxWaited = max(st.MaxWaited, waited)
+		st.Waited += l.now().Sub(w.since)
 		close(w.ready)
 	}
 }
