@@ -176,7 +176,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	d.outbox = d.engine.RunOutbox
 	hook, err := webhook.NewHandler(webhook.Options{
 		Secret: cfg.Hooks.Secret, DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
-		Recorder: recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox itself
+		Recorder: recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
 		Observe: func(kind, outcome string) { d.metrics.events.WithLabelValues(kind, outcome).Inc() },
 		Now:     opts.Now, Logger: opts.Logger.With("component", "webhook"),
 	})

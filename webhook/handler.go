@@ -56,9 +56,6 @@ type Options struct {
 	DependencyFiles []string
 	Recorder        Recorder
 	Scope           Scope
-	// Recorded is called after an event was recorded, to wake the
-	// processor. It must not block.
-	Recorded func()
 	// Observe counts deliveries by event type and outcome (metrics).
 	Observe func(eventType, outcome string)
 	Now     func() time.Time
@@ -90,9 +87,6 @@ func NewHandler(opts Options) (*Handler, error) {
 	}
 	if opts.Observe == nil {
 		opts.Observe = func(string, string) {}
-	}
-	if opts.Recorded == nil {
-		opts.Recorded = func() {}
 	}
 	return &Handler{opts: opts, secretHash: sha256.Sum256([]byte(opts.Secret))}, nil
 }
@@ -155,7 +149,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, kind, OutcomeDuplicate, "already received")
 		return
 	}
-	h.opts.Recorded()
 	h.answer(w, kind, OutcomeAccepted, "")
 }
 
