@@ -182,7 +182,7 @@ func TestOutcomesAreRecordedTogether(t *testing.T) {
 		e.rebuild(p)
 	}
 	s := &recordingStore{Store: e.store}
-	en, err := chain.New(chain.Config{Store: s, GitLab: e.gl, Graph: e.store.Graph, Now: e.clock.Now})
+	en, err := chain.New(chain.Config{Store: s, GitLab: e.gl, Graph: e.store.Graph, Now: e.clock.Now, SendConcurrency: len(names)})
 	if err != nil {
 		t.Fatal(err)
 	}
