@@ -219,6 +219,18 @@ mutant "each sender's outcome recorded in a transaction of its own" \
 	'	if len(batch) > 1 && false {' \
 	-- go test -count=1 -run 'TestOutcomesAreRecordedTogether' ./chain/
 
+mutant "actions added after the transaction's last outbox read are never written" \
+	store/chains.go \
+	'		return t.flushActions(context.WithoutCancel(ctx))' \
+	'		return nil' \
+	-- go test -count=1 -run 'TestManyRowsWrittenTogether' ./store/
+
+mutant "PostgreSQL's held-back statements are not sent before the commit" \
+	store/chains.go \
+	'		return t.tx.pipe.flush(context.WithoutCancel(ctx))' \
+	'		return nil' \
+	-- go test -count=1 -run 'TestManyRowsWrittenTogether' ./store/
+
 mutant "a scan leaves the processes' cached projects valid" \
 	store/apply.go \
 	"UPDATE generations SET n = n + 1 WHERE name = 'projects'" \

@@ -218,6 +218,9 @@ type txCache struct {
 	// events are the unprocessed events NextEvent read ahead, oldest
 	// first, less those marked since.
 	events []chain.StoredEvent
+	// newActions are the actions AddAction keeps back until the outbox is
+	// read or the transaction ends (outbox.go).
+	newActions []chain.Action
 	// projectsGen is the store's projects generation as this transaction
 	// read it (0: not read): the write lock keeps it so until the end.
 	projectsGen int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,11 +19,23 @@ import (
 // The active chains are read through this process's cache (chaincache.go).
 func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
 	var cc *txCache
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeConn(ctx, func(conn *sql.Conn, tx *sql.Tx) error {
 		t := chainTx{tx: cachedTx{Tx: tx, cache: s.stmts}}
+		if s.dialect.kind == KindPostgres {
+			t.tx.pipe = &pipeline{conn: conn}
+		}
 		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}}
 		t.cc = cc
-		return fn(t)
+		if err := fn(t); err != nil {
+			if t.tx.pipe != nil && t.tx.pipe.err != nil {
+				return errors.Join(t.tx.pipe.err, err) // what failed first, first
+			}
+			return err
+		}
+		if err := t.flushActions(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		return t.tx.pipe.flush(context.WithoutCancel(ctx))
 	})
 	if err == nil {
 		s.chains.commit(cc.active, cc.fresh)
@@ -275,14 +288,18 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 	// version counts the saves, for the caches of every process
 	// (chaincache.go).
 	var version int64
-	err = t.tx.QueryRowContext(ctx, `INSERT INTO chains (`+chainColumns+`, version)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)
-		ON CONFLICT (id) DO UPDATE SET mode = excluded.mode, state = excluded.state, roots = excluded.roots,
-			skipped = excluded.skipped, merged_into = excluded.merged_into, started_at = excluded.started_at,
-			updated_at = excluded.updated_at, ended_at = excluded.ended_at, version = chains.version + 1
-		RETURNING version`,
-		c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
-		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt)).Scan(&version)
+	if e, known := t.cc.lookup(c); known {
+		// Stored at e.version, and the write lock keeps it so: no need to
+		// read the new version back, so the update can wait in the
+		// pipeline with the rest of the save.
+		version = e.version + 1
+		err = t.tx.execLater(ctx, `UPDATE chains SET mode = $2, state = $3, roots = $4, skipped = $5, merged_into = $6,
+			started_at = $7, updated_at = $8, ended_at = $9, version = $10 WHERE id = $1`,
+			c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
+			encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt), version)
+	} else {
+		err = t.upsertChain(ctx, c, roots, skipped, merged, &version)
+	}
 	if err != nil {
 		return fmt.Errorf("write chain %d: %w", c.ID, err)
 	}
@@ -304,6 +321,19 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 	return nil
 }
 
+// upsertChain writes a chain row this transaction does not know stored,
+// and reads back its version.
+func (t chainTx) upsertChain(ctx context.Context, c *chain.Chain, roots, skipped string, merged any, version *int64) error {
+	return t.tx.QueryRowContext(ctx, `INSERT INTO chains (`+chainColumns+`, version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)
+		ON CONFLICT (id) DO UPDATE SET mode = excluded.mode, state = excluded.state, roots = excluded.roots,
+			skipped = excluded.skipped, merged_into = excluded.merged_into, started_at = excluded.started_at,
+			updated_at = excluded.updated_at, ended_at = excluded.ended_at, version = chains.version + 1
+		RETURNING version`,
+		c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
+		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt)).Scan(version)
+}
+
 // saveReasons writes the reasons of c. A chain gains reasons (merges, a
 // root added) far less often than it is saved: when this transaction knows
 // the reasons stored (the chain came through the cache, chaincache.go),
@@ -315,7 +345,7 @@ func (t chainTx) saveReasons(ctx context.Context, c *chain.Chain, fresh bool) er
 		e, known := t.cc.lookup(c)
 		if known && len(e.reasons) <= len(c.Reasons) && slices.EqualFunc(e.reasons, c.Reasons[:len(e.reasons)], sameReason) {
 			from = len(e.reasons)
-		} else if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_reasons WHERE chain_id = $1`, c.ID); err != nil {
+		} else if err := t.tx.execLater(ctx, `DELETE FROM chain_reasons WHERE chain_id = $1`, c.ID); err != nil {
 			return fmt.Errorf("write chain %d: %w", c.ID, err)
 		}
 	}
@@ -325,7 +355,7 @@ func (t chainTx) saveReasons(ctx context.Context, c *chain.Chain, fresh bool) er
 		if r.PipelineID != 0 {
 			pipeline = r.PipelineID
 		}
-		_, err := t.tx.ExecContext(ctx, `INSERT INTO chain_reasons (chain_id, seq, kind, project, detail, pipeline_id, at)
+		err := t.tx.execLater(ctx, `INSERT INTO chain_reasons (chain_id, seq, kind, project, detail, pipeline_id, at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`, c.ID, i, string(r.Kind), r.Project, r.Detail, pipeline, encodeTime(r.At))
 		if err != nil {
 			return fmt.Errorf("write chain %d reason: %w", c.ID, err)
@@ -354,30 +384,34 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain, fresh bool) er
 		}
 		members = c.Members
 	}
+	rows := make([][]any, 0, len(members))
 	for _, m := range members {
 		r, err := rowOf(m)
 		if err != nil {
 			return err
 		}
-		// A cached statement (SQLite) or one the driver prepares once per
-		// connection (pgx), not one prepared and closed per save: on
-		// PostgreSQL that was two more round trips.
-		if _, err := t.tx.ExecContext(ctx, upsertMember, c.ID, m.Project, r.projectID, r.state, r.upstreams, r.why, r.requeued,
-			r.builds, r.actionID, r.pipelineID, r.pipelineURL, r.triggered, r.finished); err != nil {
-			return fmt.Errorf("write chain %d member %s: %w", c.ID, m.Project, err)
-		}
+		rows = append(rows, []any{c.ID, m.Project, r.projectID, r.state, r.upstreams, r.why, r.requeued,
+			r.builds, r.actionID, r.pipelineID, r.pipelineURL, r.triggered, r.finished})
+	}
+	// Several rows per statement (execRows), each text prepared once: by
+	// the statement cache (SQLite) or by pgx per connection.
+	if err := t.tx.execRows(ctx, upsertMemberHead, upsertMemberTail, 13, rows); err != nil {
+		return fmt.Errorf("write chain %d members: %w", c.ID, err)
 	}
 	return nil
 }
 
-const upsertMember = `INSERT INTO chain_members (chain_id, project, project_id, state,
+const (
+	upsertMemberHead = `INSERT INTO chain_members (chain_id, project, project_id, state,
 	upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+	VALUES `
+	upsertMemberTail = `
 	ON CONFLICT (chain_id, project) DO UPDATE SET project_id = excluded.project_id, state = excluded.state,
 		upstreams = excluded.upstreams, why = excluded.why, requeued = excluded.requeued,
 		builds = excluded.builds, action_id = excluded.action_id, pipeline_id = excluded.pipeline_id,
 		pipeline_url = excluded.pipeline_url, triggered_at = excluded.triggered_at,
 		finished_at = excluded.finished_at`
+)
 
 // ChainStartedBy reports whether a pipeline already started (or was merged
 // into) a chain.

@@ -210,7 +210,7 @@ func (t chainTx) readEvents(ctx context.Context, n int) ([]chain.StoredEvent, er
 
 // MarkEvent records that an event was processed, unless it already was.
 func (t chainTx) MarkEvent(ctx context.Context, seq int64, at time.Time, result string) error {
-	_, err := t.tx.ExecContext(ctx, `UPDATE events SET processed_at = $1, result = $2
+	err := t.tx.execLater(ctx, `UPDATE events SET processed_at = $1, result = $2
 		WHERE seq = $3 AND processed_at IS NULL`, encodeTime(at), result, seq)
 	if err != nil {
 		return fmt.Errorf("mark event %d processed: %w", seq, err)

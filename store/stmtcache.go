@@ -73,9 +73,13 @@ func (c *stmtCache) close() {
 // cachedTx is a transaction whose QueryContext, QueryRowContext and
 // ExecContext use the statement cache when it has the query; store code
 // uses it like the *sql.Tx it embeds. With a nil cache it is that Tx.
+//
+// With a pipeline (PostgreSQL's UpdateChains) every statement first sends
+// what execLater queued (pipeline.go).
 type cachedTx struct {
 	*sql.Tx
 	cache *stmtCache
+	pipe  *pipeline
 }
 
 func (t cachedTx) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -90,6 +94,9 @@ func (t cachedTx) stmt(ctx context.Context, query string) *sql.Stmt {
 
 // QueryContext runs query in the transaction, prepared once if cached.
 func (t cachedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := t.pipe.flush(ctx); err != nil {
+		return nil, err
+	}
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -97,7 +104,11 @@ func (t cachedTx) QueryContext(ctx context.Context, query string, args ...any) (
 }
 
 // QueryRowContext runs query in the transaction, prepared once if cached.
+//
+// If the pipeline's statements fail, the query runs in the failed
+// transaction and reports that; the pipeline's own error is the commit's.
 func (t cachedTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	_ = t.pipe.flush(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
@@ -106,6 +117,9 @@ func (t cachedTx) QueryRowContext(ctx context.Context, query string, args ...any
 
 // ExecContext runs query in the transaction, prepared once if cached.
 func (t cachedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := t.pipe.flush(ctx); err != nil {
+		return nil, err
+	}
 	if st := t.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}

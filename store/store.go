@@ -160,6 +160,17 @@ func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 // fn succeeds and opts is not read-only, and otherwise rolls it back; in
 // every case the connection goes back to the pool with no transaction open.
 func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
+	return s.inConnTx(ctx, opts, func(_ *sql.Conn, tx *sql.Tx) error { return fn(tx) })
+}
+
+// writeConn is write for fn that also needs the transaction's connection
+// (pipeline.go).
+func (s *Store) writeConn(ctx context.Context, fn func(*sql.Conn, *sql.Tx) error) error {
+	return s.inConnTx(ctx, nil, fn)
+}
+
+// inConnTx is inTx, with the connection passed to fn as well.
+func (s *Store) inConnTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Conn, *sql.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -197,7 +208,7 @@ func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) 
 			return fmt.Errorf("take the write lock: %w", err)
 		}
 	}
-	if err := fn(tx); err != nil || (opts != nil && opts.ReadOnly) {
+	if err := fn(conn, tx); err != nil || (opts != nil && opts.ReadOnly) {
 		if rerr := tx.Rollback(); rerr != nil {
 			endTransaction(conn)
 		}
