@@ -74,8 +74,15 @@ func (e *env) handingEngine(gl chain.GitLab, sendConcurrency int) (*chain.Engine
 	go func() { stopped <- en.RunOutbox(ctx) }()
 	e.t.Cleanup(func() {
 		cancel()
-		if err := <-stopped; err != nil {
-			e.t.Error(err)
+		select {
+		case err := <-stopped:
+			if err != nil {
+				e.t.Error(err)
+			}
+		case <-time.After(10 * time.Second):
+			// RunOutbox waits for its senders, a slot reserved and
+			// never given back included.
+			e.t.Error("RunOutbox did not stop: a sender slot is still reserved")
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
@@ -160,5 +167,47 @@ func TestHandedActionIsSentForTheChainThatAbsorbedItsOwn(t *testing.T) {
 		if c.ID != older && c.MergedInto != older {
 			t.Errorf("chain %d (%s) is %s, merged into %d; want every chain merged into %d", c.ID, states(c), c.State, c.MergedInto, older)
 		}
+	}
+}
+
+// An action handed to the running outbox that a later event of the same
+// transaction takes back is not sent: hub's success merges into the chain
+// base's success just started, and a, queued for base alone and not sent
+// yet, waits for hub as well and is queued once more, to be built once (as
+// when no outbox runs), not built now and requeued. The withdrawn action is
+// left obsolete and unclaimed, and its sender slot given back.
+func TestHandedActionWithdrawnInTheSameTransactionIsGivenBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "lib>b", "base>a", "hub>a", "hub>b", "z")
+	older := e.rebuild("lib") // {lib, b}, written before the outbox runs
+	gl := &blockingGitLab{fakeGitLab: e.gl, hold: -1, entered: make(chan int64, 8)}
+	en, s := e.handingEngine(gl, 1) // one sender slot
+	e.applyAsOneBatch(en, map[string]int64{"base": 77, "hub": 88}, "base", "hub")
+
+	as := s.actionsOf("a")
+	if len(as) != 2 || as[0].ClaimedBy != "me" {
+		t.Fatalf("actions written for a: %+v; want one handed to the outbox, then one more", as)
+	}
+	old, again := e.storedAction(as[0].ID), e.storedAction(as[1].ID)
+	if old.State != chain.ActionObsolete || old.Attempts != 0 || old.ClaimedBy != "" || !old.LeaseUntil.IsZero() {
+		t.Errorf("withdrawn action: state %s, attempts %d, claimed by %q, lease %v; want obsolete and unclaimed",
+			old.State, old.Attempts, old.ClaimedBy, old.LeaseUntil)
+	}
+	if again.State != chain.ActionPending || !slices.Equal(again.Upstreams, []string{"base", "hub"}) {
+		t.Errorf("a queued again: state %s, upstreams %q; want pending, after base and hub", again.State, again.Upstreams)
+	}
+	e.wantStates(older, "a=pending b=waiting base=success hub=success lib=pending")
+
+	// The slot is free: z's action is handed to the outbox and sent.
+	if _, err := en.Rebuild(e.ctx, "z", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-gl.entered:
+		if got != e.ids["z"] {
+			t.Fatalf("create for %s, want z: the withdrawn action was sent", e.pathOf(got))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("z's action was not sent: the withdrawn action's sender slot was not given back")
 	}
 }
