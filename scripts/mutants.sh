@@ -194,12 +194,30 @@ mutant "the outbox waits for a round of sends before sending a new action" \
 	for ; ; s.wg.Wait() {' \
 	-- go test -count=1 -run 'TestRunOutboxSendsANewActionBesideASlowOne' ./chain/
 
-mutant "a claim does not start another sender" \
+mutant "a claim takes one action per transaction" \
 	chain/outbox.go \
-	'		s.spawn()
-		if !s.sendOne(a, chainID) {' \
-	'		if !s.sendOne(a, chainID) {' \
-	-- go test -count=1 -run 'TestSendPendingSendsDueActionsAtOnce' ./chain/
+	'			t.handed[len(t.handed)-1].a = next' \
+	'			t.handed[len(t.handed)-1].a = next
+			return nil' \
+	-- go test -count=1 -run 'TestOneClaimTakesActionsForEveryFreeSlot' ./chain/
+
+mutant "a sender keeps its slot until its outcome is recorded" \
+	chain/outbox.go \
+	'		s.sendOne(a, chainID, free)' \
+	'		s.sendOne(a, chainID, func() {})' \
+	-- go test -count=1 -run 'TestNextCreateDoesNotWaitForTheRecording' ./chain/
+
+mutant "NextEvent's read-ahead forgets the event marked, not the oldest" \
+	store/events.go \
+	't.cc.events = slices.DeleteFunc(t.cc.events, func(se chain.StoredEvent) bool { return se.Seq == seq })' \
+	't.cc.events = slices.Delete(t.cc.events, 0, 1)' \
+	-- go test -count=1 -run 'TestNextEventUntilMarked' ./store/
+
+mutant "reasons changed in place are not rewritten" \
+	store/chains.go \
+	'slices.EqualFunc(e.reasons, c.Reasons[:len(e.reasons)], sameReason)' \
+	'slices.EqualFunc(e.reasons, e.reasons, sameReason)' \
+	-- go test -count=1 -run 'TestReasonsStoredAsTheChainHasThem' ./store/
 
 mutant "a live process under the same replica id taken for a dead earlier run" \
 	daemon/alive.go \

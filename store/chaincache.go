@@ -37,6 +37,14 @@ type chainCache struct {
 type cachedChain struct {
 	version int64
 	c       *chain.Chain
+	// reasons are the chain's reasons as stored at version: a save writes
+	// only those added since (c.Reasons is the engine's, changed in place).
+	reasons []chain.Reason
+}
+
+// stored returns the entry of c as the store now holds it at version.
+func stored(c *chain.Chain, version int64) cachedChain {
+	return cachedChain{version: version, c: c, reasons: slices.Clone(c.Reasons)}
 }
 
 func newChainCache() *chainCache { return &chainCache{m: map[int64]cachedChain{}} }
@@ -50,15 +58,15 @@ func (cc *chainCache) clear() {
 
 // take removes the chain id from the cache and returns it if it is cached
 // at version.
-func (cc *chainCache) take(id, version int64) (*chain.Chain, bool) {
+func (cc *chainCache) take(id, version int64) (cachedChain, bool) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	e, ok := cc.m[id]
 	if !ok || e.version != version {
-		return nil, false
+		return cachedChain{}, false
 	}
 	delete(cc.m, id)
-	return e.c, true
+	return e, true
 }
 
 // commit takes in what a committed transaction read and wrote: active is
@@ -118,9 +126,9 @@ func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error)
 			out[i] = e.c // already this transaction's
 			continue
 		}
-		if c, ok := t.cc.cache.take(iv.id, iv.version); ok {
-			out[i] = c
-			t.cc.fresh[iv.id] = cachedChain{version: iv.version, c: c}
+		if e, ok := t.cc.cache.take(iv.id, iv.version); ok {
+			out[i] = e.c
+			t.cc.fresh[iv.id] = e
 			continue
 		}
 		at[iv.id] = i
@@ -144,7 +152,7 @@ func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error)
 				continue
 			}
 			out[i] = c
-			t.cc.fresh[c.ID] = cachedChain{version: list[i].version, c: c}
+			t.cc.fresh[c.ID] = stored(c, list[i].version)
 		}
 	}
 	// Every listed chain was found: the write lock is held.
@@ -158,6 +166,19 @@ type txCache struct {
 	// fresh are the chains handed out or written here, at the version they
 	// have in the store now: the cache's if the transaction commits.
 	fresh map[int64]cachedChain
+	// events are the unprocessed events NextEvent read ahead, oldest
+	// first, less those marked since.
+	events []chain.StoredEvent
+}
+
+// lookup returns the entry of c as this transaction knows it stored; false
+// outside UpdateChains or when c is not the chain object handed out here.
+func (tc *txCache) lookup(c *chain.Chain) (cachedChain, bool) {
+	if tc == nil {
+		return cachedChain{}, false
+	}
+	e, ok := tc.fresh[c.ID]
+	return e, ok && e.c == c
 }
 
 // CheckChainCache compares this process's cached chains with the store and

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -182,4 +183,85 @@ func sameFields(a, b chain.Member) bool {
 		}
 	}
 	return true
+}
+
+func TestReasonsStoredAsTheChainHasThem(t *testing.T) {
+	forEachBackend(t, testReasonsStoredAsTheChainHasThem)
+}
+
+// testReasonsStoredAsTheChainHasThem: a save writes only the reasons added
+// since the chain was stored, yet the store always ends up with the
+// chain's reasons: added in later transactions, added twice in one, none
+// added, or one changed in place.
+func testReasonsStoredAsTheChainHasThem(t *testing.T, b backend) {
+	s, dsn := cachedChainStore(t, b)
+	ctx := t.Context()
+	reason := func(project string) chain.Reason {
+		return chain.Reason{Kind: chain.ReasonRebuild, Project: project, Detail: "operator", At: t0}
+	}
+	steps := []struct {
+		name   string
+		change func(c *chain.Chain, save func() error) error
+	}{
+		{"first reason", func(c *chain.Chain, save func() error) error {
+			c.Reasons = append(c.Reasons, reason("g/base"))
+			return save()
+		}},
+		{"none added", func(c *chain.Chain, save func() error) error { return save() }},
+		{"two saves in one transaction", func(c *chain.Chain, save func() error) error {
+			c.Reasons = append(c.Reasons, reason("g/lib"))
+			if err := save(); err != nil {
+				return err
+			}
+			c.Reasons = append(c.Reasons, reason("g/app"))
+			return save()
+		}},
+		{"changed in place", func(c *chain.Chain, save func() error) error {
+			c.Reasons[1].Detail = "schedule nightly"
+			return save()
+		}},
+		{"one dropped", func(c *chain.Chain, save func() error) error {
+			c.Reasons = c.Reasons[:2]
+			return save()
+		}},
+	}
+	for _, step := range steps {
+		var want []chain.Reason
+		err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+			cs, err := tx.ActiveChains(ctx)
+			if err != nil || len(cs) != 1 {
+				return errors.Join(err, errors.New("want one active chain"))
+			}
+			c := cs[0]
+			err = step.change(c, func() error { return tx.SaveChain(ctx, c) })
+			want = slices.Clone(c.Reasons)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got := storedReasons(t, dsn); !slices.EqualFunc(got, want, sameReason) {
+			t.Errorf("%s: stored reasons %+v, want %+v", step.name, got, want)
+		}
+	}
+}
+
+// storedReasons reads chain 1's reasons through a store of its own.
+func storedReasons(t *testing.T, dsn string) []chain.Reason {
+	t.Helper()
+	other, err := Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var out []chain.Reason
+	err = other.ViewChains(t.Context(), func(tx chain.Tx) error {
+		c, err := tx.Chain(t.Context(), 1)
+		out = c.Reasons
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -288,12 +289,38 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 	// Version 1: the row was just inserted, so the chain has no reasons
 	// or members stored yet to replace.
 	fresh := version == 1
+	if err := t.saveReasons(ctx, c, fresh); err != nil {
+		return err
+	}
+	if err := t.saveMembers(ctx, c, fresh); err != nil {
+		return err
+	}
+	if t.cc != nil {
+		// The chain is the transaction's own from here and the cache's
+		// once it commits (chaincache.go): the engine changes a chain only
+		// through its transaction, and saves what it changed.
+		t.cc.fresh[c.ID] = stored(c, version)
+	}
+	return nil
+}
+
+// saveReasons writes the reasons of c. A chain gains reasons (merges, a
+// root added) far less often than it is saved: when this transaction knows
+// the reasons stored (the chain came through the cache, chaincache.go),
+// only those added since are written, and none if none were. Otherwise they
+// are replaced (fresh: none are stored yet).
+func (t chainTx) saveReasons(ctx context.Context, c *chain.Chain, fresh bool) error {
+	from := 0
 	if !fresh {
-		if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_reasons WHERE chain_id = $1`, c.ID); err != nil {
+		e, known := t.cc.lookup(c)
+		if known && len(e.reasons) <= len(c.Reasons) && slices.EqualFunc(e.reasons, c.Reasons[:len(e.reasons)], sameReason) {
+			from = len(e.reasons)
+		} else if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_reasons WHERE chain_id = $1`, c.ID); err != nil {
 			return fmt.Errorf("write chain %d: %w", c.ID, err)
 		}
 	}
-	for i, r := range c.Reasons {
+	for i := from; i < len(c.Reasons); i++ {
+		r := c.Reasons[i]
 		var pipeline any
 		if r.PipelineID != 0 {
 			pipeline = r.PipelineID
@@ -304,16 +331,13 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 			return fmt.Errorf("write chain %d reason: %w", c.ID, err)
 		}
 	}
-	if err := t.saveMembers(ctx, c, fresh); err != nil {
-		return err
-	}
-	if t.cc != nil {
-		// The chain is the transaction's own from here and the cache's
-		// once it commits (chaincache.go): the engine changes a chain only
-		// through its transaction, and saves what it changed.
-		t.cc.fresh[c.ID] = cachedChain{version: version, c: c}
-	}
 	return nil
+}
+
+// sameReason compares reasons as stored (times to the instant).
+func sameReason(a, b chain.Reason) bool {
+	return a.Kind == b.Kind && a.Project == b.Project && a.Detail == b.Detail && a.PipelineID == b.PipelineID &&
+		a.At.Equal(b.At)
 }
 
 // saveMembers writes the members of c that changed since it was loaded or

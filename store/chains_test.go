@@ -117,6 +117,63 @@ func testEventsDedupeAndPrune(t *testing.T, b backend) {
 	}
 }
 
+func TestNextEventUntilMarked(t *testing.T) { forEachBackend(t, testNextEventUntilMarked) }
+
+// testNextEventUntilMarked: in a write transaction NextEvent reads ahead,
+// yet answers the oldest event not marked, whichever was marked, also past
+// what it read at once.
+func testNextEventUntilMarked(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
+	ctx := t.Context()
+	n := eventPrefetch + 3
+	for i := range n {
+		ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/a", PipelineID: int64(i + 1), Status: "running"}}
+		if _, err := s.RecordEvent(ctx, fmt.Sprintf("k%d", i), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func(tx chain.Tx) chain.StoredEvent {
+		t.Helper()
+		se, ok, err := tx.NextEvent(ctx)
+		if err != nil || !ok {
+			t.Fatalf("NextEvent = %v, %v", ok, err)
+		}
+		return se
+	}
+	err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+		first := next(tx)
+		if again := next(tx); again.Seq != first.Seq || first.Event.Pipeline.PipelineID != 1 {
+			t.Errorf("NextEvent twice = pipelines %d and %d, want 1 twice", first.Event.Pipeline.PipelineID, again.Event.Pipeline.PipelineID)
+		}
+		// The second marked first (another processor's order): the
+		// first is still the oldest unprocessed.
+		second := first.Seq + 1
+		if err := tx.MarkEvent(ctx, second, time.Now(), "done"); err != nil {
+			return err
+		}
+		if se := next(tx); se.Seq != first.Seq {
+			t.Errorf("after marking seq %d, NextEvent = seq %d, want %d", second, se.Seq, first.Seq)
+		}
+		var got []int64
+		for {
+			se, ok, err := tx.NextEvent(ctx)
+			if err != nil || !ok {
+				if len(got) != n-1 || got[0] != 1 || got[1] != 3 || got[len(got)-1] != int64(n) {
+					t.Errorf("applied pipelines %v, want 1, 3…%d", got, n)
+				}
+				return err
+			}
+			got = append(got, se.Event.Pipeline.PipelineID)
+			if err := tx.MarkEvent(ctx, se.Seq, time.Now(), "done"); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRecordEventsBatch(t *testing.T) { forEachBackend(t, testRecordEventsBatch) }
 
 // testRecordEventsBatch: one batch dedupes against earlier batches and

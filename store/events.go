@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
@@ -143,28 +144,68 @@ func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []c
 	return nil
 }
 
-// NextEvent returns the oldest unprocessed event.
+// eventPrefetch is how many unprocessed events NextEvent reads at once in
+// a write transaction: the inbox applies several events per transaction,
+// and on PostgreSQL each read is a round trip (and a walk over the index
+// entries of events processed since the last vacuum), all under the write
+// lock.
+const eventPrefetch = 16
+
+// NextEvent returns the oldest unprocessed event. In a write transaction
+// it reads the next few at once and answers from them until MarkEvent has
+// taken them all: the write lock keeps every other writer from marking
+// them meanwhile. Events recorded after the read are found once those are
+// used up (on PostgreSQL seqs may commit out of order: events are applied
+// in seq order of those committed, see recordEventsPostgres).
 func (t chainTx) NextEvent(ctx context.Context) (chain.StoredEvent, bool, error) {
-	var se chain.StoredEvent
-	var payload string
-	var received sql.NullString
-	err := t.tx.QueryRowContext(ctx, `SELECT seq, key, payload, received_at FROM events
-		WHERE processed_at IS NULL ORDER BY seq LIMIT 1`).Scan(&se.Seq, &se.Key, &payload, &received)
-	if errIsNotFound(err) {
-		return chain.StoredEvent{}, false, nil
+	if t.cc == nil {
+		evs, err := t.readEvents(ctx, 1)
+		if err != nil || len(evs) == 0 {
+			return chain.StoredEvent{}, false, err
+		}
+		return evs[0], true, nil
 	}
+	if len(t.cc.events) == 0 {
+		evs, err := t.readEvents(ctx, eventPrefetch)
+		if err != nil || len(evs) == 0 {
+			return chain.StoredEvent{}, false, err
+		}
+		t.cc.events = evs
+	}
+	return t.cc.events[0], true, nil
+}
+
+// readEvents reads the oldest n unprocessed events.
+func (t chainTx) readEvents(ctx context.Context, n int) ([]chain.StoredEvent, error) {
+	rows, err := t.tx.QueryContext(ctx, `SELECT seq, key, payload, received_at FROM events
+		WHERE processed_at IS NULL ORDER BY seq LIMIT $1`, n)
 	if err != nil {
-		return chain.StoredEvent{}, false, fmt.Errorf("read next event: %w", err)
+		return nil, fmt.Errorf("read next events: %w", err)
 	}
-	if err := json.Unmarshal([]byte(payload), &se.Event); err != nil {
-		// A payload this depsd cannot read is returned empty: the engine
-		// marks it processed instead of stalling the inbox behind it.
-		se.Event = chain.Event{}
+	defer rows.Close()
+	var evs []chain.StoredEvent
+	for rows.Next() {
+		var se chain.StoredEvent
+		var payload string
+		var received sql.NullString
+		if err := rows.Scan(&se.Seq, &se.Key, &payload, &received); err != nil {
+			return nil, fmt.Errorf("read next events: %w", err)
+		}
+		if err := json.Unmarshal([]byte(payload), &se.Event); err != nil {
+			// A payload this depsd cannot read is returned empty: the
+			// engine marks it processed instead of stalling the inbox
+			// behind it.
+			se.Event = chain.Event{}
+		}
+		if se.ReceivedAt, err = decodeTime(received); err != nil {
+			return nil, fmt.Errorf("event %d: %w", se.Seq, err)
+		}
+		evs = append(evs, se)
 	}
-	if se.ReceivedAt, err = decodeTime(received); err != nil {
-		return chain.StoredEvent{}, false, fmt.Errorf("event %d: %w", se.Seq, err)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read next events: %w", err)
 	}
-	return se, true, nil
+	return evs, nil
 }
 
 // MarkEvent records that an event was processed, unless it already was.
@@ -173,6 +214,9 @@ func (t chainTx) MarkEvent(ctx context.Context, seq int64, at time.Time, result 
 		WHERE seq = $3 AND processed_at IS NULL`, encodeTime(at), result, seq)
 	if err != nil {
 		return fmt.Errorf("mark event %d processed: %w", seq, err)
+	}
+	if t.cc != nil {
+		t.cc.events = slices.DeleteFunc(t.cc.events, func(se chain.StoredEvent) bool { return se.Seq == seq })
 	}
 	return nil
 }

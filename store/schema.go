@@ -197,5 +197,17 @@ func migrations() []migration {
 				`UPDATE chains SET version = 1 WHERE version = 0`,
 			},
 		},
+		{
+			version: 10,
+			name:    "outbox due order in its index",
+			stmts: []string{
+				// DueAction's whole order, so that the first due action is
+				// the index's first match: with the order's tail missing,
+				// every pending action (thousands in a rebuild) was read
+				// and sorted for each claim.
+				`DROP INDEX outbox_due`,
+				`CREATE INDEX outbox_due ON outbox (state, next_attempt_at, created_at, id)`,
+			},
+		},
 	}
 }
