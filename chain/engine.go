@@ -105,6 +105,9 @@ type Engine struct {
 	// transaction that queues an action claims it for them and hands it
 	// over once committed (senders.reserve).
 	outbox atomic.Pointer[senders]
+	// sent are the senders' outcomes waiting to be recorded together
+	// (recordSent).
+	sent sentRecords
 }
 
 // New checks cfg and returns an engine.

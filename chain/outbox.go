@@ -353,29 +353,6 @@ func (e *Engine) findSent(ctx context.Context, a Action) (gitlab.Pipeline, bool,
 	return gitlab.Pipeline{}, false, nil
 }
 
-// recordSent records the action's pipeline through the same path as its
-// webhook: the member becomes triggered (or further, if an adopted pipeline
-// already ran).
-func (e *Engine) recordSent(ctx context.Context, a Action, p gitlab.Pipeline) error {
-	g, err := e.cfg.Graph(ctx)
-	if err != nil {
-		return fmt.Errorf("record pipeline %d: load graph: %w", p.ID, err)
-	}
-	ev := PipelineEvent{
-		ProjectID: a.ProjectID, Project: a.Project, PipelineID: p.ID, Status: p.Status,
-		Ref: a.Ref, SHA: p.SHA, Source: "api", Variables: map[string]string{VarActionID: a.ID},
-		URL: p.WebURL, At: e.now(),
-	}
-	err = e.update(ctx, g, func(t *txn) error {
-		_, err := t.applyPipeline(ev)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("record pipeline %d of %s: %w", p.ID, a.Project, err)
-	}
-	return nil
-}
-
 // recordError puts a failed action back with backoff, or, when the error
 // is permanent, fails it and its member (blocking the member's descendants).
 func (e *Engine) recordError(ctx context.Context, a Action, cause error, permanent bool) error {

@@ -213,6 +213,12 @@ mutant "NextEvent's read-ahead forgets the event marked, not the oldest" \
 	't.cc.events = slices.Delete(t.cc.events, 0, 1)' \
 	-- go test -count=1 -run 'TestNextEventUntilMarked' ./store/
 
+mutant "a scan leaves the processes' cached projects valid" \
+	store/apply.go \
+	"UPDATE generations SET n = n + 1 WHERE name = 'projects'" \
+	"UPDATE generations SET n = n WHERE name = 'projects'" \
+	-- go test -count=1 -run 'TestProjectLookUpsFollowScansOfAnyProcess' ./store/
+
 mutant "reasons changed in place are not rewritten" \
 	store/chains.go \
 	'slices.EqualFunc(e.reasons, c.Reasons[:len(e.reasons)], sameReason)' \

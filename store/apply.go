@@ -60,6 +60,11 @@ func (s *Store) ApplyScan(ctx context.Context, projects []scan.Project, meta sca
 		} else if meta.OnlyIfLatest && !last.Equal(meta.Replaces) {
 			return scan.ErrConflict
 		}
+		// Every process's cache of projects (chaincache.go) is void once
+		// this commits.
+		if _, err := tx.ExecContext(ctx, `UPDATE generations SET n = n + 1 WHERE name = 'projects'`); err != nil {
+			return fmt.Errorf("count the scan: %w", err)
+		}
 		stored, err := queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects`)
 		if err != nil {
 			return fmt.Errorf("read stored projects: %w", err)

@@ -28,9 +28,48 @@ import (
 // they were saved at; when it rolls back they are dropped, so what it
 // changed never reaches another transaction, which reads the chain from
 // the store instead.
+//
+// It also keeps the projects the engine looked up (chainTx.Project, a round
+// trip or two per event otherwise), valid while the store's "projects"
+// generation, which every ApplyScan bumps and the same query reads, stays
+// the same.
 type chainCache struct {
 	mu sync.Mutex
 	m  map[int64]cachedChain
+
+	projectsGen int64                    // generation of projects; 0: none
+	projects    map[string]projectLookup // by path, found or not
+}
+
+// projectLookup is a project as found by path (ok false: none has it).
+type projectLookup struct {
+	p  chain.Project
+	ok bool
+}
+
+// project returns the cached look-up of path if the cache is at gen.
+func (cc *chainCache) project(gen int64, path string) (projectLookup, bool) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if gen == 0 || gen != cc.projectsGen {
+		return projectLookup{}, false
+	}
+	l, ok := cc.projects[path]
+	return l, ok
+}
+
+// keepProject caches a look-up made at generation gen, emptying the cache
+// first if it holds another generation's.
+func (cc *chainCache) keepProject(gen int64, path string, l projectLookup) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if gen == 0 || gen < cc.projectsGen {
+		return
+	}
+	if gen != cc.projectsGen || cc.projects == nil {
+		cc.projectsGen, cc.projects = gen, map[string]projectLookup{}
+	}
+	cc.projects[path] = l
 }
 
 // cachedChain is a chain as committed at version.
@@ -54,6 +93,7 @@ func (cc *chainCache) clear() {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	clear(cc.m)
+	cc.projectsGen, cc.projects = 0, nil
 }
 
 // take removes the chain id from the cache and returns it if it is cached
@@ -97,7 +137,11 @@ func (cc *chainCache) commit(active map[int64]bool, fresh map[int64]cachedChain)
 
 // cachedActiveChains is ActiveChains through the cache.
 func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error) {
-	rows, err := t.tx.QueryContext(ctx, `SELECT id, version FROM chains WHERE state IN ($1, $2) ORDER BY id`,
+	// The projects' generation comes with the chains' versions: the same
+	// round trip.
+	rows, err := t.tx.QueryContext(ctx, `SELECT 'chain', id, version FROM chains WHERE state IN ($1, $2)
+		UNION ALL SELECT 'projects', 0, n FROM generations WHERE name = 'projects'
+		ORDER BY 1, 2`,
 		string(chain.Running), string(chain.Blocked))
 	if err != nil {
 		return nil, fmt.Errorf("read active chains: %w", err)
@@ -105,10 +149,15 @@ func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error)
 	type idVersion struct{ id, version int64 }
 	var list []idVersion
 	for rows.Next() {
+		var kind string
 		var iv idVersion
-		if err := rows.Scan(&iv.id, &iv.version); err != nil {
+		if err := rows.Scan(&kind, &iv.id, &iv.version); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read active chains: %w", err)
+		}
+		if kind == "projects" {
+			t.cc.projectsGen = iv.version
+			continue
 		}
 		list = append(list, iv)
 	}
@@ -169,6 +218,9 @@ type txCache struct {
 	// events are the unprocessed events NextEvent read ahead, oldest
 	// first, less those marked since.
 	events []chain.StoredEvent
+	// projectsGen is the store's projects generation as this transaction
+	// read it (0: not read): the write lock keeps it so until the end.
+	projectsGen int64
 }
 
 // lookup returns the entry of c as this transaction knows it stored; false

@@ -2,12 +2,14 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/scan"
 )
 
 // cachedChainStore returns a store whose cache holds the running chain 1
@@ -264,4 +266,64 @@ func storedReasons(t *testing.T, dsn string) []chain.Reason {
 		t.Fatal(err)
 	}
 	return out
+}
+
+func TestProjectLookUpsFollowScansOfAnyProcess(t *testing.T) {
+	forEachBackend(t, testProjectLookUpsFollowScansOfAnyProcess)
+}
+
+// testProjectLookUpsFollowScansOfAnyProcess: the engine's look-ups of
+// projects are cached by the process, yet a scan applied by another
+// process (a replica) is seen by the next transaction: a changed default
+// branch, a project added and one removed.
+func testProjectLookUpsFollowScansOfAnyProcess(t *testing.T, b backend) {
+	s, dsn := b.openTemp(t)
+	ctx := t.Context()
+	other, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	projects := sampleProjects()
+	if err := other.ApplyScan(ctx, projects, scan.Meta{StartedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	lookUp := func(paths ...string) map[string]string {
+		t.Helper()
+		got := map[string]string{}
+		err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+			if _, err := tx.ActiveChains(ctx); err != nil {
+				return err
+			}
+			for _, path := range paths {
+				p, ok, err := tx.Project(ctx, path)
+				if err != nil {
+					return err
+				}
+				if ok {
+					got[path] = fmt.Sprintf("%d@%s", p.ID, p.DefaultBranch)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := map[string]string{"group/base": "10@main", "group/app": "20@master"}
+	for range 2 { // the second time from the cache
+		if got := lookUp("group/base", "group/app", "group/new"); !reflect.DeepEqual(got, want) {
+			t.Fatalf("projects %v, want %v", got, want)
+		}
+	}
+	projects[0].DefaultBranch = "develop"
+	projects[1] = scan.Project{ID: 40, Path: "group/new", DefaultBranch: "main"}
+	if err := other.ApplyScan(ctx, projects, scan.Meta{StartedAt: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"group/base": "10@develop", "group/new": "40@main"}
+	if got := lookUp("group/base", "group/app", "group/new"); !reflect.DeepEqual(got, want) {
+		t.Errorf("after another process's scan: projects %v, want %v", got, want)
+	}
 }

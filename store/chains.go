@@ -403,17 +403,32 @@ func (t chainTx) MemberSucceededWith(ctx context.Context, pipelineID int64) (boo
 }
 
 // Project returns a stored project's id and default branch.
+//
+// In UpdateChains, once ActiveChains read the projects' generation, it
+// answers from this process's cache while that generation holds
+// (chaincache.go).
 func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool, error) {
+	var gen int64
+	if t.cc != nil {
+		gen = t.cc.projectsGen
+		if l, ok := t.cc.cache.project(gen, path); ok {
+			return l.p, l.ok, nil
+		}
+	}
 	p := chain.Project{Path: path}
 	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch FROM projects WHERE path = $1`, path).
 		Scan(&p.ID, &p.DefaultBranch)
 	if errIsNotFound(err) {
-		return chain.Project{}, false, nil
+		p, err = chain.Project{}, nil
 	}
 	if err != nil {
 		return chain.Project{}, false, fmt.Errorf("read project %s: %w", path, err)
 	}
-	return p, true, nil
+	found := p.Path != ""
+	if t.cc != nil {
+		t.cc.cache.keepProject(gen, path, projectLookup{p, found})
+	}
+	return p, found, nil
 }
 
 // encodeJSON stores nil slices as [] so the column is never "null".

@@ -209,5 +209,20 @@ func migrations() []migration {
 				`CREATE INDEX outbox_due ON outbox (state, next_attempt_at, created_at, id)`,
 			},
 		},
+		{
+			version: 11,
+			name:    "generations",
+			stmts: []string{
+				// Counters that every change of a table bumps, for the
+				// caches of every process: "projects" counts the scans
+				// applied (ApplyScan), and each process keeps the projects
+				// the engine looks up until it changes (chaincache.go).
+				`CREATE TABLE generations (
+					name TEXT PRIMARY KEY,
+					n BIGINT NOT NULL
+				)`,
+				`INSERT INTO generations (name, n) VALUES ('projects', 1)`,
+			},
+		},
 	}
 }
