@@ -134,3 +134,70 @@ func TestNextCreateDoesNotWaitForTheRecording(t *testing.T) {
 		t.Errorf("%d creates while the first outcome could not be recorded, want both", got)
 	}
 }
+
+// recordingStore counts the transactions that record a created pipeline
+// (they look its action up by id) and holds the first until wait returns.
+type recordingStore struct {
+	*store.Store
+	wait       func()
+	mu         sync.Mutex
+	recordings int
+}
+
+type recordingTx struct {
+	chain.Tx
+	s      *recordingStore
+	looked *bool
+}
+
+func (t recordingTx) Action(ctx context.Context, id string) (chain.Action, bool, error) {
+	if !*t.looked {
+		*t.looked = true
+		t.s.mu.Lock()
+		t.s.recordings++
+		first := t.s.recordings == 1
+		t.s.mu.Unlock()
+		if first {
+			t.s.wait()
+		}
+	}
+	return t.Tx.Action(ctx, id)
+}
+
+func (s *recordingStore) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
+	return s.Store.UpdateChains(ctx, func(tx chain.Tx) error {
+		looked := false
+		return fn(recordingTx{tx, s, &looked})
+	})
+}
+
+// The pipelines created while a recording waits for the write lock are
+// recorded together in the next transaction, not one transaction each.
+func TestOutcomesAreRecordedTogether(t *testing.T) {
+	t.Parallel()
+	names := []string{"p1", "p2", "p3", "p4", "p5"}
+	e := newEnv(t, chain.Full, names...)
+	e.engine = e.newEngine(chain.Full, e.gl)
+	for _, p := range names {
+		e.rebuild(p)
+	}
+	s := &recordingStore{Store: e.store}
+	en, err := chain.New(chain.Config{Store: s, GitLab: e.gl, Graph: e.store.Graph, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.wait = func() {
+		// The first recording holds the write lock until the other
+		// four pipelines wait to be recorded.
+		deadline := time.Now().Add(10 * time.Second)
+		for chain.SentQueued(en) < len(names)-1 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n, err := en.SendPending(e.ctx); err != nil || n != len(names) {
+		t.Fatalf("SendPending = %d, %v; want %d", n, err, len(names))
+	}
+	if s.recordings != 2 {
+		t.Errorf("%d transactions recorded %d pipelines, want 2 (the first, then the rest together)", s.recordings, len(names))
+	}
+}

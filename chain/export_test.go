@@ -38,3 +38,10 @@ func (e *Engine) RecordEvent(ctx context.Context, key string, ev Event) (duplica
 // OutboxRunning reports whether e's RunOutbox has registered its senders
 // (actions queued from then on are handed to them).
 func OutboxRunning(e *Engine) bool { return e.outbox.Load() != nil }
+
+// SentQueued is how many senders' outcomes wait to be recorded.
+func SentQueued(e *Engine) int {
+	e.sent.mu.Lock()
+	defer e.sent.mu.Unlock()
+	return len(e.sent.queue)
+}

@@ -213,6 +213,12 @@ mutant "NextEvent's read-ahead forgets the event marked, not the oldest" \
 	't.cc.events = slices.Delete(t.cc.events, 0, 1)' \
 	-- go test -count=1 -run 'TestNextEventUntilMarked' ./store/
 
+mutant "each sender's outcome recorded in a transaction of its own" \
+	chain/recordsent.go \
+	'	if len(batch) > 1 {' \
+	'	if len(batch) > 1 && false {' \
+	-- go test -count=1 -run 'TestOutcomesAreRecordedTogether' ./chain/
+
 mutant "a scan leaves the processes' cached projects valid" \
 	store/apply.go \
 	"UPDATE generations SET n = n + 1 WHERE name = 'projects'" \
