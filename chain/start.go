@@ -120,11 +120,13 @@ func (t *txn) startFull(root string, done *rootSuccess, reason Reason) (*Chain, 
 }
 
 // withdraw takes back the action of a pending member if no worker ever
-// claimed it (a claimed one may be creating its pipeline right now), and
-// puts the member back to waiting. It reports whether it did.
+// claimed it (a claimed one may be creating its pipeline right now) or
+// this transaction claimed it for the outbox (sent only once committed;
+// checkHanded gives it back), and puts the member back to waiting. It
+// reports whether it did.
 func (t *txn) withdraw(m *Member) (bool, error) {
 	a, ok, err := t.tx.Action(t.ctx, m.ActionID)
-	if err != nil || !ok || a.Attempts > 0 || a.State != ActionPending {
+	if err != nil || !ok || (a.Attempts > 0 && !t.handedHere(a.ID)) || a.State != ActionPending {
 		return false, err
 	}
 	a.State = ActionObsolete

@@ -126,14 +126,28 @@ func (t *txn) checkHanded() error {
 			kept = append(kept, h)
 			continue
 		}
-		h.a.Attempts, h.a.LeaseUntil, h.a.ClaimedBy = 0, time.Time{}, ""
-		if err := t.tx.UpdateAction(t.ctx, h.a); err != nil {
+		// As the store holds it now: a later step may have changed it
+		// (withdraw marks it obsolete).
+		a, ok, err := t.tx.Action(t.ctx, h.a.ID)
+		if err != nil {
 			return fmt.Errorf("give back action %s: %w", h.a.ID, err)
+		}
+		if ok {
+			a.Attempts, a.LeaseUntil, a.ClaimedBy = 0, time.Time{}, ""
+			if err := t.tx.UpdateAction(t.ctx, a); err != nil {
+				return fmt.Errorf("give back action %s: %w", h.a.ID, err)
+			}
 		}
 		t.out.unreserve()
 	}
 	t.handed = kept
 	return nil
+}
+
+// handedHere reports whether this transaction claimed action id for the
+// outbox: it is not being sent yet.
+func (t *txn) handedHere(id string) bool {
+	return slices.ContainsFunc(t.handed, func(h handedAction) bool { return h.a.ID == id })
 }
 
 // unreserve gives back the sender slots of the actions this transaction

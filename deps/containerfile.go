@@ -2,8 +2,10 @@ package deps
 
 import (
 	"bytes"
+	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"sort"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/moby/buildkit/frontend/dockerfile/shell"
+	"github.com/tonistiigi/go-csvvalue"
 )
 
 // FileAnalysis is what one dependency file declares.
@@ -225,7 +228,10 @@ func (a *analysis) run(p Platform) *ParseError {
 // trigger counts on the FROM line that runs it).
 func (a *analysis) step(n *parser.Node, line int) *ParseError {
 	if a.cur != nil && strings.EqualFold(n.Value, "run") {
-		n = a.expandMountFrom(n)
+		var perr *ParseError
+		if n, perr = a.expandMountFrom(n, line); perr != nil {
+			return perr
+		}
 	}
 	cmd, err := instructions.ParseInstruction(n)
 	if err != nil {
@@ -397,22 +403,28 @@ func (a *analysis) stageOrImage(kind Kind, ref, value string, line int) {
 	a.image(kind, ref, value, line)
 }
 
-// expandMountFrom expands variables in the from= of RUN --mount flags
-// with the stage's ARGs, as podman does, before BuildKit's instruction
-// parser (which refuses them) sees the node. It returns a copy of n when
-// something changed.
-func (a *analysis) expandMountFrom(n *parser.Node) *parser.Node {
+// expandMountFrom reads the --mount flags of a RUN as BuildKit's
+// parseMount does (each value is one CSV record: a field may be quoted
+// and then hold commas) and expands variables in their from= with the
+// stage's ARGs, as podman does, before BuildKit's instruction parser
+// (which refuses them) sees the node. It returns a copy of n when
+// something changed, and an error naming line when a value is not a CSV
+// record, which BuildKit refuses too.
+func (a *analysis) expandMountFrom(n *parser.Node, line int) (*parser.Node, *ParseError) {
 	var flags []string
 	for i, f := range n.Flags {
 		body, ok := strings.CutPrefix(f, "--mount=")
-		if !ok || !strings.Contains(body, "$") {
+		if !ok {
 			continue
 		}
-		fields := strings.Split(body, ",")
+		fields, err := csvvalue.Fields(body, nil)
+		if err != nil {
+			return nil, &ParseError{File: a.file, Line: line, Err: fmt.Errorf("RUN --mount=%s: %s", body, mountCSVError(err))}
+		}
 		changed := false
 		for j, field := range fields {
 			key, val, ok := strings.Cut(field, "=")
-			if !ok || !strings.EqualFold(key, "from") || !a.hasVariables(val) {
+			if !ok || strings.ToLower(key) != "from" || !a.hasVariables(val) {
 				continue
 			}
 			v, err := a.expand(val, a.cur.args)
@@ -421,9 +433,8 @@ func (a *analysis) expandMountFrom(n *parser.Node) *parser.Node {
 				a.expandErr["from"] = cleanErr(err)
 			}
 			if !hasMarker(v) {
-				a.warn(n.StartLine, "RUN --mount from=%s: expanded to %s as podman does; docker build (BuildKit) refuses variables in from=", val, v)
+				a.warn(line, "RUN --mount from=%s: expanded to %s as podman does; docker build (BuildKit) refuses variables in from=", val, v)
 			}
-			v = strings.ReplaceAll(v, ",", "")
 			a.mountRefs[v] = val
 			fields[j] = key + "=" + v
 			changed = true
@@ -432,15 +443,40 @@ func (a *analysis) expandMountFrom(n *parser.Node) *parser.Node {
 			if flags == nil {
 				flags = append([]string(nil), n.Flags...)
 			}
-			flags[i] = "--mount=" + strings.Join(fields, ",")
+			flags[i] = "--mount=" + csvRecord(fields)
 		}
 	}
 	if flags == nil {
-		return n
+		return n, nil
 	}
 	c := *n
 	c.Flags = flags
-	return &c
+	return &c, nil
+}
+
+// mountCSVError says why a --mount value is not a CSV record, with the
+// column in the value (csvvalue's line is always 1).
+func mountCSVError(err error) string {
+	var pe *csv.ParseError
+	switch {
+	case errors.As(err, &pe):
+		return fmt.Sprintf("invalid mount: %v at column %d of the value (BuildKit reads it as one CSV record: quote whole fields, as in \"target=/a,b\")", pe.Err, pe.Column)
+	case errors.Is(err, io.EOF):
+		return "invalid mount: the value is empty"
+	default:
+		return "invalid mount: " + cleanErr(err)
+	}
+}
+
+// csvRecord writes fields back as the one CSV record a --mount value is,
+// quoting those that need it (an expanded from= with a comma, a field
+// that was quoted in the file), so that BuildKit reads the same fields.
+func csvRecord(fields []string) string {
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	_ = w.Write(fields) // a strings.Builder does not fail, and ',' is a valid delimiter
+	w.Flush()
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // resolve expands ref in s. It records an unresolved dependency (with a

@@ -2,12 +2,15 @@ package deps
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tonistiigi/go-csvvalue"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden .json files in testdata/containerfiles from the current results (review the diff!)")
@@ -134,6 +137,50 @@ func TestParsePlatforms(t *testing.T) {
 	for _, bad := range []string{"", "linux", "amd64", "linux/amd64,", "linux/bogus-arch!"} {
 		if _, err := ParsePlatforms(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestRunMountNotCSV: a RUN --mount value BuildKit cannot read as a CSV
+// record makes the file unbuildable, with an error naming the line and
+// the flag, variables in from= or not (the table's err-mount-not-csv is
+// the bare-quote case).
+func TestRunMountNotCSV(t *testing.T) {
+	tests := []struct {
+		name, run, want string
+	}{
+		{"unterminated quote", `RUN --mount='type=bind,"from=reg/x:1,target=/x' true`, `Containerfile:3: RUN --mount=type=bind,"from=reg/x:1,target=/x: invalid mount: extraneous or missing " in quoted-field at column 12`},
+		{"unterminated quote with a variable", `RUN --mount='type=bind,"from=$X,target=/x' true`, `Containerfile:3: RUN --mount=type=bind,"from=$X,target=/x: invalid mount: extraneous or missing " in quoted-field at column 12`},
+		{"quote inside a field", `RUN --mount='type=bind,from=reg/"x":1' true`, `Containerfile:3: RUN --mount=type=bind,from=reg/"x":1: invalid mount: bare " in non-quoted-field at column 20`},
+		{"empty", `RUN --mount= true`, `Containerfile:3: RUN --mount=: invalid mount: the value is empty`},
+		{"second mount", `RUN --mount=type=cache,target=/c --mount='"from=$X' true`, `Containerfile:3: RUN --mount="from=$X: invalid mount: extraneous or missing " in quoted-field at column`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "FROM alpine:3.20\nARG X=reg/x:1\n" + tt.run + "\n"
+			_, err := AnalyzeContainerfile("Containerfile", []byte(src), Options{})
+			var pe *ParseError
+			if !errors.As(err, &pe) || pe.Line != 3 || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("error %v; want a *ParseError on line 3 starting %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestCSVRecordRoundTrip: a --mount value depsd rewrites (an expanded
+// from=) reads back, with BuildKit's CSV parser, as the same fields,
+// whatever they hold.
+func TestCSVRecordRoundTrip(t *testing.T) {
+	for _, fields := range [][]string{
+		{"type=bind", "from=reg/x:1", "target=/x"},
+		{"type=bind", "from=reg/x:1,2", "target=/a,b"},
+		{"from=" + marker(markNoDefault, "X"), `target=/"q"`, " lead", "cr\rlf\n", `\.`},
+		{"from="},
+	} {
+		rec := csvRecord(fields)
+		got, err := csvvalue.Fields(rec, nil)
+		if err != nil || !reflect.DeepEqual(got, fields) {
+			t.Errorf("%q written as %q reads back as %q, %v", fields, rec, got, err)
 		}
 	}
 }

@@ -1,12 +1,6 @@
 package gitlab
 
-import (
-	"context"
-	"fmt"
-	"time"
-
-	gl "gitlab.com/gitlab-org/api/client-go/v2"
-)
+import "time"
 
 // HeadState is what a caller keeps per project between scans so that the
 // next scan can skip a project whose default branch provably did not move.
@@ -31,22 +25,4 @@ func (c *Client) Unchanged(p Project, known HeadState) bool {
 		!p.LastActivityAt.IsZero() &&
 		known.LastActivityAt.Equal(p.LastActivityAt) &&
 		p.LastActivityAt.Before(known.CheckedAt.Add(-c.cfg.ActivityWindow))
-}
-
-// HeadCommit returns the id of the head commit of a branch.
-func (c *Client) HeadCommit(ctx context.Context, projectID int64, branch string) (string, error) {
-	var b *gl.Branch
-	err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
-		var resp *gl.Response
-		var err error
-		b, resp, err = c.gl.Branches.GetBranch(projectID, branch, o...)
-		return resp, err
-	})
-	if err != nil {
-		return "", fmt.Errorf("get branch %s of project %d: %w", branch, projectID, err)
-	}
-	if b.Commit == nil || b.Commit.ID == "" {
-		return "", fmt.Errorf("get branch %s of project %d: answer has no commit", branch, projectID)
-	}
-	return b.Commit.ID, nil
 }

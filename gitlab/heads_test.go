@@ -145,7 +145,7 @@ func TestConcurrencyBound(t *testing.T) {
 	}
 	var g errgroup.Group
 	for _, p := range ps {
-		g.Go(func() error { _, err := c.HeadCommit(context.Background(), p.ID, p.DefaultBranch); return err })
+		g.Go(func() error { _, err := headCommit(context.Background(), c, p.ID, p.DefaultBranch); return err })
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestRateLimit(t *testing.T) {
 	c, _ := newClient(t, srv, func(c *Config) { c.RequestsPerMinute = 1200; c.Concurrency = 1 })
 	start := time.Now()
 	for range 4 {
-		if _, err := c.HeadCommit(context.Background(), id, "main"); err != nil {
+		if _, err := headCommit(context.Background(), c, id, "main"); err != nil {
 			t.Fatal(err)
 		}
 	}

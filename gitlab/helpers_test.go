@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	gl "gitlab.com/gitlab-org/api/client-go/v2"
 )
 
 // recorder replaces real sleeping in retries and records the waits.
@@ -89,4 +90,24 @@ func addProjects(t testing.TB, srv *gitlabtest.Server, group string, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// headCommit returns the id of the head commit of a branch: a small GET
+// through the client's retry, throttle and concurrency path, for the tests
+// of that path (the client itself has no use for it).
+func headCommit(ctx context.Context, c *Client, projectID int64, branch string) (string, error) {
+	var b *gl.Branch
+	err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+		var resp *gl.Response
+		var err error
+		b, resp, err = c.gl.Branches.GetBranch(projectID, branch, o...)
+		return resp, err
+	})
+	if err != nil {
+		return "", fmt.Errorf("get branch %s of project %d: %w", branch, projectID, err)
+	}
+	if b.Commit == nil || b.Commit.ID == "" {
+		return "", fmt.Errorf("get branch %s of project %d: answer has no commit", branch, projectID)
+	}
+	return b.Commit.ID, nil
 }

@@ -99,7 +99,7 @@ func TestRetries(t *testing.T) {
 				c.BackoffMax = 80 * time.Millisecond
 			})
 			srv.Fail(tt.fault)
-			_, err := c.HeadCommit(context.Background(), id, "main")
+			_, err := headCommit(context.Background(), c, id, "main")
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
@@ -122,7 +122,7 @@ func TestRetryStopsWithContext(t *testing.T) {
 		c.Sleep = func(context.Context, time.Duration) error { cancel(); return context.Canceled }
 	})
 	srv.Fail(gitlabtest.Fault{Status: 503, Times: 10})
-	_, err := c.HeadCommit(ctx, id, "main")
+	_, err := headCommit(ctx, c, id, "main")
 	if !errors.Is(err, context.Canceled) || IsRetryable(err) {
 		t.Fatalf("err = %v, want context.Canceled, not retryable", err)
 	}

@@ -75,14 +75,14 @@ func TestTooManyRequestsSlowsTheClientDown(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv.Fail(gitlabtest.Fault{Endpoint: branchEndpoint, Status: http.StatusTooManyRequests, RetryAfter: 7 * time.Second})
-	if _, err := c.HeadCommit(ctx, id, "main"); err != nil {
+	if _, err := headCommit(ctx, c, id, "main"); err != nil {
 		t.Fatal(err)
 	}
 	if w := rec.all(); len(w) != 1 || w[0] != 7*time.Second {
 		t.Fatalf("the throttled call waited %v, want once 7s", w)
 	}
 	// Another call, at the same instant: it waits out the reset too.
-	if _, err := c.HeadCommit(ctx, id, "main"); err != nil {
+	if _, err := headCommit(ctx, c, id, "main"); err != nil {
 		t.Fatal(err)
 	}
 	if w := rec.all(); len(w) != 2 || w[1] != 7*time.Second {
@@ -93,7 +93,7 @@ func TestTooManyRequestsSlowsTheClientDown(t *testing.T) {
 		t.Errorf("limit after a 429 announcing 600/min: %v/min", got)
 	}
 	clk.Advance(8 * time.Second)
-	if _, err := c.HeadCommit(ctx, id, "main"); err != nil {
+	if _, err := headCommit(ctx, c, id, "main"); err != nil {
 		t.Fatal(err)
 	}
 	if w := rec.all(); len(w) != 2 {
@@ -113,10 +113,10 @@ func TestTooManyRequestsWithALongWaitStillPausesTheClient(t *testing.T) {
 	c, rec := newClient(t, srv, func(cfg *Config) { cfg.Now = clk.Now; cfg.MaxRetryAfter = time.Minute })
 	ctx := context.Background()
 	srv.Fail(gitlabtest.Fault{Endpoint: branchEndpoint, Status: http.StatusTooManyRequests, RetryAfter: 5 * time.Minute})
-	if _, err := c.HeadCommit(ctx, id, "main"); err == nil {
+	if _, err := headCommit(ctx, c, id, "main"); err == nil {
 		t.Fatal("a call asked to wait 5m, past MaxRetryAfter, succeeded")
 	}
-	if _, err := c.HeadCommit(ctx, id, "main"); err != nil {
+	if _, err := headCommit(ctx, c, id, "main"); err != nil {
 		t.Fatal(err)
 	}
 	if w := rec.all(); len(w) != 1 || w[0] != 5*time.Minute {

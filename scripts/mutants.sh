@@ -274,6 +274,36 @@ mutant "a saved chain taken for one just inserted (its old members kept)" \
 	'fresh := version >= 1' \
 	-- go test -count=1 -run 'TestCatchUpAppliesAMissedSuccessOnce' ./chain/
 
+mutant "RUN --mount values split on every comma, quoted ones included" \
+	deps/containerfile.go \
+	'fields, err := csvvalue.Fields(body, nil)' \
+	'fields, err := strings.Split(body, ","), error(nil); _ = csvvalue.Fields' \
+	-- go test -count=1 -run 'TestAnalyzeContainerfileTable|TestRunMountNotCSV' ./deps/
+
+mutant "an expanded RUN --mount from= written back unquoted" \
+	deps/containerfile.go \
+	'flags[i] = "--mount=" + csvRecord(fields)' \
+	'flags[i] = "--mount=" + strings.Join(fields, ",")' \
+	-- go test -count=1 -run 'TestAnalyzeContainerfileTable' ./deps/
+
+mutant "an action handed to the outbox sent for the chain merged away" \
+	chain/txn.go \
+	'			h.chainID = chainID' \
+	'			_ = chainID' \
+	-- go test -count=1 -run 'TestHandedActionIsSentForTheChainThatAbsorbedItsOwn' ./chain/
+
+mutant "a merge never withdraws an action its own transaction handed to the outbox" \
+	chain/start.go \
+	'(a.Attempts > 0 && !t.handedHere(a.ID))' \
+	'a.Attempts > 0' \
+	-- go test -count=1 -run 'TestHandedActionWithdrawnInTheSameTransactionIsGivenBack' ./chain/
+
+mutant "a handed action given back as it was written, not as the store holds it" \
+	chain/txn.go \
+	'a, ok, err := t.tx.Action(t.ctx, h.a.ID)' \
+	'a, ok, err := h.a, true, error(nil)' \
+	-- go test -count=1 -run 'TestHandedActionWithdrawnInTheSameTransactionIsGivenBack' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
