@@ -218,6 +218,8 @@ type txCache struct {
 	// events are the unprocessed events NextEvent read ahead, oldest
 	// first, less those marked since.
 	events []chain.StoredEvent
+	// eventsDrained: the last read of events found fewer than it asked for.
+	eventsDrained bool
 	// newActions are the actions AddAction keeps back until the outbox is
 	// read or the transaction ends (outbox.go).
 	newActions []chain.Action

@@ -155,8 +155,9 @@ const eventPrefetch = 16
 // it reads the next few at once and answers from them until MarkEvent has
 // taken them all: the write lock keeps every other writer from marking
 // them meanwhile. Events recorded after the read are found once those are
-// used up (on PostgreSQL seqs may commit out of order: events are applied
-// in seq order of those committed, see recordEventsPostgres).
+// used up, unless the read found the inbox drained (on PostgreSQL seqs may
+// commit out of order: events are applied in seq order of those committed,
+// see recordEventsPostgres).
 func (t chainTx) NextEvent(ctx context.Context) (chain.StoredEvent, bool, error) {
 	if t.cc == nil {
 		evs, err := t.readEvents(ctx, 1)
@@ -166,11 +167,20 @@ func (t chainTx) NextEvent(ctx context.Context) (chain.StoredEvent, bool, error)
 		return evs[0], true, nil
 	}
 	if len(t.cc.events) == 0 {
+		if t.cc.eventsDrained {
+			return chain.StoredEvent{}, false, nil
+		}
 		evs, err := t.readEvents(ctx, eventPrefetch)
 		if err != nil || len(evs) == 0 {
 			return chain.StoredEvent{}, false, err
 		}
 		t.cc.events = evs
+		// Fewer than asked for: the inbox held no more when read. Events
+		// recorded since (on PostgreSQL, recordings do not wait for the
+		// write lock) are the next transaction's, which their recording
+		// wakes: asking again would cost this one a round trip before its
+		// commit, on the path from a webhook to its pipelines.
+		t.cc.eventsDrained = len(evs) < eventPrefetch
 	}
 	return t.cc.events[0], true, nil
 }
