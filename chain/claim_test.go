@@ -22,10 +22,12 @@ type claimCountingStore struct {
 
 type claimCountingTx struct {
 	chain.Tx
-	n *int
+	n      *int
+	looked *bool
 }
 
 func (t claimCountingTx) DueAction(ctx context.Context, now time.Time) (chain.Action, bool, error) {
+	*t.looked = true
 	a, ok, err := t.Tx.DueAction(ctx, now)
 	if ok {
 		*t.n++
@@ -36,8 +38,8 @@ func (t claimCountingTx) DueAction(ctx context.Context, now time.Time) (chain.Ac
 func (s *claimCountingStore) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
 	n, looked := 0, false
 	err := s.Store.UpdateChains(ctx, func(tx chain.Tx) error {
-		n, looked = 0, true
-		return fn(claimCountingTx{tx, &n})
+		n, looked = 0, false
+		return fn(claimCountingTx{tx, &n, &looked})
 	})
 	if looked {
 		s.mu.Lock()
@@ -199,5 +201,48 @@ func TestOutcomesAreRecordedTogether(t *testing.T) {
 	}
 	if s.recordings != 2 {
 		t.Errorf("%d transactions recorded %d pipelines, want 2 (the first, then the rest together)", s.recordings, len(names))
+	}
+}
+
+// A send handed over by the transaction that queued it needs no claim
+// when it ends: nothing was left due. Such claims found nothing, after
+// waiting for the write lock ahead of the inbox.
+func TestHandedSendEndsWithoutAClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "x")
+	counting := &claimCountingStore{Store: e.store}
+	en, err := chain.New(chain.Config{Store: counting, GitLab: e.gl, Graph: e.store.Graph, Now: e.clock.Now,
+		PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- en.RunOutbox(ctx) }()
+	claims := func() int {
+		counting.mu.Lock()
+		defer counting.mu.Unlock()
+		return len(counting.found)
+	}
+	// RunOutbox claims once as it starts.
+	deadline := time.Now().Add(10 * time.Second)
+	for (!chain.OutboxRunning(en) || claims() < 1) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	id, err := en.Rebuild(e.ctx, "x", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.engine = en
+	for states(e.chain(id)) != "x=triggered" && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	e.wantStates(id, "x=triggered")
+	if n := claims(); n != 1 {
+		t.Errorf("%d claim transactions, want 1 (RunOutbox's first)", n)
 	}
 }

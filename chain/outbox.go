@@ -76,17 +76,42 @@ type senders struct {
 	mu       sync.Mutex
 	closed   bool // no more reservations (RunOutbox is ending)
 	claiming bool // a claimer runs
-	again    bool // a slot came free or an action was written while it ran
+	again    bool // a claim was asked for while it ran
+	// mayBeDue: since the last claim began, something may have fallen due
+	// (a wake-up), or that claim ran out of slots before it ran out of due
+	// actions.
+	mayBeDue bool
 }
 
 func (e *Engine) newSenders(ctx context.Context, fail func(error)) *senders {
 	return &senders{e: e, ctx: ctx, fail: fail, slots: make(chan struct{}, e.cfg.SendConcurrency)}
 }
 
-// spawn makes sure a claimer runs, or that the one running claims again.
+// spawn makes sure a claimer runs, or that the one running claims again:
+// something may be due (a wake-up: an action written without a sender, a
+// retry due, the poll for other replicas' actions).
 func (s *senders) spawn() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.mayBeDue = true
+	s.claimLocked()
+}
+
+// slotFreed asks for a claim when a sender's slot came free, if the last
+// claim may have left due actions for want of slots. A handed-over send
+// ending needs none: a claim then would find nothing, after waiting for
+// the write lock ahead of the inbox.
+func (s *senders) slotFreed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mayBeDue {
+		s.claimLocked()
+	}
+}
+
+// claimLocked starts the claimer, or makes the one running claim again;
+// s.mu is held.
+func (s *senders) claimLocked() {
 	if s.closed {
 		return
 	}
@@ -100,22 +125,25 @@ func (s *senders) spawn() {
 }
 
 // claimer claims due actions for the free slots, a transaction per round,
-// and claims again only if a send ended or an action was written while it
-// claimed.
+// and claims again only if asked to while it claimed.
 func (s *senders) claimer() {
 	defer s.wg.Done()
 	for {
 		s.mu.Lock()
-		s.again = false
+		s.again, s.mayBeDue = false, false
 		s.mu.Unlock()
+		full := len(s.slots) == cap(s.slots)
 		var err error
-		if s.ctx.Err() == nil && len(s.slots) < cap(s.slots) {
-			err = s.e.claim(s.ctx, s)
+		if s.ctx.Err() == nil && !full {
+			full, err = s.e.claim(s.ctx, s)
 		}
 		if err != nil {
 			s.fail(err)
 		}
 		s.mu.Lock()
+		if full || err != nil {
+			s.mayBeDue = true // more may be due than there were slots
+		}
 		if err != nil || s.ctx.Err() != nil || !s.again {
 			s.claiming = false
 			s.mu.Unlock()
@@ -162,7 +190,7 @@ func (s *senders) startClaimed(a Action, chainID int64) {
 		// then is counted (wg) before this sender stops counting.
 		free := sync.OnceFunc(func() {
 			<-s.slots
-			s.spawn()
+			s.slotFreed()
 		})
 		s.sendOne(a, chainID, free)
 		free()
@@ -199,10 +227,11 @@ func (s *senders) sendOne(a Action, chainID int64, callsDone func()) {
 // claim leases due actions that are still wanted, the due first first,
 // for as many as s has slots free, in one transaction, and hands them to s
 // as it commits (as a transaction that writes an action does). Actions of
-// members that no longer need them are marked obsolete on the way.
-func (e *Engine) claim(ctx context.Context, s *senders) error {
-	err := e.update(ctx, nil, func(t *txn) error {
-		t.out = s
+// members that no longer need them are marked obsolete on the way. full
+// reports that it stopped for want of a free slot, not of due actions.
+func (e *Engine) claim(ctx context.Context, s *senders) (full bool, err error) {
+	err = e.update(ctx, nil, func(t *txn) error {
+		t.out, full = s, false
 		for {
 			next, found, err := t.tx.DueAction(t.ctx, t.now)
 			if err != nil || !found {
@@ -222,7 +251,8 @@ func (e *Engine) claim(ctx context.Context, s *senders) error {
 				continue
 			}
 			if !s.reserve() {
-				return nil // the next send to end asks for another claim
+				full = true // the next send to end asks for another claim
+				return nil
 			}
 			t.handed = append(t.handed, handedAction{next, c.ID}) // given back if this does not commit
 			if p, known, err := t.project(next.Project); err != nil {
@@ -240,9 +270,9 @@ func (e *Engine) claim(ctx context.Context, s *senders) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("claim actions: %w", err)
+		return false, fmt.Errorf("claim actions: %w", err)
 	}
-	return nil
+	return full, nil
 }
 
 // send creates (or adopts) the pipeline of a claimed action and records the

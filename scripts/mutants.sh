@@ -213,6 +213,18 @@ mutant "NextEvent's read-ahead forgets the event marked, not the oldest" \
 	't.cc.events = slices.Delete(t.cc.events, 0, 1)' \
 	-- go test -count=1 -run 'TestNextEventUntilMarked' ./store/
 
+mutant "a handed-over send that ends asks for a claim all the same" \
+	chain/outbox.go \
+	'			s.slotFreed()' \
+	'			s.spawn()' \
+	-- go test -count=1 -run 'TestHandedSendEndsWithoutAClaim' ./chain/
+
+mutant "a claim that ran out of slots leaves the actions it could not take for the next wake-up" \
+	chain/outbox.go \
+	'		if full || err != nil {' \
+	'		if err != nil {' \
+	-- go test -count=1 -run 'TestNextCreateDoesNotWaitForTheRecording' ./chain/
+
 mutant "each sender's outcome recorded in a transaction of its own" \
 	chain/recordsent.go \
 	'	if len(batch) > 1 {' \
