@@ -223,6 +223,9 @@ type txCache struct {
 	// newActions are the actions AddAction keeps back until the outbox is
 	// read or the transaction ends (outbox.go).
 	newActions []chain.Action
+	// newFrom is the lowest chain id NewChainID found free (0: it was not
+	// called): chains at or above it are not stored yet.
+	newFrom int64
 	// projectsGen is the store's projects generation as this transaction
 	// read it (0: not read): the write lock keeps it so until the end.
 	projectsGen int64
@@ -236,6 +239,16 @@ func (tc *txCache) lookup(c *chain.Chain) (cachedChain, bool) {
 	}
 	e, ok := tc.fresh[c.ID]
 	return e, ok && e.c == c
+}
+
+// unstored reports whether c was created in this transaction and not
+// saved yet: its id is at or above the first NewChainID found free.
+func (tc *txCache) unstored(c *chain.Chain) bool {
+	if tc == nil || tc.newFrom == 0 || c.ID < tc.newFrom {
+		return false
+	}
+	_, saved := tc.fresh[c.ID]
+	return !saved
 }
 
 // CheckChainCache compares this process's cached chains with the store and

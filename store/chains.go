@@ -268,6 +268,11 @@ func (t chainTx) NewChainID(ctx context.Context) (int64, error) {
 	if err := t.tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) + 1 FROM chains`).Scan(&id); err != nil {
 		return 0, fmt.Errorf("new chain id: %w", err)
 	}
+	if t.cc != nil {
+		// Under the write lock, no chain above this id is stored: SaveChain
+		// inserts such a chain without reading its version back.
+		t.cc.newFrom = id
+	}
 	return id, nil
 }
 
@@ -297,6 +302,14 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 			started_at = $7, updated_at = $8, ended_at = $9, version = $10 WHERE id = $1`,
 			c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
 			encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt), version)
+	} else if t.cc.unstored(c) {
+		// A chain created in this transaction (NewChainID), saved for
+		// the first time.
+		version = 1
+		err = t.tx.execLater(ctx, `INSERT INTO chains (`+chainColumns+`, version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)`,
+			c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
+			encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt))
 	} else {
 		err = t.upsertChain(ctx, c, roots, skipped, merged, &version)
 	}
