@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,16 +53,17 @@ func (e *Engine) SendPending(ctx context.Context) (int, error) {
 // One claimer at a time claims due actions for every free slot in one
 // transaction and starts a sender for each; a sender gives its slot back
 // once GitLab answered its create (the outcome is recorded after, under the
-// write lock) and asks for claims again. While a claim
-// waits for the write lock (behind the inbox), the sends that end meanwhile
-// add their slots to the next claim instead of each waiting for a claim
-// transaction of its own: a rebuild of 2,000 projects once spent a third of
-// its time under the lock in claims of one action each. The claimer starts
-// when woken (RunOutbox) or when a send ends, and stops when it claimed
-// less than it had slots for and no send ended meanwhile, so an action
-// written while others are being sent is claimed at once rather than after
-// a round of sends (a round whose last worker kept finding work used to
-// send one action at a time).
+// write lock). The claimer runs when the outbox is woken (an action written
+// without a sender, a retry due, the poll) and when a slot comes free after
+// a claim that ran out of slots before it ran out of due actions; it
+// claims again if asked to while it claimed. While a claim waits for the
+// write lock (behind the inbox), the sends that end meanwhile add their
+// slots to the next claim instead of each waiting for a claim transaction
+// of its own: a rebuild of 2,000 projects once spent a third of its time
+// under the lock in claims of one action each. An action written while
+// others are being sent is claimed at once rather than after a round of
+// sends (a round whose last worker kept finding work used to send one
+// action at a time).
 type senders struct {
 	e     *Engine
 	ctx   context.Context
@@ -237,7 +237,7 @@ func (e *Engine) claim(ctx context.Context, s *senders) (full bool, err error) {
 			if err != nil || !found {
 				return err
 			}
-			if slices.ContainsFunc(t.handed, func(h handedAction) bool { return h.a.ID == next.ID }) {
+			if t.handedHere(next.ID) {
 				// Claimed here already, yet due: claims of an owner
 				// without a live liveness lease are (see DueAction).
 				return nil
