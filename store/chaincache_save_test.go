@@ -33,28 +33,32 @@ func cachedChainStore(t *testing.T, b backend) (*Store, string) {
 	return s, dsn
 }
 
-// storedMembers reads chain 1's members through a store of its own (no
-// cache of this process's).
-func storedMembers(t *testing.T, dsn string) map[string]chain.Member {
+// storedChain reads chain 1 through a store of its own (no cache of this
+// process's).
+func storedChain(t *testing.T, dsn string) *chain.Chain {
 	t.Helper()
 	other, err := Open(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	out := map[string]chain.Member{}
+	var c *chain.Chain
 	err = other.ViewChains(t.Context(), func(tx chain.Tx) error {
-		c, err := tx.Chain(t.Context(), 1)
-		if err != nil {
-			return err
-		}
-		for _, m := range c.Members {
-			out[m.Project] = *m
-		}
-		return nil
+		c, err = tx.Chain(t.Context(), 1)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	return c
+}
+
+// storedMembers reads chain 1's members as stored.
+func storedMembers(t *testing.T, dsn string) map[string]chain.Member {
+	t.Helper()
+	out := map[string]chain.Member{}
+	for _, m := range storedChain(t, dsn).Members {
+		out[m.Project] = *m
 	}
 	return out
 }
@@ -242,30 +246,10 @@ func testReasonsStoredAsTheChainHasThem(t *testing.T, b backend) {
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		if got := storedReasons(t, dsn); !slices.EqualFunc(got, want, sameReason) {
+		if got := storedChain(t, dsn).Reasons; !slices.EqualFunc(got, want, sameReason) {
 			t.Errorf("%s: stored reasons %+v, want %+v", step.name, got, want)
 		}
 	}
-}
-
-// storedReasons reads chain 1's reasons through a store of its own.
-func storedReasons(t *testing.T, dsn string) []chain.Reason {
-	t.Helper()
-	other, err := Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	var out []chain.Reason
-	err = other.ViewChains(t.Context(), func(tx chain.Tx) error {
-		c, err := tx.Chain(t.Context(), 1)
-		out = c.Reasons
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func TestProjectLookUpsFollowScansOfAnyProcess(t *testing.T) {
