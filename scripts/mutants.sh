@@ -231,12 +231,6 @@ mutant "each sender's outcome recorded in a transaction of its own" \
 	'	if len(batch) > 1 && false {' \
 	-- go test -count=1 -run 'TestOutcomesAreRecordedTogether' ./chain/
 
-mutant "actions added after the transaction's last outbox read are never written" \
-	store/chains.go \
-	'		if err := t.flushActions(context.WithoutCancel(ctx)); err != nil {' \
-	'		if err := error(nil); err != nil {' \
-	-- go test -count=1 -run 'TestManyRowsWrittenTogether' ./store/
-
 mutant "PostgreSQL's held-back statements are not sent before the commit" \
 	store/chains.go \
 	'		return t.tx.pipe.flush(context.WithoutCancel(ctx))' \

@@ -220,9 +220,6 @@ type txCache struct {
 	events []chain.StoredEvent
 	// eventsDrained: the last read of events found fewer than it asked for.
 	eventsDrained bool
-	// newActions are the actions AddAction keeps back until the outbox is
-	// read or the transaction ends (outbox.go).
-	newActions []chain.Action
 	// newFrom is the lowest chain id NewChainID found free (0: it was not
 	// called): chains at or above it are not stored yet.
 	newFrom int64

@@ -32,9 +32,6 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 			}
 			return err
 		}
-		if err := t.flushActions(context.WithoutCancel(ctx)); err != nil {
-			return err
-		}
 		return t.tx.pipe.flush(context.WithoutCancel(ctx))
 	})
 	if err == nil {
@@ -391,7 +388,7 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain, fresh bool) er
 	members, all := c.SaveSet()
 	if all {
 		if !fresh {
-			if _, err := t.tx.ExecContext(ctx, `DELETE FROM chain_members WHERE chain_id = $1`, c.ID); err != nil {
+			if err := t.tx.execLater(ctx, `DELETE FROM chain_members WHERE chain_id = $1`, c.ID); err != nil {
 				return fmt.Errorf("write chain %d: %w", c.ID, err)
 			}
 		}
@@ -462,16 +459,15 @@ func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool,
 			return l.p, l.ok, nil
 		}
 	}
-	p := chain.Project{Path: path}
+	p, found := chain.Project{Path: path}, true
 	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch FROM projects WHERE path = $1`, path).
 		Scan(&p.ID, &p.DefaultBranch)
 	if errIsNotFound(err) {
-		p, err = chain.Project{}, nil
+		p, found, err = chain.Project{}, false, nil
 	}
 	if err != nil {
 		return chain.Project{}, false, fmt.Errorf("read project %s: %w", path, err)
 	}
-	found := p.Path != ""
 	if t.cc != nil {
 		t.cc.cache.keepProject(gen, path, projectLookup{p, found})
 	}

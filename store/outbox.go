@@ -13,44 +13,19 @@ import (
 const actionColumns = `id, chain_id, project, project_id, ref, upstreams, state, attempts, next_attempt_at,
 	lease_until, last_error, pipeline_id, pipeline_url, created_at, sent_at, claimed_by`
 
-// AddAction writes a new action to the outbox. In UpdateChains the row is
-// written with the others the transaction adds, in as few statements as
-// execRows can (a success may queue hundreds), before anything reads the
-// outbox and before the commit.
+// AddAction writes a new action to the outbox (through the pipeline on
+// PostgreSQL: a success may queue hundreds, sent in one round trip).
 func (t chainTx) AddAction(ctx context.Context, a chain.Action) error {
-	if t.cc != nil {
-		t.cc.newActions = append(t.cc.newActions, a)
-		return nil
-	}
-	return t.writeActions(ctx, []chain.Action{a})
-}
-
-// flushActions writes the actions AddAction kept back.
-func (t chainTx) flushActions(ctx context.Context) error {
-	if t.cc == nil || len(t.cc.newActions) == 0 {
-		return nil
-	}
-	as := t.cc.newActions
-	t.cc.newActions = nil
-	return t.writeActions(ctx, as)
-}
-
-func (t chainTx) writeActions(ctx context.Context, as []chain.Action) error {
-	rows := make([][]any, len(as))
-	for i, a := range as {
-		rows[i] = actionArgs(a)
-	}
-	if err := t.tx.execRows(ctx, `INSERT INTO outbox (`+actionColumns+`) VALUES `, "", 16, rows); err != nil {
-		return fmt.Errorf("write %d actions (the first %s): %w", len(as), as[0].ID, err)
+	err := t.tx.execLater(ctx, `INSERT INTO outbox (`+actionColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`, actionArgs(a)...)
+	if err != nil {
+		return fmt.Errorf("write action %s: %w", a.ID, err)
 	}
 	return nil
 }
 
 // UpdateAction replaces the stored action with the same id.
 func (t chainTx) UpdateAction(ctx context.Context, a chain.Action) error {
-	if err := t.flushActions(ctx); err != nil {
-		return err
-	}
 	res, err := t.tx.ExecContext(ctx, `UPDATE outbox SET chain_id = $2, project = $3, project_id = $4, ref = $5,
 		upstreams = $6, state = $7, attempts = $8, next_attempt_at = $9, lease_until = $10, last_error = $11,
 		pipeline_id = $12, pipeline_url = $13, created_at = $14, sent_at = $15, claimed_by = $16 WHERE id = $1`, actionArgs(a)...)
@@ -99,9 +74,6 @@ func (t chainTx) DueAction(ctx context.Context, now time.Time) (chain.Action, bo
 
 // NextDue returns when the earliest pending action falls due.
 func (t chainTx) NextDue(ctx context.Context) (time.Time, bool, error) {
-	if err := t.flushActions(ctx); err != nil {
-		return time.Time{}, false, err
-	}
 	var next sql.NullString
 	err := t.tx.QueryRowContext(ctx, `SELECT MIN(CASE WHEN lease_until IS NOT NULL AND lease_until > next_attempt_at
 		THEN lease_until ELSE next_attempt_at END) FROM outbox WHERE state = $1`, string(chain.ActionPending)).Scan(&next)
@@ -114,9 +86,6 @@ func (t chainTx) NextDue(ctx context.Context) (time.Time, bool, error) {
 
 // CountActions counts the actions in a state.
 func (t chainTx) CountActions(ctx context.Context, state chain.ActionState) (int, error) {
-	if err := t.flushActions(ctx); err != nil {
-		return 0, err
-	}
 	var n int
 	if err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox WHERE state = $1`, string(state)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count actions: %w", err)
@@ -125,9 +94,6 @@ func (t chainTx) CountActions(ctx context.Context, state chain.ActionState) (int
 }
 
 func (t chainTx) queryAction(ctx context.Context, q string, args ...any) (chain.Action, bool, error) {
-	if err := t.flushActions(ctx); err != nil {
-		return chain.Action{}, false, err
-	}
 	var a chain.Action
 	var ups, state string
 	var pipeline sql.NullInt64

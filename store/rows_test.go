@@ -10,10 +10,10 @@ import (
 
 func TestManyRowsWrittenTogether(t *testing.T) { forEachBackend(t, testManyRowsWrittenTogether) }
 
-// testManyRowsWrittenTogether: actions and members written several to a
-// statement (64, 16, 4, 1 rows) all arrive, an action added is read back in
-// its own transaction, and those added after the last read are written at
-// the commit.
+// testManyRowsWrittenTogether: members written several to a statement (64,
+// 16, 4, 1 rows) all arrive; actions held back in PostgreSQL's pipeline are
+// read back in their own transaction, and those added after the last read
+// are written at the commit.
 func testManyRowsWrittenTogether(t *testing.T, b backend) {
 	s, dsn := b.openTemp(t)
 	ctx := t.Context()
@@ -82,9 +82,9 @@ func TestFailedStatementVoidsTheTransaction(t *testing.T) {
 	forEachBackend(t, testFailedStatementVoidsTheTransaction)
 }
 
-// testFailedStatementVoidsTheTransaction: a statement that fails after it
-// was held back (PostgreSQL's pipeline, the actions written together)
-// fails the transaction with what went wrong, and nothing of it is kept.
+// testFailedStatementVoidsTheTransaction: a statement that fails (on
+// PostgreSQL after it was held back in the pipeline) fails the transaction
+// with what went wrong, and nothing of it is kept.
 func testFailedStatementVoidsTheTransaction(t *testing.T, b backend) {
 	s, _ := b.openTemp(t)
 	ctx := t.Context()
