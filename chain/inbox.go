@@ -90,14 +90,8 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 					return err
 				}
 				done = append(done, applied{se.Event.Kind(), outcome})
-				if t.unsaved() {
-					// Written now, inside the transaction, so that the
-					// next event's look-ups in the store see this one's
-					// changes as they would in a transaction of its own;
-					// the batch then shares one commit.
-					if err := t.saveChanges(); err != nil {
-						return err
-					}
+				if err := t.saveChanges(); err != nil { // the batch shares one commit
+					return err
 				}
 				if len(done) >= yieldAfter && yield != nil && yield.UrgentWritersWaiting() {
 					return nil
@@ -136,17 +130,6 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 			return n, nil
 		}
 	}
-}
-
-// unsaved reports whether t holds a change to a chain not yet written to
-// the store (chains are written by saveChanges and when t commits).
-func (t *txn) unsaved() bool {
-	for _, c := range t.chains {
-		if c.dirty {
-			return true
-		}
-	}
-	return false
 }
 
 // rescan routes a push to Rescan and returns the outcome to record. A

@@ -87,10 +87,8 @@ func (e *Engine) recordSentBatch(ctx context.Context, batch []*sentRecord) {
 				if _, err := t.applyPipeline(r.ev); err != nil {
 					return err
 				}
-				if t.unsaved() {
-					if err := t.saveChanges(); err != nil {
-						return err
-					}
+				if err := t.saveChanges(); err != nil {
+					return err
 				}
 			}
 			return nil

@@ -92,10 +92,15 @@ func (e *Engine) update(ctx context.Context, g *deps.Graph, fn func(*txn) error)
 	return nil
 }
 
-// saveChanges writes the chains changed so far without ending the
+// saveChanges writes the chains changed so far, if any, without ending the
 // transaction, and starts following their changes afresh, as a new
-// transaction would.
+// transaction would: what a transaction applies after it (the next event
+// of a batch) sees those changes in the store as in a transaction of its
+// own.
 func (t *txn) saveChanges() error {
+	if !t.unsaved() {
+		return nil
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}
@@ -104,6 +109,17 @@ func (t *txn) saveChanges() error {
 		c.begin()
 	}
 	return nil
+}
+
+// unsaved reports whether t holds a change to a chain not yet written to
+// the store (chains are written by saveChanges and when t commits).
+func (t *txn) unsaved() bool {
+	for _, c := range t.chains {
+		if c.dirty {
+			return true
+		}
+	}
+	return false
 }
 
 // checkHanded makes sure each action claimed for the outbox in this
