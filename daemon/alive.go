@@ -295,7 +295,8 @@ func (l *liveness) run(ctx context.Context, work func(context.Context) error) er
 				// The work ended by itself: that is a failure of the
 				// process (the outbox returns only when stopped).
 				stopWork()
-				return l.end(ctx, err)
+				l.release(ctx)
+				return err
 			}
 			stopWork()
 			stopWork, workDone, stopping = nil, nil, false
@@ -305,12 +306,6 @@ func (l *liveness) run(ctx context.Context, work func(context.Context) error) er
 		case <-timer:
 		}
 	}
-}
-
-// end releases the lease after the work ended by itself.
-func (l *liveness) end(ctx context.Context, err error) error {
-	l.release(ctx)
-	return err
 }
 
 // release gives this run's liveness lease up, so that what it claimed is
