@@ -226,6 +226,17 @@ func (e *outboxEnv) engine(owner string, hc *http.Client) *chain.Engine {
 	return en
 }
 
+// sendingBase rebuilds g/base and runs a's outbox until a's create of its
+// pipeline is in flight (held by the network).
+func (e *outboxEnv) sendingBase() {
+	e.t.Helper()
+	if _, err := e.a.Rebuild(e.t.Context(), "g/base", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.runA()
+	wait(e.t, "a's create to be in flight", e.net.held)
+}
+
 // runA runs a's outbox under its liveness lease until the test ends.
 func (e *outboxEnv) runA() {
 	ctx, cancel := context.WithCancel(e.t.Context())
@@ -312,11 +323,7 @@ func TestCutOffReplicaCancelsItsSendBeforeTakeover(t *testing.T) {
 		name := map[bool]string{false: "request held on its way", true: "GitLab received it"}[landed]
 		t.Run(name, func(t *testing.T) {
 			e := newOutboxEnv(t, landed)
-			if _, err := e.a.Rebuild(t.Context(), "g/base", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"}); err != nil {
-				t.Fatal(err)
-			}
-			e.runA()
-			wait(t, "a's create to be in flight", e.net.held)
+			e.sendingBase()
 
 			gaveUpAt, expires := e.cutOff()
 			if !gaveUpAt.Before(expires) {
@@ -348,11 +355,7 @@ func TestCutOffReplicaCancelsItsSendBeforeTakeover(t *testing.T) {
 // abandoned is given back, not left to run out.
 func TestCutOffReplicaResumesWhenItHoldsItsLeaseAgain(t *testing.T) {
 	e := newOutboxEnv(t, false)
-	if _, err := e.a.Rebuild(t.Context(), "g/base", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	e.runA()
-	wait(t, "a's create to be in flight", e.net.held)
+	e.sendingBase()
 	e.cutOff()
 	if ps := e.srv.Pipelines("g/base"); len(ps) != 0 {
 		t.Fatalf("%d pipelines while a was cut off", len(ps))

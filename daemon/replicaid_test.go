@@ -186,11 +186,7 @@ func TestRestartAfterTheLeaseRanOutDoesNotWait(t *testing.T) {
 // which no other replica may take over, and the pipeline is created once.
 func TestTwinIsRefusedAndTheRunningReplicaKeepsItsClaims(t *testing.T) {
 	e := newOutboxEnv(t, false)
-	if _, err := e.a.Rebuild(t.Context(), "g/base", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	e.runA()
-	wait(t, "a's create to be in flight", e.net.held)
+	e.sendingBase()
 
 	twin := newTestLiveness(e.st, e.clock, "a/2")
 	done := make(chan error, 1)
