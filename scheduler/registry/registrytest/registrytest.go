@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,8 +101,26 @@ func freeAddr(t testing.TB) string {
 }
 
 // ClosedAddr returns a 127.0.0.1 address nothing listens on: an
-// unreachable registry.
-func ClosedAddr(t testing.TB) string { return freeAddr(t) }
+// unreachable registry, whose connections are refused. Its port stays
+// bound to a socket that never listens until t ends: a port merely free a
+// moment ago was once taken by another test package's server running
+// beside this one, which answered 401 instead of refusing.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
 
 // Push writes a new random single-layer image under ref (host/path:tag)
 // and returns its manifest digest.
