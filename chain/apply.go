@@ -53,21 +53,16 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	}
 
 	actionID := ev.Variables[VarActionID]
-	ours := actionID != ""
-	var a Action
-	var found bool
-	if actionID != "" {
-		a, found, err = t.tx.Action(t.ctx, actionID)
-	} else if ev.PipelineID != 0 {
-		a, found, err = t.tx.ActionByPipeline(t.ctx, ev.PipelineID)
-	}
+	// What this event could repeat is looked up at once: until the
+	// event's changes are saved, nothing below changes the answers.
+	seen, err := t.tx.PipelineSeen(t.ctx, actionID, ev.PipelineID)
 	if err != nil {
-		return "", fmt.Errorf("find action of pipeline %d: %w", ev.PipelineID, err)
+		return "", fmt.Errorf("look up pipeline %d: %w", ev.PipelineID, err)
 	}
+	ours := actionID != "" || seen.HasAction
 	handled, succeeded, changed := false, false, false
-	if found {
-		ours = true
-		if h, s, ch, err := t.applyToAction(a, ev); err != nil {
+	if seen.HasAction {
+		if h, s, ch, err := t.applyToAction(seen.Action, ev); err != nil {
 			return "", err
 		} else {
 			handled, succeeded, changed = h, s, ch
@@ -86,8 +81,8 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		// The same success can come twice (the reconciler and a late
 		// webhook, or a retried job of that pipeline): once it counted
 		// for a member, it starts nothing more.
-		if counted, err := t.tx.MemberSucceededWith(t.ctx, ev.PipelineID); err != nil || counted {
-			return "ignored: pipeline already handled", err
+		if seen.Counted {
+			return "ignored: pipeline already handled", nil
 		}
 		if unblocked, err = t.unblock(ev); err != nil {
 			return "", err
@@ -97,8 +92,8 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		Detail: fmt.Sprintf("pipeline %d succeeded", ev.PipelineID), At: t.now}
 	switch {
 	case t.e.cfg.Mode == FirstLevel:
-		if started, err := t.tx.ChainStartedBy(t.ctx, ev.PipelineID); err != nil || started {
-			return "ignored: pipeline already handled", err
+		if seen.Started {
+			return "ignored: pipeline already handled", nil
 		}
 		c, err := t.startFirstLevel(ev.Project, reason)
 		if err != nil || c == nil {
@@ -114,8 +109,8 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	case !t.g.Has(ev.Project):
 		return "ignored: project not in the graph", nil
 	}
-	if started, err := t.tx.ChainStartedBy(t.ctx, ev.PipelineID); err != nil || started {
-		return "ignored: pipeline already handled", err
+	if seen.Started {
+		return "ignored: pipeline already handled", nil
 	}
 	before := len(t.chains)
 	c, err := t.startFull(ev.Project, &rootSuccess{pipelineID: ev.PipelineID, url: ev.URL}, reason)

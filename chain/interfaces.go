@@ -55,6 +55,14 @@ type Store interface {
 	RecordEvents(ctx context.Context, evs []NewEvent) (duplicate []bool, err error)
 }
 
+// PipelineSeen is what a Tx holds of one pipeline (Tx.PipelineSeen).
+type PipelineSeen struct {
+	Action    Action
+	HasAction bool // Action is the action that created the pipeline
+	Counted   bool // a chain member recorded its success with the pipeline
+	Started   bool // a chain has a ReasonPipeline with the pipeline's id
+}
+
 // Tx is one store transaction, valid only inside the UpdateChains or ViewChains
 // callback that received it. Methods return errors with context; a missing
 // record is a false ok, not an error, except where noted.
@@ -76,23 +84,22 @@ type Tx interface {
 	// the members c.SaveSet names (all of them when it says so): the
 	// others are stored as they are.
 	SaveChain(ctx context.Context, c *Chain) error
-	// ChainStartedBy reports whether a chain has a ReasonPipeline with this
-	// pipeline id, so that an event seen twice starts nothing twice.
-	ChainStartedBy(ctx context.Context, pipelineID int64) (bool, error)
 	// ChainWithReason returns the chain holding a reason equal to r
 	// (kind, project, detail and time), so that a scheduled or image-change
 	// rebuild asked for again starts nothing twice.
 	ChainWithReason(ctx context.Context, r Reason) (id int64, ok bool, err error)
-	// MemberSucceededWith reports whether a chain member recorded its
-	// success with this pipeline, so that a success seen twice counts once.
-	MemberSucceededWith(ctx context.Context, pipelineID int64) (bool, error)
+	// PipelineSeen tells, in one look-up, what is stored of the pipeline
+	// an event reports, so that an event seen twice counts once: the
+	// action that created it (the action named actionID when the pipeline
+	// carries one, else the first action with the pipeline's id), whether
+	// a member recorded its success with it, and whether a chain has a
+	// ReasonPipeline with its id.
+	PipelineSeen(ctx context.Context, actionID string, pipelineID int64) (PipelineSeen, error)
 
 	// AddAction writes a new action to the outbox.
 	AddAction(ctx context.Context, a Action) error
 	// Action returns the action with this id.
 	Action(ctx context.Context, id string) (Action, bool, error)
-	// ActionByPipeline returns the action that created this pipeline.
-	ActionByPipeline(ctx context.Context, pipelineID int64) (Action, bool, error)
 	// UpdateAction replaces the stored action with the same id.
 	UpdateAction(ctx context.Context, a Action) error
 	// DueAction returns the pending action due first (NextAttemptAt <= now)

@@ -27,7 +27,7 @@ func (e *env) addForeignPipeline(project string, id int64, status, source string
 }
 
 // Finding 1: the success that unblocks a failed member is not recorded as
-// handled (no Reason, so ChainStartedBy stays false). When the same
+// handled (no Reason, so PipelineSeen.Started stays false). When the same
 // pipeline's success is applied a second time, which happens when the
 // reconciler (reconcileBroken, which bypasses the inbox) and the webhook
 // both see it, or when a job of that pipeline is retried (same pipeline

@@ -310,6 +310,39 @@ mutant "a handed action given back as it was written, not as the store holds it"
 	'a, ok, err := h.a, true, error(nil)' \
 	-- go test -count=1 -run 'TestHandedActionWithdrawnInTheSameTransactionIsGivenBack' ./chain/
 
+mutant "PostgreSQL's BEGIN of a write does not take the write lock: replicas' writers interleave" \
+	store/pgconn.go \
+	'SELECT pg_advisory_xact_lock(' \
+	'SELECT abs(' \
+	-- go test -count=1 -run 'TestWriteTransactionsSerialise' ./store/
+
+mutant "a pipelined transaction's COMMIT is sent twice: a round trip more for every writer in line" \
+	store/pgconn.go \
+	"	if t.conn.PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	tag, err" \
+	"	tag, err" \
+	-- go test -count=1 -run 'TestWriteRoundTrips' ./store/
+
+mutant "every new chain id is a query of its own, not brought along with the active chains" \
+	store/chains.go \
+	'if t.cc != nil && t.cc.nextID > 0 {' \
+	'if false {' \
+	-- go test -count=1 -run 'TestWriteRoundTrips' ./store/
+
+mutant "two chains started in one transaction get the same id" \
+	store/chains.go \
+	't.cc.newFrom, t.cc.nextID = cmp.Or(t.cc.newFrom, id), id+1' \
+	't.cc.newFrom = cmp.Or(t.cc.newFrom, id)' \
+	-- go test -count=1 -run 'TestNewChainIDs' ./store/
+
+mutant "a repeated success of a pipeline that counted for a member counts again" \
+	store/outbox.go \
+	'WHERE pipeline_id = $2 AND state = $3)' \
+	'WHERE pipeline_id = $2 AND state = $3 AND false)' \
+	-- go test -count=1 -run 'TestPipelineSeen' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -137,10 +137,11 @@ func (cc *chainCache) commit(active map[int64]bool, fresh map[int64]cachedChain)
 
 // cachedActiveChains is ActiveChains through the cache.
 func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error) {
-	// The projects' generation comes with the chains' versions: the same
-	// round trip.
+	// The projects' generation and the next free chain id come with the
+	// chains' versions: the same round trip.
 	rows, err := t.tx.QueryContext(ctx, `SELECT 'chain', id, version FROM chains WHERE state IN ($1, $2)
 		UNION ALL SELECT 'projects', 0, n FROM generations WHERE name = 'projects'
+		UNION ALL SELECT 'next id', 0, COALESCE(MAX(id), 0) + 1 FROM chains
 		ORDER BY 1, 2`,
 		string(chain.Running), string(chain.Blocked))
 	if err != nil {
@@ -155,8 +156,12 @@ func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error)
 			rows.Close()
 			return nil, fmt.Errorf("read active chains: %w", err)
 		}
-		if kind == "projects" {
+		switch kind {
+		case "projects":
 			t.cc.projectsGen = iv.version
+			continue
+		case "next id":
+			t.cc.nextID = iv.version
 			continue
 		}
 		list = append(list, iv)
@@ -223,6 +228,10 @@ type txCache struct {
 	// newFrom is the lowest chain id NewChainID found free (0: it was not
 	// called): chains at or above it are not stored yet.
 	newFrom int64
+	// nextID is the chain id NewChainID hands out next (0: unknown),
+	// read with the active chains: under the write lock only this
+	// transaction adds chains.
+	nextID int64
 	// projectsGen is the store's projects generation as this transaction
 	// read it (0: not read): the write lock keeps it so until the end.
 	projectsGen int64

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -32,7 +33,7 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 			}
 			return err
 		}
-		return t.tx.pipe.flush(context.WithoutCancel(ctx))
+		return t.tx.pipe.commit(context.WithoutCancel(ctx))
 	})
 	if err == nil {
 		s.chains.commit(cc.active, cc.fresh)
@@ -258,9 +259,17 @@ func (t chainTx) loadMembers(ctx context.Context, byID map[int64]*chain.Chain, i
 	return rows.Err()
 }
 
-// NewChainID returns one more than the highest chain id. The transaction
-// holds the write lock, so concurrent engines cannot take the same id.
+// NewChainID returns an id above every chain's, and above those it
+// returned before in this transaction. The transaction holds the write
+// lock, so concurrent engines cannot take the same id. In UpdateChains the
+// first id came with the active chains (cachedActiveChains).
 func (t chainTx) NewChainID(ctx context.Context) (int64, error) {
+	if t.cc != nil && t.cc.nextID > 0 {
+		id := t.cc.nextID
+		t.cc.nextID++
+		t.cc.newFrom = cmp.Or(t.cc.newFrom, id)
+		return id, nil
+	}
 	var id int64
 	if err := t.tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) + 1 FROM chains`).Scan(&id); err != nil {
 		return 0, fmt.Errorf("new chain id: %w", err)
@@ -268,7 +277,7 @@ func (t chainTx) NewChainID(ctx context.Context) (int64, error) {
 	if t.cc != nil {
 		// Under the write lock, no chain above this id is stored: SaveChain
 		// inserts such a chain without reading its version back.
-		t.cc.newFrom = id
+		t.cc.newFrom, t.cc.nextID = cmp.Or(t.cc.newFrom, id), id+1
 	}
 	return id, nil
 }
@@ -422,29 +431,6 @@ const (
 		pipeline_url = excluded.pipeline_url, triggered_at = excluded.triggered_at,
 		finished_at = excluded.finished_at`
 )
-
-// ChainStartedBy reports whether a pipeline already started (or was merged
-// into) a chain.
-func (t chainTx) ChainStartedBy(ctx context.Context, pipelineID int64) (bool, error) {
-	var n int
-	err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM chain_reasons WHERE pipeline_id = $1`, pipelineID).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("look up chains of pipeline %d: %w", pipelineID, err)
-	}
-	return n > 0, nil
-}
-
-// MemberSucceededWith reports whether a member of any chain recorded its
-// success with this pipeline.
-func (t chainTx) MemberSucceededWith(ctx context.Context, pipelineID int64) (bool, error) {
-	var n int
-	err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM chain_members WHERE pipeline_id = $1 AND state = $2`,
-		pipelineID, string(chain.Success)).Scan(&n)
-	if err != nil {
-		return false, fmt.Errorf("look up members of pipeline %d: %w", pipelineID, err)
-	}
-	return n > 0, nil
-}
 
 // Project returns a stored project's id and default branch.
 //

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,9 +62,9 @@ func testChainRoundTrip(t *testing.T, b backend) {
 				t.Errorf("Chains(%+v) = %d, %v; want %d", tc.f, len(cs), err, tc.want)
 			}
 		}
-		started, err := tx.ChainStartedBy(ctx, 9)
-		if err != nil || !started {
-			t.Errorf("ChainStartedBy(9) = %v, %v", started, err)
+		seen, err := tx.PipelineSeen(ctx, "", 9)
+		if err != nil || !seen.Started {
+			t.Errorf("PipelineSeen(9) = %+v, %v; want started", seen, err)
 		}
 		return nil
 	})
@@ -262,12 +264,114 @@ func testOutboxDueAndLease(t *testing.T, b backend) {
 		if err := tx.UpdateAction(ctx, got); err != nil {
 			return err
 		}
-		if byP, ok, _ := tx.ActionByPipeline(ctx, 77); !ok || byP.ID != "a-1" {
-			t.Errorf("ActionByPipeline = %+v, %v", byP, ok)
+		if seen, err := tx.PipelineSeen(ctx, "", 77); err != nil || !seen.HasAction || !reflect.DeepEqual(seen.Action, got) {
+			t.Errorf("PipelineSeen(77) = %+v, %v; want action %+v", seen, err, got)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPipelineSeen(t *testing.T) { forEachBackend(t, testPipelineSeen) }
+
+// testPipelineSeen: the one look-up of a pipeline event finds the action
+// named by id, else the first that created the pipeline (none for id 0:
+// actions not sent yet store none), and tells whether a member counted the
+// pipeline's success and whether a chain was started by it.
+func testPipelineSeen(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
+	ctx := t.Context()
+	action := func(id string, pipeline int64, created time.Time) chain.Action {
+		return chain.Action{ID: id, ChainID: 1, Project: "g/app", ProjectID: 7, Ref: "main", Upstreams: []string{"g/base"},
+			State: chain.ActionSent, Attempts: 1, NextAttemptAt: t0, PipelineID: pipeline, CreatedAt: created, SentAt: created}
+	}
+	first, second, unsent := action("a-1", 77, t0), action("a-2", 77, t0.Add(time.Second)), action("a-3", 0, t0)
+	unsent.State, unsent.Attempts, unsent.SentAt = chain.ActionPending, 0, time.Time{}
+	c := &chain.Chain{ID: 1, Mode: chain.Full, State: chain.Running, Roots: []string{"g/base"}, StartedAt: t0, UpdatedAt: t0,
+		Reasons: []chain.Reason{{Kind: chain.ReasonPipeline, Project: "g/base", PipelineID: 99, At: t0}},
+		Members: []*chain.Member{
+			{Project: "g/base", ProjectID: 5, State: chain.Success, PipelineID: 88},
+			{Project: "g/app", ProjectID: 7, State: chain.MemberRunning, PipelineID: 89},
+		}}
+	err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+		for _, a := range []chain.Action{second, first, unsent} {
+			if err := tx.AddAction(ctx, a); err != nil {
+				return err
+			}
+		}
+		return tx.SaveChain(ctx, c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		actionID string
+		pipeline int64
+		want     chain.PipelineSeen
+	}{
+		{"", 77, chain.PipelineSeen{Action: first, HasAction: true}},
+		{"a-2", 77, chain.PipelineSeen{Action: second, HasAction: true}},
+		{"a-missing", 77, chain.PipelineSeen{}},
+		{"", 0, chain.PipelineSeen{}},
+		{"a-3", 0, chain.PipelineSeen{Action: unsent, HasAction: true}},
+		{"", 88, chain.PipelineSeen{Counted: true}},
+		{"", 89, chain.PipelineSeen{}},
+		{"", 99, chain.PipelineSeen{Started: true}},
+		{"", 100, chain.PipelineSeen{}},
+	} {
+		// In the writing transaction and in a reading one alike.
+		for _, view := range []func(context.Context, func(chain.Tx) error) error{s.UpdateChains, s.ViewChains} {
+			err := view(ctx, func(tx chain.Tx) error {
+				got, err := tx.PipelineSeen(ctx, tc.actionID, tc.pipeline)
+				if err != nil {
+					return err
+				}
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("PipelineSeen(%q, %d) = %+v\nwant %+v", tc.actionID, tc.pipeline, got, tc.want)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestNewChainIDs(t *testing.T) { forEachBackend(t, testNewChainIDs) }
+
+// testNewChainIDs: ids handed out in one transaction differ, whether or
+// not the active chains were read first (they bring the next id along),
+// and are above every stored chain's.
+func testNewChainIDs(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
+	ctx := t.Context()
+	for _, readActive := range []bool{false, true} {
+		var ids []int64
+		err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+			if readActive {
+				if _, err := tx.ActiveChains(ctx); err != nil {
+					return err
+				}
+			}
+			for range 2 {
+				id, err := tx.NewChainID(ctx)
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			c := &chain.Chain{ID: ids[1], Mode: chain.Full, State: chain.Running, Roots: []string{"g/base"}, StartedAt: t0, UpdatedAt: t0}
+			return tx.SaveChain(ctx, c)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The second round is above the chain the first stored.
+		if want := map[bool][]int64{false: {1, 2}, true: {3, 4}}[readActive]; !slices.Equal(ids, want) {
+			t.Errorf("ids %v (active chains read first: %v), want %v", ids, readActive, want)
+		}
 	}
 }

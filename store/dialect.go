@@ -2,7 +2,6 @@ package store
 
 import (
 	"database/sql"
-	"strconv"
 	"strings"
 )
 
@@ -11,7 +10,7 @@ import (
 //
 // | concern                  | SQLite                              | PostgreSQL                                   |
 // | ------------------------ | ----------------------------------- | -------------------------------------------- |
-// | writers serialise        | BEGIN IMMEDIATE (_txlock=immediate) | pg_advisory_xact_lock first in the tx        |
+// | writers serialise        | BEGIN IMMEDIATE (_txlock=immediate) | BEGIN takes an advisory lock (lockingConn)   |
 // | a read sees one snapshot | deferred transaction in WAL mode    | READ ONLY, REPEATABLE READ                   |
 // | bytes                    | BLOB                                | BYTEA                                        |
 // | text order               | binary                              | COLLATE "C" on every TEXT column (binary)    |
@@ -30,18 +29,11 @@ import (
 // no lock and never wait for writers.
 type dialect struct {
 	kind Kind
-	// lockWrites is run first in every write transaction ("" for none).
-	lockWrites string
 	// readIsolation is the isolation of read-only transactions.
 	readIsolation sql.IsolationLevel
 	// ddl rewrites a shared DDL statement for this backend.
 	ddl func(string) string
 }
-
-// writeLockKey is the advisory lock every PostgreSQL write transaction of
-// depsd takes: an arbitrary constant ("depsd" in ASCII), unlikely to clash
-// with another application's locks on the same database.
-const writeLockKey = 0x6465707364
 
 var sqliteDialect = dialect{
 	kind:          KindSQLite,
@@ -51,7 +43,6 @@ var sqliteDialect = dialect{
 
 var postgresDialect = dialect{
 	kind:          KindPostgres,
-	lockWrites:    "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(writeLockKey, 10) + ")",
 	readIsolation: sql.LevelRepeatableRead,
 	ddl:           postgresDDL,
 }

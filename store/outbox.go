@@ -50,16 +50,29 @@ func actionArgs(a chain.Action) []any {
 
 // Action returns the action with this id.
 func (t chainTx) Action(ctx context.Context, id string) (chain.Action, bool, error) {
-	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox WHERE id = $1`, id)
+	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox WHERE id = $1`, []any{id})
 }
 
-// ActionByPipeline returns the action that created this pipeline.
-func (t chainTx) ActionByPipeline(ctx context.Context, pipelineID int64) (chain.Action, bool, error) {
+// PipelineSeen implements chain.Tx: one query, one round trip on
+// PostgreSQL, for the three look-ups every pipeline event of the inbox
+// makes. The action is LEFT JOINed, so the row is there without one.
+func (t chainTx) PipelineSeen(ctx context.Context, actionID string, pipelineID int64) (chain.PipelineSeen, error) {
 	// The first action by created_at, without ORDER BY: SQLite sorts
 	// those in a temporary b-tree, which its pure-Go build allocates and
 	// frees with mmap and munmap, on every pipeline event of the inbox.
-	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox WHERE pipeline_id = $1
-		AND created_at = (SELECT MIN(created_at) FROM outbox WHERE pipeline_id = $1) LIMIT 1`, pipelineID)
+	var seen chain.PipelineSeen
+	var err error
+	seen.Action, seen.HasAction, err = t.queryAction(ctx, `SELECT `+prefixed("o.", actionColumns)+`,
+			EXISTS (SELECT 1 FROM chain_members WHERE pipeline_id = $2 AND state = $3),
+			EXISTS (SELECT 1 FROM chain_reasons WHERE pipeline_id = $2)
+		FROM (SELECT 1 AS one) AS one LEFT JOIN outbox o ON o.id = CASE WHEN $1 <> '' THEN $1 ELSE (
+			SELECT id FROM outbox WHERE pipeline_id = $2
+			AND created_at = (SELECT MIN(created_at) FROM outbox WHERE pipeline_id = $2) LIMIT 1) END`,
+		[]any{actionID, pipelineID, string(chain.Success)}, &seen.Counted, &seen.Started)
+	if err != nil {
+		return chain.PipelineSeen{}, fmt.Errorf("look up pipeline %d: %w", pipelineID, err)
+	}
+	return seen, nil
 }
 
 // DueAction returns the pending action due first whose lease, if any, ran out.
@@ -69,7 +82,7 @@ func (t chainTx) DueAction(ctx context.Context, now time.Time) (chain.Action, bo
 		WHERE state = $1 AND next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until <= $2
 			OR (claimed_by <> '' AND NOT EXISTS (SELECT 1 FROM leases l
 				WHERE l.name = 'alive:' || outbox.claimed_by AND l.expires_at > $2)))
-		ORDER BY next_attempt_at, created_at, id LIMIT 1`, string(chain.ActionPending), n)
+		ORDER BY next_attempt_at, created_at, id LIMIT 1`, []any{string(chain.ActionPending), n})
 }
 
 // NextDue returns when the earliest pending action falls due.
@@ -93,22 +106,30 @@ func (t chainTx) CountActions(ctx context.Context, state chain.ActionState) (int
 	return n, nil
 }
 
-func (t chainTx) queryAction(ctx context.Context, q string, args ...any) (chain.Action, bool, error) {
+func (t chainTx) queryAction(ctx context.Context, q string, args []any, extra ...any) (chain.Action, bool, error) {
 	var a chain.Action
-	var ups, state string
-	var pipeline sql.NullInt64
+	// Every column may be NULL: PipelineSeen's row has no action when
+	// none matched.
+	var id, project, ref, ups, state, lastError, url, claimedBy sql.NullString
+	var chainID, projectID, attempts, pipeline sql.NullInt64
 	var next, lease, created, sent sql.NullString
-	err := t.tx.QueryRowContext(ctx, q, args...).Scan(&a.ID, &a.ChainID, &a.Project, &a.ProjectID, &a.Ref, &ups,
-		&state, &a.Attempts, &next, &lease, &a.LastError, &pipeline, &a.PipelineURL, &created, &sent, &a.ClaimedBy)
+	dest := append([]any{&id, &chainID, &project, &projectID, &ref, &ups, &state, &attempts, &next, &lease,
+		&lastError, &pipeline, &url, &created, &sent, &claimedBy}, extra...)
+	err := t.tx.QueryRowContext(ctx, q, args...).Scan(dest...)
 	if errIsNotFound(err) {
 		return chain.Action{}, false, nil
 	}
 	if err != nil {
 		return chain.Action{}, false, fmt.Errorf("read action: %w", err)
 	}
-	a.State, a.PipelineID = chain.ActionState(state), pipeline.Int64
-	if ups != "" {
-		a.Upstreams = strings.Split(ups, ",")
+	if !id.Valid {
+		return chain.Action{}, false, nil
+	}
+	a.ID, a.ChainID, a.Project, a.ProjectID, a.Ref = id.String, chainID.Int64, project.String, projectID.Int64, ref.String
+	a.State, a.Attempts, a.LastError, a.PipelineID = chain.ActionState(state.String), int(attempts.Int64), lastError.String, pipeline.Int64
+	a.PipelineURL, a.ClaimedBy = url.String, claimedBy.String
+	if ups.String != "" {
+		a.Upstreams = strings.Split(ups.String, ",")
 	}
 	for _, f := range []struct {
 		dst *time.Time
@@ -119,4 +140,14 @@ func (t chainTx) queryAction(ctx context.Context, q string, args ...any) (chain.
 		}
 	}
 	return a, true, nil
+}
+
+// prefixed qualifies each of a comma-separated column list with prefix
+// ("o." for a join).
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
 }

@@ -8,13 +8,12 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // pipeline holds back the statements of a PostgreSQL write transaction
 // whose results nothing reads (members, reasons, chain rows, actions,
 // "processed" marks) and sends them together, as one pgx batch in one
-// round trip, before the transaction's next statement and before its
+// round trip, before the transaction's next statement and with its
 // commit. Every statement still runs, in order, in the same transaction;
 // only when an error is seen moves: to the next statement, or the commit.
 // An inbox event used to cost four or five round trips under the write
@@ -55,7 +54,7 @@ func (p *pipeline) flush(ctx context.Context) error {
 	q := p.queue
 	p.queue = nil
 	p.err = p.conn.Raw(func(dc any) error {
-		c, ok := dc.(*stdlib.Conn)
+		c, ok := dc.(lockingConn)
 		if !ok {
 			return fmt.Errorf("pipelined statements need pgx's connection, not %T", dc)
 		}
@@ -63,15 +62,32 @@ func (p *pipeline) flush(ctx context.Context) error {
 		for _, e := range q {
 			b.Queue(e.query, e.args...)
 		}
-		br := c.Conn().SendBatch(ctx, &b)
+		br := c.pgxConn().SendBatch(ctx, &b)
 		for _, e := range q {
-			if _, err := br.Exec(); err != nil {
+			tag, err := br.Exec()
+			if err == nil && e.query == "COMMIT" && tag.String() == "ROLLBACK" {
+				err = errRolledBack
+			}
+			if err != nil {
 				return errors.Join(fmt.Errorf("%s…: %w", firstWords(e.query), err), br.Close())
 			}
 		}
 		return br.Close()
 	})
 	return p.err
+}
+
+// commit sends the queued statements and COMMIT as the transaction's last
+// batch: the commit costs no round trip of its own (the driver's Commit
+// then finds the transaction ended, lockedTx).
+func (p *pipeline) commit(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	if p.err == nil {
+		p.queue = append(p.queue, queued{query: "COMMIT"})
+	}
+	return p.flush(ctx)
 }
 
 // firstWords names a statement in an error: its first line, shortened.

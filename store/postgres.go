@@ -24,7 +24,7 @@ func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
 		// makes the webhook answer 503, not time out.
 		cfg.ConnectTimeout = 5 * time.Second
 	}
-	db := stdlib.OpenDB(*cfg)
+	db := sql.OpenDB(lockingConnector{stdlib.GetConnector(*cfg)})
 	// Writers serialise on the advisory lock; readers (the API, the
 	// dashboard) and the lock waiters need a few connections each.
 	db.SetMaxOpenConns(16)

@@ -169,7 +169,7 @@ func migrations() []migration {
 			name:    "chain members by pipeline",
 			stmts: []string{
 				// A success seen twice (webhook and reconciler) is found by
-				// its pipeline id (chain.Tx.MemberSucceededWith).
+				// its pipeline id (chain.Tx.PipelineSeen).
 				`CREATE INDEX chain_members_pipeline ON chain_members (pipeline_id)`,
 			},
 		},

@@ -200,14 +200,6 @@ func (s *Store) inConnTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if !readOnly && s.dialect.lockWrites != "" {
-		if _, err := tx.ExecContext(txCtx, s.dialect.lockWrites); err != nil {
-			if rerr := tx.Rollback(); rerr != nil {
-				endTransaction(conn)
-			}
-			return fmt.Errorf("take the write lock: %w", err)
-		}
-	}
 	if err := fn(conn, tx); err != nil || (opts != nil && opts.ReadOnly) {
 		if rerr := tx.Rollback(); rerr != nil {
 			endTransaction(conn)

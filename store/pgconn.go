@@ -1,0 +1,109 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// beginWrite begins a PostgreSQL write transaction and takes depsd's write
+// lock, in one simple-protocol query: one round trip, where BEGIN and the
+// lock as two statements cost two, both paid by every writer in line.
+var beginWrite = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(" +
+	strconv.FormatInt(writeLockKey, 10) + ")"
+
+// writeLockKey is the advisory lock every PostgreSQL write transaction of
+// depsd takes: an arbitrary constant ("depsd" in ASCII), unlikely to clash
+// with another application's locks on the same database.
+const writeLockKey = 0x6465707364
+
+// lockingConnector hands out pgx's database/sql connections whose read-write
+// transactions begin as SQLite's do with _txlock=immediate: holding the
+// write lock (dialect).
+type lockingConnector struct{ driver.Connector }
+
+func (c lockingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	dc, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn, ok := dc.(*stdlib.Conn)
+	if !ok {
+		dc.Close()
+		return nil, fmt.Errorf("PostgreSQL connection is a %T, not pgx's", dc)
+	}
+	return lockingConn{conn}, nil
+}
+
+// lockingConn is pgx's connection (every method of *stdlib.Conn) with
+// BeginTx taking the write lock for a read-write transaction.
+type lockingConn struct{ *stdlib.Conn }
+
+// pgxConn is the pgx connection under database/sql's.
+func (c lockingConn) pgxConn() *pgx.Conn { return c.Conn.Conn() }
+
+func (c lockingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if opts.ReadOnly {
+		return c.Conn.BeginTx(ctx, opts)
+	}
+	if sql.IsolationLevel(opts.Isolation) != sql.LevelDefault {
+		return nil, errors.New("depsd's PostgreSQL write transactions are READ COMMITTED behind the write lock")
+	}
+	pc := c.pgxConn()
+	if pc.IsClosed() {
+		return nil, driver.ErrBadConn
+	}
+	if _, err := pc.Exec(ctx, beginWrite); err != nil {
+		if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
+			_, _ = pc.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		return nil, fmt.Errorf("begin and take the write lock: %w", err)
+	}
+	return lockedTx{ctx: ctx, conn: pc}, nil
+}
+
+// lockedTx is a write transaction begun by lockingConn. Its Commit has
+// nothing to do when the transaction already ended: a pipelined
+// transaction sends COMMIT with its last batch (pipeline.commit).
+type lockedTx struct {
+	ctx  context.Context
+	conn *pgx.Conn
+}
+
+func (t lockedTx) Commit() error {
+	if t.conn.IsClosed() {
+		return driver.ErrBadConn
+	}
+	if t.conn.PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	tag, err := t.conn.Exec(t.ctx, "COMMIT")
+	if err != nil {
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		return errRolledBack
+	}
+	return nil
+}
+
+func (t lockedTx) Rollback() error {
+	if t.conn.IsClosed() {
+		return driver.ErrBadConn
+	}
+	if t.conn.PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	_, err := t.conn.Exec(t.ctx, "ROLLBACK")
+	return err
+}
+
+// errRolledBack is a COMMIT that PostgreSQL answered with ROLLBACK: a
+// statement of the transaction had failed.
+var errRolledBack = errors.New("PostgreSQL rolled the transaction back: a statement in it had failed")
