@@ -77,7 +77,7 @@ image: build-depsd
 bench:
 	go test -run '^$$' -bench . -benchmem ./deps/ ./deps/buildkitref/
 	go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
-	DEPSD_BENCH_STORE=postgres go test -run '^$$' -bench 'WebhookAck|SuccessToTrigger|RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
+	DEPSD_BENCH_STORE=postgres go test -run '^$$' -bench 'StorageFloor|WebhookAck|SuccessToTrigger|RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
 	DEPSD_BENCH_REQUESTS_PER_MINUTE=-1 go test -run '^$$' -bench 'RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
 	go test -run '^$$' -bench ApplyEvent -benchtime 400x ./chain/
 	DEPSD_TEST_STORE=postgres go test -run '^$$' -bench ApplyEvent -benchtime 400x ./chain/
