@@ -52,12 +52,30 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		return "ignored: child pipeline", nil
 	}
 
+	// A pipeline depsd created names its action: one look-up by id. Any
+	// other is looked up by its id, together with whether it counted or
+	// started a chain before; an event that named its action reads those
+	// only if it gets to them. Nothing below changes the answers before
+	// the event's changes are saved.
 	actionID := ev.Variables[VarActionID]
-	// What this event could repeat is looked up at once: until the
-	// event's changes are saved, nothing below changes the answers.
-	seen, err := t.tx.PipelineSeen(t.ctx, actionID, ev.PipelineID)
+	var seen PipelineSeen
+	if actionID != "" {
+		seen.Action, seen.HasAction, err = t.tx.Action(t.ctx, actionID)
+	} else {
+		seen, err = t.tx.PipelineSeen(t.ctx, ev.PipelineID)
+	}
 	if err != nil {
-		return "", fmt.Errorf("look up pipeline %d: %w", ev.PipelineID, err)
+		return "", fmt.Errorf("find action of pipeline %d: %w", ev.PipelineID, err)
+	}
+	seenAll := actionID == ""
+	readSeen := func() error {
+		if seenAll {
+			return nil
+		}
+		seenAll = true
+		s, err := t.tx.PipelineSeen(t.ctx, ev.PipelineID)
+		seen.Counted, seen.Started = s.Counted, s.Started
+		return err
 	}
 	ours := actionID != "" || seen.HasAction
 	handled, succeeded, changed := false, false, false
@@ -81,8 +99,8 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		// The same success can come twice (the reconciler and a late
 		// webhook, or a retried job of that pipeline): once it counted
 		// for a member, it starts nothing more.
-		if seen.Counted {
-			return "ignored: pipeline already handled", nil
+		if err := readSeen(); err != nil || seen.Counted {
+			return "ignored: pipeline already handled", err
 		}
 		if unblocked, err = t.unblock(ev); err != nil {
 			return "", err
@@ -92,8 +110,8 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		Detail: fmt.Sprintf("pipeline %d succeeded", ev.PipelineID), At: t.now}
 	switch {
 	case t.e.cfg.Mode == FirstLevel:
-		if seen.Started {
-			return "ignored: pipeline already handled", nil
+		if err := readSeen(); err != nil || seen.Started {
+			return "ignored: pipeline already handled", err
 		}
 		c, err := t.startFirstLevel(ev.Project, reason)
 		if err != nil || c == nil {
@@ -109,8 +127,8 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	case !t.g.Has(ev.Project):
 		return "ignored: project not in the graph", nil
 	}
-	if seen.Started {
-		return "ignored: pipeline already handled", nil
+	if err := readSeen(); err != nil || seen.Started {
+		return "ignored: pipeline already handled", err
 	}
 	before := len(t.chains)
 	c, err := t.startFull(ev.Project, &rootSuccess{pipelineID: ev.PipelineID, url: ev.URL}, reason)

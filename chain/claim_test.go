@@ -74,7 +74,7 @@ func TestOneClaimTakesActionsForEveryFreeSlot(t *testing.T) {
 	}
 }
 
-// failingRecordStore fails every look-up of a pipeline (what
+// failingRecordStore fails every look-up of an action by id (what
 // recording a created pipeline starts with) while fail is set.
 type failingRecordStore struct {
 	*store.Store
@@ -86,11 +86,11 @@ type failingRecordTx struct {
 	s *failingRecordStore
 }
 
-func (t failingRecordTx) PipelineSeen(ctx context.Context, actionID string, pipelineID int64) (chain.PipelineSeen, error) {
+func (t failingRecordTx) Action(ctx context.Context, id string) (chain.Action, bool, error) {
 	if t.s.fail.Load() {
-		return chain.PipelineSeen{}, errors.New("store unreachable (test)")
+		return chain.Action{}, false, errors.New("store unreachable (test)")
 	}
-	return t.Tx.PipelineSeen(ctx, actionID, pipelineID)
+	return t.Tx.Action(ctx, id)
 }
 
 func (s *failingRecordStore) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
@@ -138,7 +138,7 @@ func TestNextCreateDoesNotWaitForTheRecording(t *testing.T) {
 }
 
 // recordingStore counts the transactions that record a created pipeline
-// (they look their pipeline up) and holds the first until wait returns.
+// (they look its action up by id) and holds the first until wait returns.
 type recordingStore struct {
 	*store.Store
 	wait       func()
@@ -152,7 +152,7 @@ type recordingTx struct {
 	looked *bool
 }
 
-func (t recordingTx) PipelineSeen(ctx context.Context, actionID string, pipelineID int64) (chain.PipelineSeen, error) {
+func (t recordingTx) Action(ctx context.Context, id string) (chain.Action, bool, error) {
 	if !*t.looked {
 		*t.looked = true
 		t.s.mu.Lock()
@@ -163,7 +163,7 @@ func (t recordingTx) PipelineSeen(ctx context.Context, actionID string, pipeline
 			t.s.wait()
 		}
 	}
-	return t.Tx.PipelineSeen(ctx, actionID, pipelineID)
+	return t.Tx.Action(ctx, id)
 }
 
 func (s *recordingStore) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {

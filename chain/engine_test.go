@@ -154,6 +154,22 @@ func TestDuplicateDeliveryAndOwnPipelinesStartNothing(t *testing.T) {
 	e.wantCounts(map[string]int{"a": 1, "base": 0})
 }
 
+// In first-level mode depsd's own pipelines trigger their dependents too;
+// the same success of one delivered again, after the chain that built it
+// ended, triggers nothing more: the event names its action, and what the
+// pipeline started is looked up all the same.
+func TestFirstLevelOwnSuccessDeliveredTwiceTriggersOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.FirstLevel, "base>a", "a>b")
+	e.external("base", 77, "success") // a
+	e.send()
+	e.finish("a", "success") // b
+	e.send()
+	e.finish("a", "success") // again (a second hook, or the reconciler)
+	e.send()
+	e.wantCounts(map[string]int{"a": 1, "b": 1})
+}
+
 func TestOverlappingChainsMerge(t *testing.T) {
 	t.Parallel()
 	t.Run("waiting member built once for both changes", func(t *testing.T) {

@@ -90,11 +90,9 @@ type Tx interface {
 	ChainWithReason(ctx context.Context, r Reason) (id int64, ok bool, err error)
 	// PipelineSeen tells, in one look-up, what is stored of the pipeline
 	// an event reports, so that an event seen twice counts once: the
-	// action that created it (the action named actionID when the pipeline
-	// carries one, else the first action with the pipeline's id), whether
-	// a member recorded its success with it, and whether a chain has a
-	// ReasonPipeline with its id.
-	PipelineSeen(ctx context.Context, actionID string, pipelineID int64) (PipelineSeen, error)
+	// first action that created it, whether a member recorded its success
+	// with it, and whether a chain has a ReasonPipeline with its id.
+	PipelineSeen(ctx context.Context, pipelineID int64) (PipelineSeen, error)
 
 	// AddAction writes a new action to the outbox.
 	AddAction(ctx context.Context, a Action) error

@@ -339,9 +339,15 @@ mutant "two chains started in one transaction get the same id" \
 
 mutant "a repeated success of a pipeline that counted for a member counts again" \
 	store/outbox.go \
-	'WHERE pipeline_id = $2 AND state = $3)' \
-	'WHERE pipeline_id = $2 AND state = $3 AND false)' \
+	'WHERE pipeline_id = $1 AND state = $2)' \
+	'WHERE pipeline_id = $1 AND state = $2 AND false)' \
 	-- go test -count=1 -run 'TestPipelineSeen' ./store/
+
+mutant "an event naming its action never looks up what its pipeline started: a first-level success delivered twice triggers twice" \
+	chain/apply.go \
+	'	seenAll := actionID == ""' \
+	'	seenAll := true' \
+	-- go test -count=1 -run 'TestFirstLevelOwnSuccessDeliveredTwiceTriggersOnce' ./chain/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

@@ -62,7 +62,7 @@ func testChainRoundTrip(t *testing.T, b backend) {
 				t.Errorf("Chains(%+v) = %d, %v; want %d", tc.f, len(cs), err, tc.want)
 			}
 		}
-		seen, err := tx.PipelineSeen(ctx, "", 9)
+		seen, err := tx.PipelineSeen(ctx, 9)
 		if err != nil || !seen.Started {
 			t.Errorf("PipelineSeen(9) = %+v, %v; want started", seen, err)
 		}
@@ -264,7 +264,7 @@ func testOutboxDueAndLease(t *testing.T, b backend) {
 		if err := tx.UpdateAction(ctx, got); err != nil {
 			return err
 		}
-		if seen, err := tx.PipelineSeen(ctx, "", 77); err != nil || !seen.HasAction || !reflect.DeepEqual(seen.Action, got) {
+		if seen, err := tx.PipelineSeen(ctx, 77); err != nil || !seen.HasAction || !reflect.DeepEqual(seen.Action, got) {
 			t.Errorf("PipelineSeen(77) = %+v, %v; want action %+v", seen, err, got)
 		}
 		return nil
@@ -276,10 +276,10 @@ func testOutboxDueAndLease(t *testing.T, b backend) {
 
 func TestPipelineSeen(t *testing.T) { forEachBackend(t, testPipelineSeen) }
 
-// testPipelineSeen: the one look-up of a pipeline event finds the action
-// named by id, else the first that created the pipeline (none for id 0:
-// actions not sent yet store none), and tells whether a member counted the
-// pipeline's success and whether a chain was started by it.
+// testPipelineSeen: the one look-up of a pipeline event finds the first
+// action that created the pipeline (none for id 0: actions not sent yet
+// store none), and tells whether a member counted the pipeline's success
+// and whether a chain was started by it.
 func testPipelineSeen(t *testing.T, b backend) {
 	s, _ := b.openTemp(t)
 	ctx := t.Context()
@@ -307,29 +307,25 @@ func testPipelineSeen(t *testing.T, b backend) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		actionID string
 		pipeline int64
 		want     chain.PipelineSeen
 	}{
-		{"", 77, chain.PipelineSeen{Action: first, HasAction: true}},
-		{"a-2", 77, chain.PipelineSeen{Action: second, HasAction: true}},
-		{"a-missing", 77, chain.PipelineSeen{}},
-		{"", 0, chain.PipelineSeen{}},
-		{"a-3", 0, chain.PipelineSeen{Action: unsent, HasAction: true}},
-		{"", 88, chain.PipelineSeen{Counted: true}},
-		{"", 89, chain.PipelineSeen{}},
-		{"", 99, chain.PipelineSeen{Started: true}},
-		{"", 100, chain.PipelineSeen{}},
+		{77, chain.PipelineSeen{Action: first, HasAction: true}},
+		{0, chain.PipelineSeen{}},
+		{88, chain.PipelineSeen{Counted: true}},
+		{89, chain.PipelineSeen{}},
+		{99, chain.PipelineSeen{Started: true}},
+		{100, chain.PipelineSeen{}},
 	} {
 		// In the writing transaction and in a reading one alike.
 		for _, view := range []func(context.Context, func(chain.Tx) error) error{s.UpdateChains, s.ViewChains} {
 			err := view(ctx, func(tx chain.Tx) error {
-				got, err := tx.PipelineSeen(ctx, tc.actionID, tc.pipeline)
+				got, err := tx.PipelineSeen(ctx, tc.pipeline)
 				if err != nil {
 					return err
 				}
 				if !reflect.DeepEqual(got, tc.want) {
-					t.Errorf("PipelineSeen(%q, %d) = %+v\nwant %+v", tc.actionID, tc.pipeline, got, tc.want)
+					t.Errorf("PipelineSeen(%d) = %+v\nwant %+v", tc.pipeline, got, tc.want)
 				}
 				return nil
 			})

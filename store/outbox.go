@@ -54,21 +54,20 @@ func (t chainTx) Action(ctx context.Context, id string) (chain.Action, bool, err
 }
 
 // PipelineSeen implements chain.Tx: one query, one round trip on
-// PostgreSQL, for the three look-ups every pipeline event of the inbox
-// makes. The action is LEFT JOINed, so the row is there without one.
-func (t chainTx) PipelineSeen(ctx context.Context, actionID string, pipelineID int64) (chain.PipelineSeen, error) {
+// PostgreSQL, for the three look-ups a pipeline event of the inbox makes.
+// The action is LEFT JOINed, so the row is there without one.
+func (t chainTx) PipelineSeen(ctx context.Context, pipelineID int64) (chain.PipelineSeen, error) {
 	// The first action by created_at, without ORDER BY: SQLite sorts
 	// those in a temporary b-tree, which its pure-Go build allocates and
 	// frees with mmap and munmap, on every pipeline event of the inbox.
 	var seen chain.PipelineSeen
 	var err error
 	seen.Action, seen.HasAction, err = t.queryAction(ctx, `SELECT `+prefixed("o.", actionColumns)+`,
-			EXISTS (SELECT 1 FROM chain_members WHERE pipeline_id = $2 AND state = $3),
-			EXISTS (SELECT 1 FROM chain_reasons WHERE pipeline_id = $2)
-		FROM (SELECT 1 AS one) AS one LEFT JOIN outbox o ON o.id = CASE WHEN $1 <> '' THEN $1 ELSE (
-			SELECT id FROM outbox WHERE pipeline_id = $2
-			AND created_at = (SELECT MIN(created_at) FROM outbox WHERE pipeline_id = $2) LIMIT 1) END`,
-		[]any{actionID, pipelineID, string(chain.Success)}, &seen.Counted, &seen.Started)
+			EXISTS (SELECT 1 FROM chain_members WHERE pipeline_id = $1 AND state = $2),
+			EXISTS (SELECT 1 FROM chain_reasons WHERE pipeline_id = $1)
+		FROM (SELECT 1 AS one) AS one LEFT JOIN outbox o ON o.id = (SELECT id FROM outbox WHERE pipeline_id = $1
+			AND created_at = (SELECT MIN(created_at) FROM outbox WHERE pipeline_id = $1) LIMIT 1)`,
+		[]any{pipelineID, string(chain.Success)}, &seen.Counted, &seen.Started)
 	if err != nil {
 		return chain.PipelineSeen{}, fmt.Errorf("look up pipeline %d: %w", pipelineID, err)
 	}

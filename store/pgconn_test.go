@@ -50,7 +50,7 @@ func TestWriteRoundTrips(t *testing.T) {
 				return err
 			}
 			actions++
-			if _, err := tx.PipelineSeen(ctx, "", int64(1000+actions)); err != nil {
+			if _, err := tx.PipelineSeen(ctx, int64(1000+actions)); err != nil {
 				return err
 			}
 			id, err := tx.NewChainID(ctx)
