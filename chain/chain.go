@@ -135,8 +135,9 @@ type Member struct {
 	// Requeued: one more build is queued behind the current one
 	// (Pending/Triggered/Running), because an upstream changed again.
 	Requeued bool
-	// Builds counts the actions created for the member in this chain: 1
-	// normally, 2 after a requeue or a reset by a merge.
+	// Builds counts the actions created for the member in this chain,
+	// less those withdrawn before they were sent: 1 normally, 2 after a
+	// requeue or a reset by a merge.
 	Builds      int
 	ActionID    string // the current action; "" when none
 	PipelineID  int64  // the current (or last) pipeline; 0 when none

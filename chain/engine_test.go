@@ -195,6 +195,26 @@ func TestOverlappingChainsMerge(t *testing.T) {
 		e.wantStates(id, "base=success leaf=success mid=success other=success")
 		e.wantCounts(map[string]int{"leaf": 1, "mid": 1})
 	})
+	t.Run("pending member withdrawn for a new upstream counts one build", func(t *testing.T) {
+		e := newEnv(t, chain.Full, "base>leaf", "other>leaf")
+		id := e.rebuild("base")
+		e.send()
+		e.finish("base", "success")
+		e.wantStates(id, "base=success leaf=pending")
+		if id2 := e.rebuild("other"); id2 != id { // leaf's action, never claimed, is taken back
+			t.Fatalf("second rebuild made chain %d, want merged into %d", id2, id)
+		}
+		e.wantStates(id, "base=success leaf=waiting other=pending")
+		e.send()
+		e.finish("other", "success")
+		e.send()
+		e.finish("leaf", "success")
+		v := e.wantStates(id, "base=success leaf=success other=success")
+		if m := member(v, "leaf"); m.Builds != 1 {
+			t.Errorf("leaf builds = %d, want 1: the withdrawn action built nothing", m.Builds)
+		}
+		e.wantCounts(map[string]int{"leaf": 1})
+	})
 	t.Run("running member requeued once for three changes", func(t *testing.T) {
 		e := newEnv(t, chain.Full, "base>a", "a>b")
 		id := e.rebuild("base")

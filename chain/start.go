@@ -134,6 +134,7 @@ func (t *txn) withdraw(m *Member) (bool, error) {
 		return false, err
 	}
 	m.State, m.Why, m.ActionID = Waiting, "", ""
+	m.Builds-- // the action built nothing
 	return true, nil
 }
 

@@ -349,6 +349,12 @@ mutant "an event naming its action never looks up what its pipeline started: a f
 	'	seenAll := true' \
 	-- go test -count=1 -run 'TestFirstLevelOwnSuccessDeliveredTwiceTriggersOnce' ./chain/
 
+mutant "a withdrawn action counts as a build of its member" \
+	chain/start.go \
+	'	m.Builds-- // the action built nothing' \
+	'' \
+	-- go test -count=1 -run 'TestOverlappingChainsMerge' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
