@@ -23,7 +23,7 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 	// WAL started over from 64 frames.
 	s, path := openWithCheckpointer(t, time.Millisecond, 64)
 
-	const commits = 1500
+	const commits = 3000
 	for i := range commits {
 		ev := chain.PipelineEvent{Project: "g/p", ProjectID: 1, PipelineID: int64(i), Status: "running", Ref: "main"}
 		if _, err := s.RecordEvents(t.Context(), []chain.NewEvent{{Key: fmt.Sprintf("k%d", i), Event: chain.Event{Pipeline: &ev}}}); err != nil {
@@ -37,11 +37,12 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each commit adds about five 4 KiB frames: some 30 MB without
+	// Each commit adds about five 4 KiB frames: some 60 MB without
 	// restarts. With them the WAL grows only by what is committed while
-	// a pass (and its fsyncs) runs.
-	if fi.Size() > 16<<20 {
-		t.Errorf("WAL is %d bytes after %d commits, want it started over (under 16 MB)", fi.Size(), commits)
+	// a pass (and its fsyncs) runs: a few MB, 17 MB once on a loaded
+	// machine, so the bound leaves room for that.
+	if fi.Size() > 24<<20 {
+		t.Errorf("WAL is %d bytes after %d commits, want it started over (under 24 MB)", fi.Size(), commits)
 	}
 	err = s.ViewChains(t.Context(), func(tx chain.Tx) error {
 		n, err := tx.CountEvents(t.Context())
