@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -63,7 +64,7 @@ func (c lockingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver
 		if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
 			_, _ = pc.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
-		return nil, fmt.Errorf("begin and take the write lock: %w", err)
+		return nil, fmt.Errorf("take the write lock: %w", err)
 	}
 	return lockedTx{ctx: ctx, conn: pc}, nil
 }
@@ -77,31 +78,27 @@ type lockedTx struct {
 }
 
 func (t lockedTx) Commit() error {
-	if t.conn.IsClosed() {
-		return driver.ErrBadConn
-	}
-	if t.conn.PgConn().TxStatus() == 'I' {
-		return nil
-	}
-	tag, err := t.conn.Exec(t.ctx, "COMMIT")
-	if err != nil {
-		return err
-	}
-	if tag.String() == "ROLLBACK" {
+	tag, err := t.end("COMMIT")
+	if err == nil && tag.String() == "ROLLBACK" {
 		return errRolledBack
 	}
-	return nil
+	return err
 }
 
 func (t lockedTx) Rollback() error {
+	_, err := t.end("ROLLBACK")
+	return err
+}
+
+// end sends stmt, COMMIT or ROLLBACK, unless the transaction has ended.
+func (t lockedTx) end(stmt string) (pgconn.CommandTag, error) {
 	if t.conn.IsClosed() {
-		return driver.ErrBadConn
+		return pgconn.CommandTag{}, driver.ErrBadConn
 	}
 	if t.conn.PgConn().TxStatus() == 'I' {
-		return nil
+		return pgconn.CommandTag{}, nil
 	}
-	_, err := t.conn.Exec(t.ctx, "ROLLBACK")
-	return err
+	return t.conn.Exec(t.ctx, stmt)
 }
 
 // errRolledBack is a COMMIT that PostgreSQL answered with ROLLBACK: a
