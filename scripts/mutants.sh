@@ -231,9 +231,9 @@ mutant "each sender's outcome recorded in a transaction of its own" \
 	'	if len(batch) > 1 && false {' \
 	-- go test -count=1 -run 'TestOutcomesAreRecordedTogether' ./chain/
 
-mutant "PostgreSQL's held-back statements are not sent before the commit" \
+mutant "PostgreSQL's held-back statements are not sent with the commit" \
 	store/chains.go \
-	'		return t.tx.pipe.flush(context.WithoutCancel(ctx))' \
+	'		return t.tx.pipe.commit(context.WithoutCancel(ctx))' \
 	'		return nil' \
 	-- go test -count=1 -run 'TestManyRowsWrittenTogether' ./store/
 
