@@ -161,7 +161,7 @@ func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error)
 			t.cc.projectsGen = iv.version
 			continue
 		case "next id":
-			t.cc.nextID = iv.version
+			t.cc.learnNextID(iv.version)
 			continue
 		}
 		list = append(list, iv)
@@ -225,13 +225,12 @@ type txCache struct {
 	events []chain.StoredEvent
 	// eventsDrained: the last read of events found fewer than it asked for.
 	eventsDrained bool
-	// newFrom is the lowest chain id NewChainID found free (0: it was not
-	// called): chains at or above it are not stored yet.
-	newFrom int64
-	// nextID is the chain id NewChainID hands out next (0: unknown),
-	// read with the active chains: under the write lock only this
-	// transaction adds chains.
-	nextID int64
+	// newFrom is the lowest chain id free when the transaction first
+	// learned it (0: not yet): a chain at or above it is one this
+	// transaction created. nextID is the id NewChainID hands out next.
+	// Both are read with the active chains, or by NewChainID: under the
+	// write lock only this transaction adds chains.
+	newFrom, nextID int64
 	// projectsGen is the store's projects generation as this transaction
 	// read it (0: not read): the write lock keeps it so until the end.
 	projectsGen int64
@@ -247,8 +246,17 @@ func (tc *txCache) lookup(c *chain.Chain) (cachedChain, bool) {
 	return e, ok && e.c == c
 }
 
+// learnNextID takes in the lowest chain id free in the store. An id this
+// transaction handed out already stays handed out.
+func (tc *txCache) learnNextID(id int64) {
+	if tc.newFrom == 0 {
+		tc.newFrom = id
+	}
+	tc.nextID = max(tc.nextID, id)
+}
+
 // unstored reports whether c was created in this transaction and not
-// saved yet: its id is at or above the first NewChainID found free.
+// saved yet: its id is at or above the lowest id free when it began.
 func (tc *txCache) unstored(c *chain.Chain) bool {
 	if tc == nil || tc.newFrom == 0 || c.ID < tc.newFrom {
 		return false

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -264,21 +263,18 @@ func (t chainTx) loadMembers(ctx context.Context, byID map[int64]*chain.Chain, i
 // lock, so concurrent engines cannot take the same id. In UpdateChains the
 // first id came with the active chains (cachedActiveChains).
 func (t chainTx) NewChainID(ctx context.Context) (int64, error) {
-	if t.cc != nil && t.cc.nextID > 0 {
-		id := t.cc.nextID
-		t.cc.nextID++
-		t.cc.newFrom = cmp.Or(t.cc.newFrom, id)
-		return id, nil
+	if t.cc == nil || t.cc.nextID == 0 {
+		var id int64
+		if err := t.tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) + 1 FROM chains`).Scan(&id); err != nil {
+			return 0, fmt.Errorf("new chain id: %w", err)
+		}
+		if t.cc == nil {
+			return id, nil
+		}
+		t.cc.learnNextID(id)
 	}
-	var id int64
-	if err := t.tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) + 1 FROM chains`).Scan(&id); err != nil {
-		return 0, fmt.Errorf("new chain id: %w", err)
-	}
-	if t.cc != nil {
-		// Under the write lock, no chain above this id is stored: SaveChain
-		// inserts such a chain without reading its version back.
-		t.cc.newFrom, t.cc.nextID = cmp.Or(t.cc.newFrom, id), id+1
-	}
+	id := t.cc.nextID
+	t.cc.nextID++
 	return id, nil
 }
 
@@ -296,6 +292,8 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 	if c.MergedInto != 0 {
 		merged = c.MergedInto
 	}
+	row := []any{c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
+		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt)} // chainColumns
 	// version counts the saves, for the caches of every process
 	// (chaincache.go).
 	var version int64
@@ -305,19 +303,22 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 		// pipeline with the rest of the save.
 		version = e.version + 1
 		err = t.tx.execLater(ctx, `UPDATE chains SET mode = $2, state = $3, roots = $4, skipped = $5, merged_into = $6,
-			started_at = $7, updated_at = $8, ended_at = $9, version = $10 WHERE id = $1`,
-			c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
-			encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt), version)
+			started_at = $7, updated_at = $8, ended_at = $9, version = $10 WHERE id = $1`, append(row, version)...)
 	} else if t.cc.unstored(c) {
 		// A chain created in this transaction (NewChainID), saved for
 		// the first time.
 		version = 1
 		err = t.tx.execLater(ctx, `INSERT INTO chains (`+chainColumns+`, version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)`,
-			c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
-			encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt))
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)`, row...)
 	} else {
-		err = t.upsertChain(ctx, c, roots, skipped, merged, &version)
+		// Not known stored: written whatever the row holds, and its
+		// version read back.
+		err = t.tx.QueryRowContext(ctx, `INSERT INTO chains (`+chainColumns+`, version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)
+			ON CONFLICT (id) DO UPDATE SET mode = excluded.mode, state = excluded.state, roots = excluded.roots,
+				skipped = excluded.skipped, merged_into = excluded.merged_into, started_at = excluded.started_at,
+				updated_at = excluded.updated_at, ended_at = excluded.ended_at, version = chains.version + 1
+			RETURNING version`, row...).Scan(&version)
 	}
 	if err != nil {
 		return fmt.Errorf("write chain %d: %w", c.ID, err)
@@ -338,19 +339,6 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 		t.cc.fresh[c.ID] = stored(c, version)
 	}
 	return nil
-}
-
-// upsertChain writes a chain row this transaction does not know stored,
-// and reads back its version.
-func (t chainTx) upsertChain(ctx context.Context, c *chain.Chain, roots, skipped string, merged any, version *int64) error {
-	return t.tx.QueryRowContext(ctx, `INSERT INTO chains (`+chainColumns+`, version)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)
-		ON CONFLICT (id) DO UPDATE SET mode = excluded.mode, state = excluded.state, roots = excluded.roots,
-			skipped = excluded.skipped, merged_into = excluded.merged_into, started_at = excluded.started_at,
-			updated_at = excluded.updated_at, ended_at = excluded.ended_at, version = chains.version + 1
-		RETURNING version`,
-		c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
-		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt)).Scan(version)
 }
 
 // saveReasons writes the reasons of c. A chain gains reasons (merges, a
