@@ -53,6 +53,13 @@ func (t chainTx) Action(ctx context.Context, id string) (chain.Action, bool, err
 	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox WHERE id = $1`, []any{id})
 }
 
+// pipelineSeenQuery is PipelineSeen's statement, built once.
+var pipelineSeenQuery = `SELECT ` + prefixed("o.", actionColumns) + `,
+		EXISTS (SELECT 1 FROM chain_members WHERE pipeline_id = $1 AND state = $2),
+		EXISTS (SELECT 1 FROM chain_reasons WHERE pipeline_id = $1)
+	FROM (SELECT 1 AS one) AS one LEFT JOIN outbox o ON o.id = (SELECT id FROM outbox WHERE pipeline_id = $1
+		AND created_at = (SELECT MIN(created_at) FROM outbox WHERE pipeline_id = $1) LIMIT 1)`
+
 // PipelineSeen implements chain.Tx: one query, one round trip on
 // PostgreSQL, for the three look-ups a pipeline event of the inbox makes.
 // The action is LEFT JOINed, so the row is there without one.
@@ -62,11 +69,7 @@ func (t chainTx) PipelineSeen(ctx context.Context, pipelineID int64) (chain.Pipe
 	// frees with mmap and munmap, on every pipeline event of the inbox.
 	var seen chain.PipelineSeen
 	var err error
-	seen.Action, seen.HasAction, err = t.queryAction(ctx, `SELECT `+prefixed("o.", actionColumns)+`,
-			EXISTS (SELECT 1 FROM chain_members WHERE pipeline_id = $1 AND state = $2),
-			EXISTS (SELECT 1 FROM chain_reasons WHERE pipeline_id = $1)
-		FROM (SELECT 1 AS one) AS one LEFT JOIN outbox o ON o.id = (SELECT id FROM outbox WHERE pipeline_id = $1
-			AND created_at = (SELECT MIN(created_at) FROM outbox WHERE pipeline_id = $1) LIMIT 1)`,
+	seen.Action, seen.HasAction, err = t.queryAction(ctx, pipelineSeenQuery,
 		[]any{pipelineID, string(chain.Success)}, &seen.Counted, &seen.Started)
 	if err != nil {
 		return chain.PipelineSeen{}, fmt.Errorf("look up pipeline %d: %w", pipelineID, err)
