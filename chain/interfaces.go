@@ -111,6 +111,10 @@ type Tx interface {
 	// CountActions counts the actions in a state.
 	CountActions(ctx context.Context, state ActionState) (int, error)
 
+	// RecordEvents is Store.RecordEvents inside this write transaction:
+	// the events are recorded with its commit, so that they can be
+	// applied before it (the Recorder's path when webhooks are few).
+	RecordEvents(ctx context.Context, evs []NewEvent) (duplicate []bool, err error)
 	// NextEvent returns the oldest unprocessed event.
 	NextEvent(ctx context.Context) (StoredEvent, bool, error)
 	// MarkEvent records that the event was processed, with a short result.

@@ -180,10 +180,56 @@ func TestRecordEventsBatch(t *testing.T) { forEachBackend(t, testRecordEventsBat
 
 // testRecordEventsBatch: one batch dedupes against earlier batches and
 // within itself, keeps its order, and more rows than one statement takes
-// still go in.
+// still go in, whether recorded in a transaction of its own or inside a
+// write transaction (chain.Tx.RecordEvents), where a rollback records
+// nothing.
 func testRecordEventsBatch(t *testing.T, b backend) {
+	inTx := func(s *Store) func(context.Context, []chain.NewEvent) ([]bool, error) {
+		return func(ctx context.Context, evs []chain.NewEvent) (dups []bool, err error) {
+			err = s.UpdateChains(ctx, func(tx chain.Tx) error {
+				dups, err = tx.RecordEvents(ctx, evs)
+				return err
+			})
+			return dups, err
+		}
+	}
+	for _, way := range []struct {
+		name   string
+		record func(*Store) func(context.Context, []chain.NewEvent) ([]bool, error)
+	}{{"own transaction", func(s *Store) func(context.Context, []chain.NewEvent) ([]bool, error) { return s.RecordEvents }}, {"in a write transaction", inTx}} {
+		t.Run(way.name, func(t *testing.T) { testRecordEventsBatchWith(t, b, way.record) })
+	}
+	t.Run("rolled back", func(t *testing.T) {
+		s, _ := b.openTemp(t)
+		ctx := t.Context()
+		failed := errors.New("failed later")
+		err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+			ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/a", PipelineID: 1, Status: "running"}}
+			if _, err := tx.RecordEvents(ctx, []chain.NewEvent{{Key: "k", Event: ev}}); err != nil {
+				return err
+			}
+			return failed
+		})
+		if !errors.Is(err, failed) {
+			t.Fatalf("UpdateChains = %v", err)
+		}
+		err = s.ViewChains(ctx, func(tx chain.Tx) error {
+			n, err := tx.CountEvents(ctx)
+			if n != 0 {
+				t.Errorf("%d events recorded by a rolled-back transaction", n)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func testRecordEventsBatchWith(t *testing.T, b backend, recordWith func(*Store) func(context.Context, []chain.NewEvent) ([]bool, error)) {
 	s, _ := b.openTemp(t)
 	ctx := t.Context()
+	record := recordWith(s)
 	ev := func(id int64) chain.Event {
 		return chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/a", PipelineID: id, Status: "running"}}
 	}
@@ -194,7 +240,7 @@ func testRecordEventsBatch(t *testing.T, b backend) {
 	for i := range 1200 {
 		batch = append(batch, chain.NewEvent{Key: fmt.Sprintf("many-%d", i), Event: ev(int64(100 + i))})
 	}
-	dups, err := s.RecordEvents(ctx, batch)
+	dups, err := record(ctx, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +269,7 @@ func testRecordEventsBatch(t *testing.T, b backend) {
 		t.Errorf("recorded %d events in order %v…%v", len(order), order[:min(5, len(order))], order[len(order)-1])
 	}
 	// The batch's keys are duplicates for the next batch.
-	dups, err = s.RecordEvents(ctx, []chain.NewEvent{{Key: "b", Event: ev(8)}, {Key: "many-1199", Event: ev(9)}, {Key: "c", Event: ev(10)}})
+	dups, err = record(ctx, []chain.NewEvent{{Key: "b", Event: ev(8)}, {Key: "many-1199", Event: ev(9)}, {Key: "c", Event: ev(10)}})
 	if err != nil || !reflect.DeepEqual(dups, []bool{true, true, false}) {
 		t.Errorf("second batch = %v, %v", dups, err)
 	}
@@ -369,5 +415,64 @@ func testNewChainIDs(t *testing.T, b backend) {
 		if want := map[bool][]int64{false: {1, 2}, true: {3, 4}}[readActive]; !slices.Equal(ids, want) {
 			t.Errorf("ids %v (active chains read first: %v), want %v", ids, readActive, want)
 		}
+	}
+}
+
+func TestRecordEventsThenApplyInOneTransaction(t *testing.T) {
+	forEachBackend(t, testRecordEventsThenApplyInOneTransaction)
+}
+
+// testRecordEventsThenApplyInOneTransaction: events recorded inside a
+// write transaction come out of its NextEvent after the unprocessed ones
+// recorded before, in order, however many those are (on PostgreSQL the
+// insert also reads the older ones ahead), and a duplicate comes out once.
+func testRecordEventsThenApplyInOneTransaction(t *testing.T, b backend) {
+	for _, older := range []int{0, 2, eventPrefetch, eventPrefetch + 3} {
+		t.Run(fmt.Sprintf("%d older", older), func(t *testing.T) {
+			s, _ := b.openTemp(t)
+			ctx := t.Context()
+			ev := func(id int64) chain.Event {
+				return chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/a", PipelineID: id, Status: "running"}}
+			}
+			var want []int64
+			for i := range older {
+				if _, err := s.RecordEvent(ctx, fmt.Sprintf("old-%d", i), ev(int64(i))); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, int64(i))
+			}
+			batch := []chain.NewEvent{{Key: "new-b", Event: ev(100)}, {Key: "new-a", Event: ev(101)}, {Key: "old-0", Event: ev(102)}}
+			want = append(want, 100, 101)
+			wantDups := []bool{false, false, older > 0}
+			if older == 0 {
+				want = append(want, 102)
+			}
+			var got []int64
+			err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+				dups, err := tx.RecordEvents(ctx, batch)
+				if err != nil {
+					return err
+				}
+				if !reflect.DeepEqual(dups, wantDups) {
+					t.Errorf("duplicates = %v, want %v", dups, wantDups)
+				}
+				for {
+					se, ok, err := tx.NextEvent(ctx)
+					if err != nil || !ok {
+						return err
+					}
+					got = append(got, se.Event.Pipeline.PipelineID)
+					if err := tx.MarkEvent(ctx, se.Seq, time.Now(), "done"); err != nil {
+						return err
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("applied %v, want %v", got, want)
+			}
+		})
 	}
 }

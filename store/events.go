@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -22,106 +23,131 @@ import (
 // empty key (a GitLab too old to send one) is replaced by a random one:
 // such deliveries cannot be deduplicated. On error nothing is recorded.
 func (s *Store) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplicate []bool, err error) {
-	duplicate = make([]bool, len(evs))
-	if len(evs) == 0 {
-		return duplicate, nil
+	rec, err := newRecording(evs)
+	if err != nil || len(evs) == 0 {
+		return rec.duplicate, err
 	}
-	keys := make([]string, len(evs))
-	payloads := make([]string, len(evs))
-	for i, ne := range evs {
-		keys[i] = ne.Key
-		if keys[i] == "" {
-			var b [16]byte
-			_, _ = rand.Read(b[:])
-			keys[i] = "nokey-" + hex.EncodeToString(b[:])
-		}
-		payload, err := json.Marshal(ne.Event)
-		if err != nil {
-			return nil, fmt.Errorf("record event %s: %w", keys[i], err)
-		}
-		payloads[i] = string(payload)
-	}
-	// A webhook's request context ends when GitLab hangs up; once the
-	// transaction has begun, its statements run to the end.
-	stmtCtx := context.WithoutCancel(ctx)
-	now := encodeTime(time.Now())
 	if s.dialect.kind == KindPostgres {
-		if err := s.recordEventsPostgres(ctx, keys, evs, payloads, now, duplicate); err != nil {
-			return nil, fmt.Errorf("record %d events (first key %s): %w", len(evs), keys[0], err)
+		// Bounded well inside GitLab's 10 s webhook timeout, so that an
+		// unreachable database is answered 503 rather than a timeout.
+		stmtCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := ctx.Err(); err != nil {
+			return nil, rec.wrap(err)
 		}
-		return duplicate, nil
+		if err := rec.insertPostgres(stmtCtx, s.db); err != nil {
+			return nil, rec.wrap(err)
+		}
+		return rec.duplicate, nil
 	}
 	// Recordings go before other writers of this process (gate.go).
 	err = s.write(withUrgentWrites(ctx), func(sqlTx *sql.Tx) error {
-		tx := cachedTx{Tx: sqlTx, cache: s.stmts}
-		for i := range evs {
-			// One cached statement per event: the next seq, and nothing
-			// written if the key is kept already (from an earlier batch or
-			// this one).
-			res, err := tx.ExecContext(stmtCtx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
-				VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM events), $1, $2, $3, $4, '')
-				ON CONFLICT (key) DO NOTHING`, keys[i], evs[i].Event.Kind(), payloads[i], now)
-			if err != nil {
-				return err
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			duplicate[i] = n == 0
-		}
-		return nil
+		// A webhook's request context ends when GitLab hangs up; once
+		// the transaction has begun, its statements run to the end.
+		return rec.insertSQLite(context.WithoutCancel(ctx), cachedTx{Tx: sqlTx, cache: s.stmts})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("record %d events (first key %s): %w", len(evs), keys[0], err)
+		return nil, rec.wrap(err)
 	}
-	return duplicate, nil
+	return rec.duplicate, nil
 }
 
-// recordEventsPostgres writes a batch without the write lock, in one
-// statement (one round trip, atomic without a transaction of its own): the
-// seqs come from a sequence and the unique key dedupes (a concurrent insert
-// of the same key waits for the other and then does nothing), so webhooks
-// are acknowledged while the engine holds the lock. The rows go in in key
-// order: two replicas inserting overlapping keys then wait for each other
-// in the same order and cannot deadlock (PostgreSQL would abort one, and its
-// webhooks would get a 503); the seqs still follow the batch's order. Seqs
-// may commit out of order: events are applied in seq order of those
-// committed, and a status never moves a member backwards. It fills in
-// duplicate.
-func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []chain.NewEvent, payloads []string,
-	now any, duplicate []bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
+// RecordEvents implements chain.Tx: Store.RecordEvents inside this write
+// transaction, so that the events can be applied before the same commit.
+func (t chainTx) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplicate []bool, err error) {
+	rec, err := newRecording(evs)
+	if err != nil || len(evs) == 0 {
+		return rec.duplicate, err
 	}
-	// Bounded well inside GitLab's 10 s webhook timeout, so that an
-	// unreachable database is answered 503 rather than a timeout.
-	stmtCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	first := make(map[string]int, len(evs))
-	var rowKeys, kinds, rowPayloads []string
-	for i := range evs {
-		if _, ok := first[keys[i]]; ok {
-			duplicate[i] = true
-			continue
+	switch {
+	case t.tx.pipe != nil && t.cc != nil && len(t.cc.events) == 0 && !t.cc.eventsDrained:
+		// PostgreSQL, where the events are read by the same round trip
+		// (NextEvent answers from them).
+		t.cc.events, t.cc.eventsDrained, err = rec.insertPostgresReadingAhead(ctx, t.tx, eventPrefetch)
+	case t.tx.pipe != nil:
+		err = rec.insertPostgres(ctx, t.tx)
+	default:
+		err = rec.insertSQLite(ctx, t.tx)
+	}
+	if err != nil {
+		return nil, rec.wrap(err)
+	}
+	return rec.duplicate, nil
+}
+
+// recording is one batch of events as written: keys (an empty one
+// replaced by a random one) and payloads, and each event's duplicate flag
+// once written.
+type recording struct {
+	evs       []chain.NewEvent
+	keys      []string
+	payloads  []string
+	now       any
+	duplicate []bool
+}
+
+func newRecording(evs []chain.NewEvent) (recording, error) {
+	r := recording{evs: evs, keys: make([]string, len(evs)), payloads: make([]string, len(evs)),
+		now: encodeTime(time.Now()), duplicate: make([]bool, len(evs))}
+	for i, ne := range evs {
+		r.keys[i] = ne.Key
+		if r.keys[i] == "" {
+			var b [16]byte
+			_, _ = rand.Read(b[:])
+			r.keys[i] = "nokey-" + hex.EncodeToString(b[:])
 		}
-		first[keys[i]] = i
-		rowKeys = append(rowKeys, keys[i])
-		kinds = append(kinds, evs[i].Event.Kind())
-		rowPayloads = append(rowPayloads, payloads[i])
+		payload, err := json.Marshal(ne.Event)
+		if err != nil {
+			return recording{}, fmt.Errorf("record event %s: %w", r.keys[i], err)
+		}
+		r.payloads[i] = string(payload)
 	}
-	// The seqs follow the batch's order (nextval after the sort, as
-	// PostgreSQL evaluates a volatile select list), the inserts (and the
-	// waits on a concurrent insert of the same key) the keys' order.
-	rows, err := s.db.QueryContext(stmtCtx, `WITH batch AS (
-			SELECT k, kind, payload, n FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(k, kind, payload, n)
-		), seqs AS MATERIALIZED (
-			SELECT n, nextval('events_seq') AS seq FROM (SELECT n FROM batch ORDER BY n) o
-		)
-		INSERT INTO events (seq, key, kind, payload, received_at, result)
-		SELECT seqs.seq, batch.k, batch.kind, batch.payload, $4::text, '' FROM batch JOIN seqs USING (n)
-		ORDER BY batch.k COLLATE "C"
-		ON CONFLICT (key) DO NOTHING RETURNING key`, rowKeys, kinds, rowPayloads, now)
+	return r, nil
+}
+
+func (r recording) wrap(err error) error {
+	return fmt.Errorf("record %d events (first key %s): %w", len(r.evs), r.keys[0], err)
+}
+
+// insertSQLite writes the batch in tx, which holds the write lock: one
+// cached statement per event, the next seq, and nothing written if the key
+// is kept already (from an earlier batch or this one).
+func (r recording) insertSQLite(ctx context.Context, tx cachedTx) error {
+	for i := range r.evs {
+		res, err := tx.ExecContext(ctx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
+			VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM events), $1, $2, $3, $4, '')
+			ON CONFLICT (key) DO NOTHING`, r.keys[i], r.evs[i].Event.Kind(), r.payloads[i], r.now)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		r.duplicate[i] = n == 0
+	}
+	return nil
+}
+
+// querier is what insertPostgres runs its statement on: the pool, or a
+// transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// insertPostgres writes the batch in one statement (one round trip, atomic
+// without a transaction of its own). On the pool it needs no write lock:
+// the seqs come from a sequence and the unique key dedupes (a concurrent
+// insert of the same key waits for the other and then does nothing), so
+// webhooks are acknowledged while the engine holds the lock. The rows go
+// in in key order: two replicas inserting overlapping keys then wait for
+// each other in the same order and cannot deadlock (PostgreSQL would abort
+// one, and its webhooks would get a 503); the seqs still follow the
+// batch's order. Seqs may commit out of order: events are applied in seq
+// order of those committed, and a status never moves a member backwards.
+func (r recording) insertPostgres(ctx context.Context, q querier) error {
+	first, rowKeys, kinds, rowPayloads := r.rows()
+	rows, err := q.QueryContext(ctx, insertEventsPostgres+` RETURNING key`, rowKeys, kinds, rowPayloads, r.now)
 	if err != nil {
 		return err
 	}
@@ -138,10 +164,86 @@ func (s *Store) recordEventsPostgres(ctx context.Context, keys []string, evs []c
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	for k, i := range first {
-		duplicate[i] = !inserted[k]
-	}
+	r.markDuplicates(first, inserted)
 	return nil
+}
+
+// insertEventsPostgres inserts a batch: the seqs follow the batch's order
+// (nextval after the sort, as PostgreSQL evaluates a volatile select list),
+// the inserts (and the waits on a concurrent insert of the same key) the
+// keys' order.
+const insertEventsPostgres = `WITH batch AS (
+			SELECT k, kind, payload, n FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(k, kind, payload, n)
+		), seqs AS MATERIALIZED (
+			SELECT n, nextval('events_seq') AS seq FROM (SELECT n FROM batch ORDER BY n) o
+		)
+		INSERT INTO events (seq, key, kind, payload, received_at, result)
+		SELECT seqs.seq, batch.k, batch.kind, batch.payload, $4::text, '' FROM batch JOIN seqs USING (n)
+		ORDER BY batch.k COLLATE "C"
+		ON CONFLICT (key) DO NOTHING`
+
+// rows returns the batch's keys, kinds and payloads to insert: the
+// first event of each key; the later ones are marked duplicates. first
+// maps each key to its first event.
+func (r recording) rows() (first map[string]int, keys, kinds, payloads []string) {
+	first = make(map[string]int, len(r.evs))
+	for i := range r.evs {
+		if _, ok := first[r.keys[i]]; ok {
+			r.duplicate[i] = true
+			continue
+		}
+		first[r.keys[i]] = i
+		keys = append(keys, r.keys[i])
+		kinds = append(kinds, r.evs[i].Event.Kind())
+		payloads = append(payloads, r.payloads[i])
+	}
+	return first, keys, kinds, payloads
+}
+
+// markDuplicates sets the duplicate flag of each first event whose key
+// the insert did not write (it was kept already).
+func (r recording) markDuplicates(first map[string]int, inserted map[string]bool) {
+	for k, i := range first {
+		r.duplicate[i] = !inserted[k]
+	}
+}
+
+// insertPostgresReadingAhead is insertPostgres inside a write transaction
+// that will apply the events (Recorder, applyNow): the same statement
+// also reads the unprocessed events recorded before (up to n), so that
+// the inserted ones and those come back in one round trip, in seq order.
+// It returns them, and whether the older ones were all read.
+func (r recording) insertPostgresReadingAhead(ctx context.Context, q querier, n int) (ahead []chain.StoredEvent, drained bool, err error) {
+	first, rowKeys, kinds, rowPayloads := r.rows()
+	// The statement's snapshot does not hold its own inserts: the second
+	// part reads the older events only.
+	rows, err := q.QueryContext(ctx, `WITH ins AS (`+insertEventsPostgres+` RETURNING seq, key, payload, received_at)
+		SELECT seq, key, payload, received_at, true FROM ins
+		UNION ALL (SELECT seq, key, payload, received_at, false FROM events WHERE processed_at IS NULL ORDER BY seq LIMIT $5)`,
+		rowKeys, kinds, rowPayloads, r.now, n)
+	if err != nil {
+		return nil, false, err
+	}
+	var older, mine []chain.StoredEvent
+	inserted := make(map[string]bool, len(rowKeys))
+	err = scanEvents(rows, func(se chain.StoredEvent, isMine bool) {
+		if isMine {
+			inserted[se.Key] = true
+			mine = append(mine, se)
+		} else {
+			older = append(older, se)
+		}
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	r.markDuplicates(first, inserted)
+	if len(older) == n {
+		// More older events wait: the inserted ones come after them.
+		return older, false, nil
+	}
+	slices.SortFunc(mine, func(a, b chain.StoredEvent) int { return cmp.Compare(a.Seq, b.Seq) })
+	return append(older, mine...), true, nil
 }
 
 // eventPrefetch is how many unprocessed events NextEvent reads at once in
@@ -192,14 +294,30 @@ func (t chainTx) readEvents(ctx context.Context, n int) ([]chain.StoredEvent, er
 	if err != nil {
 		return nil, fmt.Errorf("read next events: %w", err)
 	}
-	defer rows.Close()
 	var evs []chain.StoredEvent
+	err = scanEvents(rows, func(se chain.StoredEvent, _ bool) { evs = append(evs, se) })
+	if err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// scanEvents reads rows of (seq, key, payload, received_at), and an extra
+// boolean column when there are five, into each's call, and closes rows.
+func scanEvents(rows *sql.Rows, each func(se chain.StoredEvent, flag bool)) error {
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return fmt.Errorf("read next events: %w", err)
+	}
 	for rows.Next() {
 		var se chain.StoredEvent
 		var payload string
 		var received sql.NullString
-		if err := rows.Scan(&se.Seq, &se.Key, &payload, &received); err != nil {
-			return nil, fmt.Errorf("read next events: %w", err)
+		var flag bool
+		dest := []any{&se.Seq, &se.Key, &payload, &received, &flag}
+		if err := rows.Scan(dest[:len(cols)]...); err != nil {
+			return fmt.Errorf("read next events: %w", err)
 		}
 		if err := json.Unmarshal([]byte(payload), &se.Event); err != nil {
 			// A payload this depsd cannot read is returned empty: the
@@ -208,14 +326,14 @@ func (t chainTx) readEvents(ctx context.Context, n int) ([]chain.StoredEvent, er
 			se.Event = chain.Event{}
 		}
 		if se.ReceivedAt, err = decodeTime(received); err != nil {
-			return nil, fmt.Errorf("event %d: %w", se.Seq, err)
+			return fmt.Errorf("event %d: %w", se.Seq, err)
 		}
-		evs = append(evs, se)
+		each(se, flag)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read next events: %w", err)
+		return fmt.Errorf("read next events: %w", err)
 	}
-	return evs, nil
+	return nil
 }
 
 // MarkEvent records that an event was processed, unless it already was.

@@ -66,6 +66,27 @@ func TestWriteRoundTrips(t *testing.T) {
 				ProjectID: 7, Ref: "main", State: chain.ActionPending, NextAttemptAt: t0, CreatedAt: t0})
 		})
 	}
+	recorded := 0
+	recordAndApply := func() error {
+		return s.UpdateChains(ctx, func(tx chain.Tx) error {
+			if _, err := tx.ActiveChains(ctx); err != nil {
+				return err
+			}
+			recorded++
+			ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/base", PipelineID: int64(5000 + recorded), Status: "running"}}
+			if _, err := tx.RecordEvents(ctx, []chain.NewEvent{{Key: fmt.Sprintf("rt-%d", recorded), Event: ev}}); err != nil {
+				return err
+			}
+			se, ok, err := tx.NextEvent(ctx)
+			if err != nil || !ok {
+				return fmt.Errorf("next event: %v, %v", ok, err)
+			}
+			if _, err := tx.PipelineSeen(ctx, se.Event.Pipeline.PipelineID); err != nil {
+				return err
+			}
+			return tx.MarkEvent(ctx, se.Seq, t0, "done")
+		})
+	}
 	for _, c := range []struct {
 		name string
 		want int64
@@ -74,6 +95,7 @@ func TestWriteRoundTrips(t *testing.T) {
 		{"an empty write", 2, func() error { return s.write(ctx, func(*sql.Tx) error { return nil }) }},
 		{"an UpdateChains adding an action", 2, addAction},
 		{"an UpdateChains starting a chain", 4, startChain},
+		{"an event recorded and applied in one UpdateChains", 5, recordAndApply},
 		{"a read (BEGIN, ROLLBACK)", 2, func() error { return s.read(ctx, func(*sql.Tx) error { return nil }) }},
 	} {
 		for range 2 { // the first run prepares the statements
