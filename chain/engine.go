@@ -91,6 +91,8 @@ type Engine struct {
 	inboxC   chan struct{}
 	outboxC  chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
+	// inboxRuns counts the ProcessInbox calls running (inboxIdle).
+	inboxRuns atomic.Int32
 	// inboxWaitHook (tests) is called when the reconciler waits for the
 	// inbox to apply a backlog.
 	inboxWaitHook func()
@@ -166,6 +168,12 @@ func (e *Engine) Mode() Mode { return e.cfg.Mode }
 
 // NotifyInbox wakes RunInbox: an event was recorded. It never blocks.
 func (e *Engine) NotifyInbox() { wake(e.inboxC) }
+
+// inboxIdle reports whether this engine's inbox processor has nothing to
+// do: neither running nor woken. The Recorder then applies a quiet
+// recording itself (applyNow); otherwise its events wait behind the ones
+// being applied anyway.
+func (e *Engine) inboxIdle() bool { return e.inboxRuns.Load() == 0 && len(e.inboxC) == 0 }
 
 // NotifyOutbox wakes RunOutbox: an action was written. It never blocks.
 func (e *Engine) NotifyOutbox() { wake(e.outboxC) }

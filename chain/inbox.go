@@ -46,6 +46,8 @@ type WriteYielder interface {
 // first event in a transaction of its own, so that one event that cannot
 // be applied does not hold back those before it.
 func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
+	e.inboxRuns.Add(1)
+	defer e.inboxRuns.Add(-1)
 	var g *deps.Graph
 	yield, _ := e.cfg.Store.(WriteYielder)
 	n := 0
@@ -60,44 +62,13 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 				return n, fmt.Errorf("process inbox: load graph: %w", err)
 			}
 		}
-		type applied struct{ kind, outcome string }
-		var done []applied
+		var done []appliedEvent
 		var push *StoredEvent
 		drained := false
 		err := e.update(ctx, g, func(t *txn) error {
-			done, drained = done[:0], false
-			for len(done) < limit {
-				se, ok, err := t.tx.NextEvent(t.ctx)
-				if err != nil || !ok {
-					drained = err == nil
-					return err
-				}
-				if se.Event.Push != nil {
-					if len(done) == 0 {
-						push = &se // marked after the rescan
-					}
-					return nil
-				}
-				t.now = e.now()
-				outcome := "ignored: empty event"
-				if se.Event.Pipeline != nil {
-					if outcome, err = t.applyPipeline(*se.Event.Pipeline); err != nil {
-						return fmt.Errorf("apply event %d (pipeline %d of %s): %w", se.Seq,
-							se.Event.Pipeline.PipelineID, se.Event.Pipeline.Project, err)
-					}
-				}
-				if err := t.tx.MarkEvent(t.ctx, se.Seq, t.now, outcome); err != nil {
-					return err
-				}
-				done = append(done, applied{se.Event.Kind(), outcome})
-				if err := t.saveChanges(); err != nil { // the batch shares one commit
-					return err
-				}
-				if len(done) >= yieldAfter && yield != nil && yield.UrgentWritersWaiting() {
-					return nil
-				}
-			}
-			return nil
+			var err error
+			done, push, drained, err = t.applyEvents(limit, yield)
+			return err
 		})
 		if err != nil {
 			if limit > 1 {
@@ -130,6 +101,50 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 			return n, nil
 		}
 	}
+}
+
+// appliedEvent is what the observer is told of an applied event.
+type appliedEvent struct{ kind, outcome string }
+
+// applyEvents applies the oldest unprocessed events, up to limit, each
+// marked processed and its chains written before the next is applied (the
+// batch shares the transaction's commit). It stops before a push event:
+// push is that event when it is the first (to be rescanned outside the
+// transaction, then marked), nil otherwise. drained reports that the inbox
+// was seen empty. With yield, it also stops once yieldAfter events are
+// applied and a webhook recording waits for the write lock.
+func (t *txn) applyEvents(limit int, yield WriteYielder) (done []appliedEvent, push *StoredEvent, drained bool, err error) {
+	for len(done) < limit {
+		se, ok, err := t.tx.NextEvent(t.ctx)
+		if err != nil || !ok {
+			return done, nil, err == nil, err
+		}
+		if se.Event.Push != nil {
+			if len(done) == 0 {
+				push = &se // marked after the rescan
+			}
+			return done, push, false, nil
+		}
+		t.now = t.e.now()
+		outcome := "ignored: empty event"
+		if se.Event.Pipeline != nil {
+			if outcome, err = t.applyPipeline(*se.Event.Pipeline); err != nil {
+				return done, nil, false, fmt.Errorf("apply event %d (pipeline %d of %s): %w", se.Seq,
+					se.Event.Pipeline.PipelineID, se.Event.Pipeline.Project, err)
+			}
+		}
+		if err := t.tx.MarkEvent(t.ctx, se.Seq, t.now, outcome); err != nil {
+			return done, nil, false, err
+		}
+		done = append(done, appliedEvent{se.Event.Kind(), outcome})
+		if err := t.saveChanges(); err != nil { // the batch shares one commit
+			return done, nil, false, err
+		}
+		if len(done) >= yieldAfter && yield != nil && yield.UrgentWritersWaiting() {
+			return done, nil, false, nil
+		}
+	}
+	return done, nil, false, nil
 }
 
 // rescan routes a push to Rescan and returns the outcome to record. A

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrRecorderStopped is returned by Recorder.Record once the recorder's Run
@@ -21,9 +22,11 @@ const maxRecordBatch = 512
 // event survives a crash. Its Run goroutine is owned by whoever runs the
 // engine (the daemon).
 type Recorder struct {
-	e       *Engine
-	reqs    chan *recordReq
-	stopped chan struct{}
+	e *Engine
+	// lastWrite is when Run last wrote a batch (quietGap).
+	lastWrite time.Time
+	reqs      chan *recordReq
+	stopped   chan struct{}
 }
 
 type recordReq struct {
@@ -88,15 +91,43 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 }
 
+// quietGap is how long the recorder must have had nothing to write for a
+// lone event to be applied in the transaction that records it (applyNow):
+// the pace of a real instance between a pipeline's events. In a burst, or
+// when several events waited together (after a stall, say), the inbox
+// applies them many to a commit instead, and the acknowledgements wait
+// for the recording alone.
+const quietGap = 5 * time.Millisecond
+
 // write records one batch and answers its waiters.
 func (r *Recorder) write(ctx context.Context, batch []*recordReq) {
 	evs := make([]NewEvent, len(batch))
+	pipelines := true
 	for i, req := range batch {
 		evs[i] = req.ev
+		pipelines = pipelines && req.ev.Event.Pipeline != nil
 	}
+	quiet := time.Since(r.lastWrite) >= quietGap
+	defer func() { r.lastWrite = time.Now() }()
 	// The batch was handed over: write it even if ctx just ended.
-	dups, err := r.e.cfg.Store.RecordEvents(context.WithoutCancel(ctx), evs)
-	added := false
+	ctx = context.WithoutCancel(ctx)
+	if quiet && len(batch) == 1 && pipelines && r.e.inboxIdle() {
+		dups, err := r.e.applyNow(ctx, evs)
+		if err == nil {
+			r.answer(batch, dups, nil)
+			return
+		}
+		r.e.log.Warn("applying webhook events as they are recorded failed; recording them for the inbox", "err", err)
+	}
+	dups, err := r.e.cfg.Store.RecordEvents(ctx, evs)
+	if r.answer(batch, dups, err) {
+		r.e.NotifyInbox()
+	}
+}
+
+// answer tells each waiter of batch its outcome and reports whether an
+// event was added.
+func (r *Recorder) answer(batch []*recordReq, dups []bool, err error) (added bool) {
 	for i, req := range batch {
 		if err != nil {
 			req.err = fmt.Errorf("record %s event: %w", req.ev.Event.Kind(), err)
@@ -106,7 +137,39 @@ func (r *Recorder) write(ctx context.Context, batch []*recordReq) {
 		}
 		close(req.done)
 	}
-	if added {
-		r.e.NotifyInbox()
+	return added
+}
+
+// applyNow records evs and applies them in one write transaction: one
+// commit instead of the recording's and then the inbox's, and no wake-up
+// of the inbox in between, on the path from an upstream's success to its
+// dependents' pipelines. Older unprocessed events (another process
+// recorded them) are applied first, in order; if some are left (more than
+// a few, or a push event ahead), the inbox is woken for them. On error
+// nothing is recorded.
+func (e *Engine) applyNow(ctx context.Context, evs []NewEvent) (duplicate []bool, err error) {
+	g, err := e.cfg.Graph(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load graph: %w", err)
 	}
+	var done []appliedEvent
+	drained := false
+	err = e.update(ctx, g, func(t *txn) error {
+		var err error
+		if duplicate, err = t.tx.RecordEvents(t.ctx, evs); err != nil {
+			return err
+		}
+		done, _, drained, err = t.applyEvents(len(evs)+yieldAfter, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range done {
+		e.obs.EventApplied(a.kind, a.outcome)
+	}
+	if !drained {
+		e.NotifyInbox()
+	}
+	return duplicate, nil
 }

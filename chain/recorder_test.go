@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/store"
@@ -17,7 +19,12 @@ import (
 // is reported a duplicate, whether the pair met in one batch or not.
 func TestRecorderGroupCommit(t *testing.T) {
 	e := newEnv(t, chain.Full, "base>app")
-	rec := e.engine.NewRecorder()
+	obs := &outcomes{}
+	en, err := chain.New(chain.Config{Store: e.store, Graph: e.store.Graph, Now: e.clock.Now, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := en.NewRecorder()
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- rec.Run(ctx) }()
@@ -51,7 +58,10 @@ func TestRecorderGroupCommit(t *testing.T) {
 		}
 	}
 	// Every acknowledged event is in the database, as another process
-	// (depsd restarted after kill -9) opening it now sees it.
+	// (depsd restarted after kill -9) opening it now sees it: applied
+	// with its recording (when it came alone to an idle recorder), or
+	// waiting in the inbox.
+	appliedAtOnce := len(obs.got)
 	other, err := store.Open(e.ctx, e.path)
 	if err != nil {
 		t.Fatal(err)
@@ -59,17 +69,17 @@ func TestRecorderGroupCommit(t *testing.T) {
 	defer other.Close()
 	err = other.ViewChains(e.ctx, func(tx chain.Tx) error {
 		n, err := tx.CountEvents(e.ctx)
-		if err == nil && n != keys {
-			t.Errorf("another process sees %d events, want %d", n, keys)
+		if err == nil && n != keys-appliedAtOnce {
+			t.Errorf("another process sees %d unprocessed events, want %d (%d applied at once)", n, keys-appliedAtOnce, appliedAtOnce)
 		}
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := e.engine.ProcessInbox(e.ctx)
-	if err != nil || n != keys {
-		t.Errorf("ProcessInbox = %d, %v; want %d", n, err, keys)
+	n, err := en.ProcessInbox(e.ctx)
+	if err != nil || appliedAtOnce+n != keys {
+		t.Errorf("ProcessInbox = %d, %v; want %d", n, err, keys-appliedAtOnce)
 	}
 
 	cancel()
@@ -135,6 +145,9 @@ func TestRecorderGroupsWhatArrivesDuringACommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A wake-up of the inbox is pending (nothing runs it here): the
+	// recorder does not apply what it records, only records it.
+	en.NotifyInbox()
 	rec := en.NewRecorder()
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
@@ -176,5 +189,157 @@ func TestRecorderGroupsWhatArrivesDuringACommit(t *testing.T) {
 	}
 	if total != n || len(held.batches) >= n {
 		t.Errorf("%d events written in %d transactions %v; want %d in fewer", total, len(held.batches), held.batches, n)
+	}
+}
+
+// runRecorder runs a recorder for en until the test ends.
+func runRecorder(t *testing.T, en *chain.Engine) *chain.Recorder {
+	t.Helper()
+	rec := en.NewRecorder()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return rec
+}
+
+// unprocessed counts the events waiting in the inbox.
+func (e *env) unprocessed() int {
+	e.t.Helper()
+	var n int
+	err := e.store.ViewChains(e.ctx, func(tx chain.Tx) error {
+		var err error
+		n, err = tx.CountEvents(e.ctx)
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// TestRecorderAppliesAQuietEventAtOnce: with the recorder and the inbox
+// idle, an upstream's success is applied in the transaction that records
+// it: once Record returns, the chain runs and its action is queued, with
+// nothing left for the inbox, and a second delivery under another key
+// (a second hook of the project) counts nothing twice.
+func TestRecorderAppliesAQuietEventAtOnce(t *testing.T) {
+	e := newEnv(t, chain.Full, "base>app")
+	rec := runRecorder(t, e.engine)
+	ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: 77, Status: "success", Ref: "main", Source: "push", At: e.clock.Now()}
+	for _, key := range []string{"hook-1", "hook-2"} {
+		if dup, err := rec.Record(e.ctx, key, chain.Event{Pipeline: &ev}); dup || err != nil {
+			t.Fatalf("Record(%s) = %v, %v", key, dup, err)
+		}
+		time.Sleep(10 * time.Millisecond) // quiet again
+	}
+	if n := e.unprocessed(); n != 0 {
+		t.Errorf("%d events left for the inbox, want 0", n)
+	}
+	running, err := e.engine.Chains(e.ctx, chain.Filter{State: chain.Running})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(running) != 1 {
+		t.Fatalf("%d chains running, want 1", len(running))
+	}
+	if n := e.send(); n != 1 || e.count("app") != 1 {
+		t.Errorf("sent %d, app has %d pipelines; want 1 and 1", n, e.count("app"))
+	}
+}
+
+// TestRecorderAppliesOlderEventsFirst: an event another process recorded
+// and nobody applied yet is applied before the quiet recording, in order:
+// the success it reports starts the chain, and the recorder's later
+// delivery of the same success finds it started.
+func TestRecorderAppliesOlderEventsFirst(t *testing.T) {
+	e := newEnv(t, chain.Full, "base>app")
+	obs := &outcomes{}
+	en, err := chain.New(chain.Config{Store: e.store, GitLab: e.gl, Graph: e.store.Graph, Mode: chain.Full, Now: e.clock.Now, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: 77, Status: "success", Ref: "main", Source: "push", At: e.clock.Now()}
+	if _, err := e.store.RecordEvents(e.ctx, []chain.NewEvent{{Key: "other-process", Event: chain.Event{Pipeline: &ev}}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := runRecorder(t, en)
+	if dup, err := rec.Record(e.ctx, "second-hook", chain.Event{Pipeline: &ev}); dup || err != nil {
+		t.Fatalf("Record = %v, %v", dup, err)
+	}
+	if n := e.unprocessed(); n != 0 {
+		t.Errorf("%d events left for the inbox, want 0", n)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.got) != 2 || !strings.HasPrefix(obs.got[0], "started chain") || strings.HasPrefix(obs.got[1], "started chain") {
+		t.Errorf("outcomes %q, want the older event to start the chain and the later one not", obs.got)
+	}
+}
+
+// failingUpdates is a store whose write transactions fail.
+type failingUpdates struct{ chain.Store }
+
+func (failingUpdates) UpdateChains(context.Context, func(chain.Tx) error) error {
+	return errors.New("update failed")
+}
+
+// TestRecorderRecordsForTheInboxWhenApplyingFails: when the transaction
+// that would record and apply a quiet event fails, the event is still
+// recorded (for the inbox, which tries again) and acknowledged.
+func TestRecorderRecordsForTheInboxWhenApplyingFails(t *testing.T) {
+	e := newEnv(t, chain.Full, "base>app")
+	en, err := chain.New(chain.Config{Store: failingUpdates{e.store}, Graph: e.store.Graph, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := runRecorder(t, en)
+	ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: 77, Status: "success", Ref: "main", Source: "push"}
+	if dup, err := rec.Record(e.ctx, "k", chain.Event{Pipeline: &ev}); dup || err != nil {
+		t.Fatalf("Record = %v, %v; want recorded", dup, err)
+	}
+	if n := e.unprocessed(); n != 1 {
+		t.Errorf("%d events in the inbox, want 1", n)
+	}
+}
+
+// TestRecorderOnlyRecordsEventsThatWaitedTogether: events that waited
+// for the recorder together (a burst, or a stall) are recorded in one
+// transaction and left to the inbox, so that their acknowledgements wait
+// for the recording alone, not for applying them all.
+func TestRecorderOnlyRecordsEventsThatWaitedTogether(t *testing.T) {
+	e := newEnv(t, chain.Full, "base>app")
+	rec := e.engine.NewRecorder()
+	const n = 5
+	var queued, wg sync.WaitGroup
+	queued.Add(n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: int64(100 + i), Status: "running", Ref: "main", Source: "push"}
+			queued.Done()
+			if _, err := rec.Record(e.ctx, fmt.Sprintf("k%d", i), chain.Event{Pipeline: &ev}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	queued.Wait()
+	time.Sleep(50 * time.Millisecond) // all wait for Run
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- rec.Run(ctx) }()
+	wg.Wait()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.unprocessed(); got != n {
+		t.Errorf("%d of %d events left for the inbox, want all", got, n)
 	}
 }
