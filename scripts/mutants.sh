@@ -352,6 +352,30 @@ mutant "a withdrawn action counts as a build of its member" \
 	'' \
 	-- go test -count=1 -run 'TestOverlappingChainsMerge' ./chain/
 
+mutant "a quiet webhook event is never applied as it is recorded" \
+	chain/recorder.go \
+	'quiet := time.Since(r.lastWrite) >= quietGap' \
+	'quiet := false' \
+	-- go test -count=1 -run 'TestRecorderAppliesAQuietEventAtOnce|TestRecorderAppliesOlderEventsFirst' ./chain/
+
+mutant "a quiet event whose transaction fails is not recorded (its webhook gets a 503)" \
+	chain/recorder.go \
+	'		r.e.log.Warn("applying webhook events as they are recorded failed; recording them for the inbox", "err", err)' \
+	'		r.answer(batch, nil, err); return' \
+	-- go test -count=1 -run 'TestRecorderRecordsForTheInboxWhenApplyingFails' ./chain/
+
+mutant "events that waited together are applied before their acknowledgement" \
+	chain/recorder.go \
+	'if quiet && len(batch) == 1 && pipelines' \
+	'if quiet && pipelines' \
+	-- go test -count=1 -run 'TestRecorderOnlyRecordsEventsThatWaitedTogether' ./chain/
+
+mutant "the events recorded in a write transaction come before older ones that did not fit the read-ahead (PostgreSQL)" \
+	store/events.go \
+	'	if len(older) == n {' \
+	'	if false {' \
+	-- go test -count=1 -run 'TestRecordEventsThenApplyInOneTransaction' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
