@@ -376,6 +376,12 @@ mutant "the events recorded in a write transaction come before older ones that d
 	'	if false {' \
 	-- go test -count=1 -run 'TestRecordEventsThenApplyInOneTransaction' ./store/
 
+mutant "the active chains' versions read with the BEGIN are never used (PostgreSQL: one more round trip under the write lock)" \
+	store/pgconn.go \
+	'ra.rows, ra.ok = results[len(results)-1].Rows, true' \
+	'ra.rows, ra.ok = results[len(results)-1].Rows, false' \
+	-- go test -count=1 -run 'TestWriteRoundTrips' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -135,40 +137,71 @@ func (cc *chainCache) commit(active map[int64]bool, fresh map[int64]cachedChain)
 	}
 }
 
-// cachedActiveChains is ActiveChains through the cache.
-func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error) {
-	// The projects' generation and the next free chain id come with the
-	// chains' versions: the same round trip.
-	rows, err := t.tx.QueryContext(ctx, `SELECT 'chain', id, version FROM chains WHERE state IN ($1, $2)
+// activeVersionsQuery lists the active chains' ids and versions, with the
+// projects' generation and the next free chain id: one round trip, or
+// none when it comes with the BEGIN (readAhead). It has no parameters, so
+// that it can.
+var activeVersionsQuery = `SELECT 'chain', id, version FROM chains WHERE state IN ('` +
+	string(chain.Running) + `', '` + string(chain.Blocked) + `')
 		UNION ALL SELECT 'projects', 0, n FROM generations WHERE name = 'projects'
 		UNION ALL SELECT 'next id', 0, COALESCE(MAX(id), 0) + 1 FROM chains
-		ORDER BY 1, 2`,
-		string(chain.Running), string(chain.Blocked))
+		ORDER BY 1, 2`
+
+// versionRow is a row of activeVersionsQuery.
+type versionRow struct {
+	kind        string
+	id, version int64
+}
+
+// activeVersions runs activeVersionsQuery, or takes its rows read ahead.
+func (t chainTx) activeVersions(ctx context.Context) ([]versionRow, error) {
+	var out []versionRow
+	if rows, ok := t.cc.versions.take(); ok {
+		for _, r := range rows {
+			id, err1 := strconv.ParseInt(string(r[1]), 10, 64)
+			version, err2 := strconv.ParseInt(string(r[2]), 10, 64)
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, fmt.Errorf("read active chains: %w", err)
+			}
+			out = append(out, versionRow{string(r[0]), id, version})
+		}
+		return out, nil
+	}
+	rows, err := t.tx.QueryContext(ctx, activeVersionsQuery)
 	if err != nil {
 		return nil, fmt.Errorf("read active chains: %w", err)
 	}
-	type idVersion struct{ id, version int64 }
-	var list []idVersion
+	defer rows.Close()
 	for rows.Next() {
-		var kind string
-		var iv idVersion
-		if err := rows.Scan(&kind, &iv.id, &iv.version); err != nil {
-			rows.Close()
+		var r versionRow
+		if err := rows.Scan(&r.kind, &r.id, &r.version); err != nil {
 			return nil, fmt.Errorf("read active chains: %w", err)
 		}
-		switch kind {
-		case "projects":
-			t.cc.projectsGen = iv.version
-			continue
-		case "next id":
-			t.cc.learnNextID(iv.version)
-			continue
-		}
-		list = append(list, iv)
+		out = append(out, r)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read active chains: %w", err)
+	}
+	return out, nil
+}
+
+// cachedActiveChains is ActiveChains through the cache.
+func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error) {
+	versions, err := t.activeVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type idVersion struct{ id, version int64 }
+	var list []idVersion
+	for _, r := range versions {
+		switch r.kind {
+		case "projects":
+			t.cc.projectsGen = r.version
+		case "next id":
+			t.cc.learnNextID(r.version)
+		default:
+			list = append(list, idVersion{r.id, r.version})
+		}
 	}
 	out := make([]*chain.Chain, len(list))
 	var missing []any
@@ -234,6 +267,9 @@ type txCache struct {
 	// projectsGen is the store's projects generation as this transaction
 	// read it (0: not read): the write lock keeps it so until the end.
 	projectsGen int64
+	// versions is activeVersionsQuery read with the BEGIN (PostgreSQL),
+	// for the first ActiveChains.
+	versions *readAhead
 }
 
 // lookup returns the entry of c as this transaction knows it stored; false

@@ -19,12 +19,18 @@ import (
 // The active chains are read through this process's cache (chaincache.go).
 func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
 	var cc *txCache
+	var ra *readAhead
+	if s.dialect.kind == KindPostgres {
+		// The engine reads the active chains' versions first.
+		ra = &readAhead{query: activeVersionsQuery}
+		ctx = withReadAhead(ctx, ra)
+	}
 	err := s.writeConn(ctx, func(conn *sql.Conn, tx *sql.Tx) error {
 		t := chainTx{tx: cachedTx{Tx: tx, cache: s.stmts}}
 		if s.dialect.kind == KindPostgres {
 			t.tx.pipe = &pipeline{conn: conn}
 		}
-		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}}
+		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}, versions: ra}
 		t.cc = cc
 		if err := fn(t); err != nil {
 			if t.tx.pipe != nil && t.tx.pipe.err != nil {

@@ -60,13 +60,52 @@ func (c lockingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver
 	if pc.IsClosed() {
 		return nil, driver.ErrBadConn
 	}
-	if _, err := pc.Exec(ctx, beginWrite); err != nil {
+	ra, _ := ctx.Value(readAheadKey{}).(*readAhead)
+	begin := beginWrite
+	if ra != nil {
+		begin += "; " + ra.query
+	}
+	results, err := pc.PgConn().Exec(ctx, begin).ReadAll()
+	if err != nil {
 		if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
 			_, _ = pc.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 		return nil, fmt.Errorf("take the write lock: %w", err)
 	}
+	if ra != nil {
+		ra.rows, ra.ok = results[len(results)-1].Rows, true
+	}
 	return lockedTx{ctx: ctx, conn: pc}, nil
+}
+
+// readAhead is a query without parameters that a write transaction sends
+// with its BEGIN and lock (withReadAhead), and the rows it returned, each
+// value in PostgreSQL's text format. ok is false until they are read, and
+// once the transaction took them (take).
+type readAhead struct {
+	query string
+	rows  [][][]byte
+	ok    bool
+}
+
+// readAheadKey is the context key of a write transaction's readAhead.
+type readAheadKey struct{}
+
+// withReadAhead makes the PostgreSQL write transaction begun with ctx send
+// ra's query in the round trip that begins it: what every transaction of
+// the chain engine reads first costs no round trip of its own.
+func withReadAhead(ctx context.Context, ra *readAhead) context.Context {
+	return context.WithValue(ctx, readAheadKey{}, ra)
+}
+
+// take returns the rows read ahead, once: false if there are none (not
+// PostgreSQL, or taken already).
+func (ra *readAhead) take() ([][][]byte, bool) {
+	if ra == nil || !ra.ok {
+		return nil, false
+	}
+	ra.ok = false
+	return ra.rows, true
 }
 
 // lockedTx is a write transaction begun by lockingConn. Its Commit has
