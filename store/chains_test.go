@@ -251,16 +251,8 @@ func testRecordEventsBatchWith(t *testing.T, b backend, recordWith func(*Store) 
 	}
 	var order []int64
 	err = s.UpdateChains(ctx, func(tx chain.Tx) error {
-		for {
-			se, ok, err := tx.NextEvent(ctx)
-			if err != nil || !ok {
-				return err
-			}
-			order = append(order, se.Event.Pipeline.PipelineID)
-			if err := tx.MarkEvent(ctx, se.Seq, time.Now(), "done"); err != nil {
-				return err
-			}
-		}
+		order, err = applyAll(ctx, tx)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -456,16 +448,8 @@ func testRecordEventsThenApplyInOneTransaction(t *testing.T, b backend) {
 				if !reflect.DeepEqual(dups, wantDups) {
 					t.Errorf("duplicates = %v, want %v", dups, wantDups)
 				}
-				for {
-					se, ok, err := tx.NextEvent(ctx)
-					if err != nil || !ok {
-						return err
-					}
-					got = append(got, se.Event.Pipeline.PipelineID)
-					if err := tx.MarkEvent(ctx, se.Seq, time.Now(), "done"); err != nil {
-						return err
-					}
-				}
+				got, err = applyAll(ctx, tx)
+				return err
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -474,5 +458,21 @@ func testRecordEventsThenApplyInOneTransaction(t *testing.T, b backend) {
 				t.Errorf("applied %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// applyAll marks every unprocessed event processed, in NextEvent's order,
+// and returns their pipeline ids.
+func applyAll(ctx context.Context, tx chain.Tx) ([]int64, error) {
+	var ids []int64
+	for {
+		se, ok, err := tx.NextEvent(ctx)
+		if err != nil || !ok {
+			return ids, err
+		}
+		ids = append(ids, se.Event.Pipeline.PipelineID)
+		if err := tx.MarkEvent(ctx, se.Seq, time.Now(), "done"); err != nil {
+			return ids, err
+		}
 	}
 }
