@@ -107,8 +107,9 @@ func (r *Recorder) write(ctx context.Context, batch []*recordReq) {
 		evs[i] = req.ev
 		pipelines = pipelines && req.ev.Event.Pipeline != nil
 	}
-	quiet := time.Since(r.lastWrite) >= quietGap
-	defer func() { r.lastWrite = time.Now() }()
+	// The engine's clock, so that tests can tell a burst from a lull.
+	quiet := r.e.now().Sub(r.lastWrite) >= quietGap
+	defer func() { r.lastWrite = r.e.now() }()
 	// The batch was handed over: write it even if ctx just ended.
 	ctx = context.WithoutCancel(ctx)
 	if quiet && len(batch) == 1 && pipelines && r.e.inboxIdle() {

@@ -148,14 +148,7 @@ func TestRecorderGroupsWhatArrivesDuringACommit(t *testing.T) {
 	// A wake-up of the inbox is pending (nothing runs it here): the
 	// recorder does not apply what it records, only records it.
 	en.NotifyInbox()
-	rec := en.NewRecorder()
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan error, 1)
-	go func() { done <- rec.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	rec := runRecorder(t, en.NewRecorder())
 
 	const n = 50
 	var started sync.WaitGroup
@@ -192,10 +185,9 @@ func TestRecorderGroupsWhatArrivesDuringACommit(t *testing.T) {
 	}
 }
 
-// runRecorder runs a recorder for en until the test ends.
-func runRecorder(t *testing.T, en *chain.Engine) *chain.Recorder {
+// runRecorder runs rec until the test ends.
+func runRecorder(t *testing.T, rec *chain.Recorder) *chain.Recorder {
 	t.Helper()
-	rec := en.NewRecorder()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- rec.Run(ctx) }()
@@ -230,13 +222,13 @@ func (e *env) unprocessed() int {
 // (a second hook of the project) counts nothing twice.
 func TestRecorderAppliesAQuietEventAtOnce(t *testing.T) {
 	e := newEnv(t, chain.Full, "base>app")
-	rec := runRecorder(t, e.engine)
+	rec := runRecorder(t, e.engine.NewRecorder())
 	ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: 77, Status: "success", Ref: "main", Source: "push", At: e.clock.Now()}
 	for _, key := range []string{"hook-1", "hook-2"} {
 		if dup, err := rec.Record(e.ctx, key, chain.Event{Pipeline: &ev}); dup || err != nil {
 			t.Fatalf("Record(%s) = %v, %v", key, dup, err)
 		}
-		time.Sleep(10 * time.Millisecond) // quiet again
+		e.clock.Advance(10 * time.Millisecond) // quiet again
 	}
 	if n := e.unprocessed(); n != 0 {
 		t.Errorf("%d events left for the inbox, want 0", n)
@@ -268,7 +260,7 @@ func TestRecorderAppliesOlderEventsFirst(t *testing.T) {
 	if _, err := e.store.RecordEvents(e.ctx, []chain.NewEvent{{Key: "other-process", Event: chain.Event{Pipeline: &ev}}}); err != nil {
 		t.Fatal(err)
 	}
-	rec := runRecorder(t, en)
+	rec := runRecorder(t, en.NewRecorder())
 	if dup, err := rec.Record(e.ctx, "second-hook", chain.Event{Pipeline: &ev}); dup || err != nil {
 		t.Fatalf("Record = %v, %v", dup, err)
 	}
@@ -298,7 +290,7 @@ func TestRecorderRecordsForTheInboxWhenApplyingFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := runRecorder(t, en)
+	rec := runRecorder(t, en.NewRecorder())
 	ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: 77, Status: "success", Ref: "main", Source: "push"}
 	if dup, err := rec.Record(e.ctx, "k", chain.Event{Pipeline: &ev}); dup || err != nil {
 		t.Fatalf("Record = %v, %v; want recorded", dup, err)
@@ -331,15 +323,26 @@ func TestRecorderOnlyRecordsEventsThatWaitedTogether(t *testing.T) {
 	}
 	queued.Wait()
 	time.Sleep(50 * time.Millisecond) // all wait for Run
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan error, 1)
-	go func() { done <- rec.Run(ctx) }()
+	runRecorder(t, rec)
 	wg.Wait()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 	if got := e.unprocessed(); got != n {
 		t.Errorf("%d of %d events left for the inbox, want all", got, n)
+	}
+}
+
+// TestRecorderOnlyRecordsAnEventThatFollowsClosely: an event that comes
+// less than quietGap after the recorder's last write (the engine's clock
+// did not move) is recorded and left to the inbox, as in a burst.
+func TestRecorderOnlyRecordsAnEventThatFollowsClosely(t *testing.T) {
+	e := newEnv(t, chain.Full, "base>app")
+	rec := runRecorder(t, e.engine.NewRecorder())
+	for i, key := range []string{"first", "close-behind"} {
+		ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: int64(300 + i), Status: "running", Ref: "main", Source: "push"}
+		if _, err := rec.Record(e.ctx, key, chain.Event{Pipeline: &ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.unprocessed(); n != 1 {
+		t.Errorf("%d events left for the inbox, want 1 (the second)", n)
 	}
 }

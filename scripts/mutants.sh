@@ -354,7 +354,7 @@ mutant "a withdrawn action counts as a build of its member" \
 
 mutant "a quiet webhook event is never applied as it is recorded" \
 	chain/recorder.go \
-	'quiet := time.Since(r.lastWrite) >= quietGap' \
+	'quiet := r.e.now().Sub(r.lastWrite) >= quietGap' \
 	'quiet := false' \
 	-- go test -count=1 -run 'TestRecorderAppliesAQuietEventAtOnce|TestRecorderAppliesOlderEventsFirst' ./chain/
 
@@ -381,6 +381,12 @@ mutant "the active chains' versions read with the BEGIN are never used (PostgreS
 	'ra.rows, ra.ok = results[len(results)-1].Rows, true' \
 	'ra.rows, ra.ok = results[len(results)-1].Rows, false' \
 	-- go test -count=1 -run 'TestWriteRoundTrips' ./store/
+
+mutant "an event close behind another is applied before its acknowledgement (no lull needed)" \
+	chain/recorder.go \
+	'quiet := r.e.now().Sub(r.lastWrite) >= quietGap' \
+	'quiet := r.e.now().Sub(r.lastWrite) >= 0' \
+	-- go test -count=1 -run 'TestRecorderOnlyRecordsAnEventThatFollowsClosely' ./chain/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

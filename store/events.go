@@ -59,6 +59,8 @@ func (t chainTx) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplic
 	if err != nil || len(evs) == 0 {
 		return rec.duplicate, err
 	}
+	// Only UpdateChains's transactions can write, and theirs have a pipe
+	// exactly on PostgreSQL.
 	switch {
 	case t.tx.pipe != nil && t.cc != nil && len(t.cc.events) == 0 && !t.cc.eventsDrained:
 		// PostgreSQL, where the events are read by the same round trip
@@ -259,7 +261,7 @@ const eventPrefetch = 16
 // them meanwhile. Events recorded after the read are found once those are
 // used up, unless the read found the inbox drained (on PostgreSQL seqs may
 // commit out of order: events are applied in seq order of those committed,
-// see recordEventsPostgres).
+// see insertPostgres).
 func (t chainTx) NextEvent(ctx context.Context) (chain.StoredEvent, bool, error) {
 	if t.cc == nil {
 		evs, err := t.readEvents(ctx, 1)
