@@ -109,18 +109,19 @@ func (r *Recorder) write(ctx context.Context, batch []*recordReq) {
 	}
 	// The engine's clock, so that tests can tell a burst from a lull.
 	quiet := r.e.now().Sub(r.lastWrite) >= quietGap
-	defer func() { r.lastWrite = r.e.now() }()
 	// The batch was handed over: write it even if ctx just ended.
 	ctx = context.WithoutCancel(ctx)
 	if quiet && len(batch) == 1 && pipelines && r.e.inboxIdle() {
 		dups, err := r.e.applyNow(ctx, evs)
 		if err == nil {
+			r.lastWrite = r.e.now() // before the waiters learn it ended
 			r.answer(batch, dups, nil)
 			return
 		}
 		r.e.log.Warn("applying webhook events as they are recorded failed; recording them for the inbox", "err", err)
 	}
 	dups, err := r.e.cfg.Store.RecordEvents(ctx, evs)
+	r.lastWrite = r.e.now()
 	if r.answer(batch, dups, err) {
 		r.e.NotifyInbox()
 	}
