@@ -156,7 +156,7 @@ func (e *Engine) applyNow(ctx context.Context, evs []NewEvent) (duplicate []bool
 	}
 	var done []appliedEvent
 	drained := false
-	err = e.update(ctx, g, func(t *txn) error {
+	err = e.update(RecordingFirst(ctx, evs), g, func(t *txn) error {
 		var err error
 		if duplicate, err = t.tx.RecordEvents(t.ctx, evs); err != nil {
 			return err

@@ -300,6 +300,60 @@ func TestRecorderRecordsForTheInboxWhenApplyingFails(t *testing.T) {
 	}
 }
 
+// announcingStore notes, for each write transaction, the events its
+// context announced with chain.RecordingFirst and those it recorded.
+type announcingStore struct {
+	chain.Store
+	mu                  sync.Mutex
+	announced, recorded [][]chain.NewEvent
+}
+
+func (s *announcingStore) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
+	s.mu.Lock()
+	s.announced = append(s.announced, chain.EventsRecordedFirst(ctx))
+	s.mu.Unlock()
+	return s.Store.UpdateChains(ctx, func(tx chain.Tx) error { return fn(announcedTx{tx, s}) })
+}
+
+type announcedTx struct {
+	chain.Tx
+	s *announcingStore
+}
+
+func (tx announcedTx) RecordEvents(ctx context.Context, evs []chain.NewEvent) ([]bool, error) {
+	tx.s.mu.Lock()
+	tx.s.recorded = append(tx.s.recorded, evs)
+	tx.s.mu.Unlock()
+	return tx.Tx.RecordEvents(ctx, evs)
+}
+
+// TestRecorderAnnouncesWhatItRecordsFirst: the quiet path's transaction
+// tells the store (chain.RecordingFirst) which events it records first,
+// and records exactly those, so that PostgreSQL can send the recording
+// with the BEGIN.
+func TestRecorderAnnouncesWhatItRecordsFirst(t *testing.T) {
+	e := newEnv(t, chain.Full, "base>app")
+	st := &announcingStore{Store: e.store}
+	en, err := chain.New(chain.Config{Store: st, GitLab: e.gl, Graph: e.store.Graph, Mode: chain.Full, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := runRecorder(t, en.NewRecorder())
+	ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: 77, Status: "success", Ref: "main", Source: "push", At: e.clock.Now()}
+	if dup, err := rec.Record(e.ctx, "hook-1", chain.Event{Pipeline: &ev}); dup || err != nil {
+		t.Fatalf("Record = %v, %v", dup, err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.recorded) != 1 || len(st.announced) == 0 {
+		t.Fatalf("%d recordings in %d write transactions, want 1 in the first", len(st.recorded), len(st.announced))
+	}
+	got, want := st.announced[0], st.recorded[0]
+	if len(got) != 1 || len(want) != 1 || &got[0] != &want[0] {
+		t.Errorf("the transaction announced %v and recorded %v: want the same slice", got, want)
+	}
+}
+
 // TestRecorderOnlyRecordsEventsThatWaitedTogether: events that waited
 // for the recorder together (a burst, or a stall) are recorded in one
 // transaction and left to the inbox, so that their acknowledgements wait

@@ -388,6 +388,24 @@ mutant "an event close behind another is applied before its acknowledgement (no 
 	'quiet := r.e.now().Sub(r.lastWrite) >= 0' \
 	-- go test -count=1 -run 'TestRecorderOnlyRecordsAnEventThatFollowsClosely' ./chain/
 
+mutant "the recorder's quiet path does not announce its recording (PostgreSQL: it no longer goes with the BEGIN)" \
+	chain/recorder.go \
+	'err = e.update(RecordingFirst(ctx, evs), g,' \
+	'err = e.update(ctx, g,' \
+	-- go test -count=1 -run 'TestRecorderAnnouncesWhatItRecordsFirst' ./chain/
+
+mutant "an announced recording is not sent with the BEGIN (PostgreSQL: two more round trips under the write lock)" \
+	store/chains.go \
+	'recorded, ra.then = a, a.statements()' \
+	'recorded = a' \
+	-- go test -count=1 -run 'TestWriteRoundTrips' ./store/
+
+mutant "the look-up sent with a recording answers after an older event changed it (a stale answer)" \
+	store/recordahead.go \
+	'	if a.pipelineID != 0 && len(a.events) == 1 && a.events[0].Key == a.rec.keys[0] {' \
+	'	if a.pipelineID != 0 {' \
+	-- go test -count=1 -run 'TestRecordingFirstLooksUpAfterOlderEvents' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

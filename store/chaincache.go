@@ -270,6 +270,11 @@ type txCache struct {
 	// versions is activeVersionsQuery read with the BEGIN (PostgreSQL),
 	// for the first ActiveChains.
 	versions *readAhead
+	// recorded is the recording sent with the BEGIN, until
+	// Tx.RecordEvents takes it; seen is the look-up sent with it, until
+	// PipelineSeen takes it (only when no older event comes first).
+	recorded *recordingAhead
+	seen     *seenAhead
 }
 
 // lookup returns the entry of c as this transaction knows it stored; false

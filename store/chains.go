@@ -20,9 +20,17 @@ import (
 func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
 	var cc *txCache
 	var ra *readAhead
+	var recorded *recordingAhead
 	if s.dialect.kind == KindPostgres {
 		// The engine reads the active chains' versions first.
 		ra = &readAhead{query: activeVersionsQuery}
+		if evs := chain.EventsRecordedFirst(ctx); len(evs) > 0 {
+			// Then records these (the Recorder's quiet path). If they
+			// cannot be encoded, RecordEvents says why.
+			if a, err := newRecordingAhead(evs); err == nil {
+				recorded, ra.then = a, a.statements()
+			}
+		}
 		ctx = withReadAhead(ctx, ra)
 	}
 	err := s.writeConn(ctx, func(conn *sql.Conn, tx *sql.Tx) error {
@@ -30,7 +38,7 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 		if s.dialect.kind == KindPostgres {
 			t.tx.pipe = &pipeline{conn: conn}
 		}
-		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}, versions: ra}
+		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}, versions: ra, recorded: recorded}
 		t.cc = cc
 		if err := fn(t); err != nil {
 			if t.tx.pipe != nil && t.tx.pipe.err != nil {

@@ -371,6 +371,81 @@ func testPipelineSeen(t *testing.T, b backend) {
 				t.Fatal(err)
 			}
 		}
+		// And as the recorder's quiet path asks, after recording an event
+		// of the pipeline announced with RecordingFirst: on PostgreSQL the
+		// look-up came with the BEGIN, its row in text.
+		evs := []chain.NewEvent{{Key: fmt.Sprintf("seen-%d", tc.pipeline),
+			Event: chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/app", PipelineID: tc.pipeline, Status: "running"}}}}
+		err := s.UpdateChains(chain.RecordingFirst(ctx, evs), func(tx chain.Tx) error {
+			if _, err := tx.RecordEvents(ctx, evs); err != nil {
+				return err
+			}
+			got, err := tx.PipelineSeen(ctx, tc.pipeline)
+			if err != nil {
+				return err
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("PipelineSeen(%d) after its event's recording = %+v\nwant %+v", tc.pipeline, got, tc.want)
+			}
+			_, err = applyAll(ctx, tx)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRecordingFirstLooksUpAfterOlderEvents(t *testing.T) {
+	forEachBackend(t, testRecordingFirstLooksUpAfterOlderEvents)
+}
+
+// testRecordingFirstLooksUpAfterOlderEvents: the look-up of a pipeline
+// that came with its event's recording (RecordingFirst) is not used when
+// an older event was applied before it, which may have changed the
+// answer: here, the older event's application adds the pipeline's action.
+func testRecordingFirstLooksUpAfterOlderEvents(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
+	ctx := t.Context()
+	ev := func(id int64) chain.Event {
+		return chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/app", PipelineID: id, Status: "running"}}
+	}
+	if _, err := s.RecordEvent(ctx, "older", ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	evs := []chain.NewEvent{{Key: "newer", Event: ev(2)}}
+	added := chain.Action{ID: "a-2", ChainID: 1, Project: "g/app", ProjectID: 7, Ref: "main", State: chain.ActionSent,
+		Attempts: 1, NextAttemptAt: t0, PipelineID: 2, CreatedAt: t0, SentAt: t0}
+	err := s.UpdateChains(chain.RecordingFirst(ctx, evs), func(tx chain.Tx) error {
+		if _, err := tx.RecordEvents(ctx, evs); err != nil {
+			return err
+		}
+		for {
+			se, ok, err := tx.NextEvent(ctx)
+			if err != nil || !ok {
+				return err
+			}
+			seen, err := tx.PipelineSeen(ctx, se.Event.Pipeline.PipelineID)
+			if err != nil {
+				return err
+			}
+			switch se.Key {
+			case "older":
+				if err := tx.AddAction(ctx, added); err != nil {
+					return err
+				}
+			case "newer":
+				if !seen.HasAction || seen.Action.ID != added.ID {
+					t.Errorf("PipelineSeen(2) after the older event added its action = %+v, want action %s", seen, added.ID)
+				}
+			}
+			if err := tx.MarkEvent(ctx, se.Seq, t0, "done"); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -419,8 +494,13 @@ func TestRecordEventsThenApplyInOneTransaction(t *testing.T) {
 // recorded before, in order, however many those are (on PostgreSQL the
 // insert also reads the older ones ahead), and a duplicate comes out once.
 func testRecordEventsThenApplyInOneTransaction(t *testing.T, b backend) {
-	for _, older := range []int{0, 2, eventPrefetch, eventPrefetch + 3} {
-		t.Run(fmt.Sprintf("%d older", older), func(t *testing.T) {
+	for _, tc := range []struct {
+		older     int
+		announced bool
+	}{{0, false}, {2, false}, {eventPrefetch, false}, {eventPrefetch + 3, false},
+		{0, true}, {2, true}, {eventPrefetch, true}, {eventPrefetch + 3, true}} {
+		older, announced := tc.older, tc.announced
+		t.Run(fmt.Sprintf("%d older, announced %v", older, announced), func(t *testing.T) {
 			s, _ := b.openTemp(t)
 			ctx := t.Context()
 			ev := func(id int64) chain.Event {
@@ -440,7 +520,14 @@ func testRecordEventsThenApplyInOneTransaction(t *testing.T, b backend) {
 				want = append(want, 102)
 			}
 			var got []int64
-			err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+			// Announced (RecordingFirst), as the recorder's quiet path
+			// does, or not: on PostgreSQL the insert then goes with the
+			// BEGIN, or on its own.
+			txCtx := ctx
+			if announced {
+				txCtx = chain.RecordingFirst(ctx, batch)
+			}
+			err := s.UpdateChains(txCtx, func(tx chain.Tx) error {
 				dups, err := tx.RecordEvents(ctx, batch)
 				if err != nil {
 					return err

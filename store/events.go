@@ -55,6 +55,13 @@ func (s *Store) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplica
 // RecordEvents implements chain.Tx: Store.RecordEvents inside this write
 // transaction, so that the events can be applied before the same commit.
 func (t chainTx) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplicate []bool, err error) {
+	if t.cc != nil {
+		a := t.cc.recorded
+		t.cc.recorded = nil
+		if dups, ok := a.take(evs, t.cc); ok {
+			return dups, nil
+		}
+	}
 	rec, err := newRecording(evs)
 	if err != nil || len(evs) == 0 {
 		return rec.duplicate, err
@@ -217,18 +224,28 @@ func (r recording) markDuplicates(first map[string]int, inserted map[string]bool
 // It returns them, and whether the older ones were all read.
 func (r recording) insertPostgresReadingAhead(ctx context.Context, q querier, n int) (ahead []chain.StoredEvent, drained bool, err error) {
 	first, rowKeys, kinds, rowPayloads := r.rows()
-	// The statement's snapshot does not hold its own inserts: the second
-	// part reads the older events only.
-	rows, err := q.QueryContext(ctx, `WITH ins AS (`+insertEventsPostgres+` RETURNING seq, key, payload, received_at)
-		SELECT seq, key, payload, received_at, true FROM ins
-		UNION ALL (SELECT seq, key, payload, received_at, false FROM events WHERE processed_at IS NULL ORDER BY seq LIMIT $5)`,
-		rowKeys, kinds, rowPayloads, r.now, n)
+	rows, err := q.QueryContext(ctx, insertReadingAheadPostgres, rowKeys, kinds, rowPayloads, r.now, n)
 	if err != nil {
 		return nil, false, err
 	}
+	defer rows.Close()
+	return r.readAhead(rows, first, n)
+}
+
+// insertReadingAheadPostgres is insertPostgresReadingAhead's statement.
+// Its snapshot does not hold its own inserts: the second part reads the
+// older events only.
+const insertReadingAheadPostgres = `WITH ins AS (` + insertEventsPostgres + ` RETURNING seq, key, payload, received_at)
+		SELECT seq, key, payload, received_at, true FROM ins
+		UNION ALL (SELECT seq, key, payload, received_at, false FROM events WHERE processed_at IS NULL ORDER BY seq LIMIT $5)`
+
+// readAhead reads insertReadingAheadPostgres's rows: the events to apply,
+// in order, and whether the older ones were all read (n or more: the
+// inserted ones come after them, in a later read).
+func (r recording) readAhead(rows rowScanner, first map[string]int, n int) (ahead []chain.StoredEvent, drained bool, err error) {
 	var older, mine []chain.StoredEvent
-	inserted := make(map[string]bool, len(rowKeys))
-	err = scanEvents(rows, func(se chain.StoredEvent, isMine bool) {
+	inserted := make(map[string]bool, len(first))
+	err = scanEvents(rows, 5, func(se chain.StoredEvent, isMine bool) {
 		if isMine {
 			inserted[se.Key] = true
 			mine = append(mine, se)
@@ -241,7 +258,6 @@ func (r recording) insertPostgresReadingAhead(ctx context.Context, q querier, n 
 	}
 	r.markDuplicates(first, inserted)
 	if len(older) == n {
-		// More older events wait: the inserted ones come after them.
 		return older, false, nil
 	}
 	slices.SortFunc(mine, func(a, b chain.StoredEvent) int { return cmp.Compare(a.Seq, b.Seq) })
@@ -296,8 +312,9 @@ func (t chainTx) readEvents(ctx context.Context, n int) ([]chain.StoredEvent, er
 	if err != nil {
 		return nil, fmt.Errorf("read next events: %w", err)
 	}
+	defer rows.Close()
 	var evs []chain.StoredEvent
-	err = scanEvents(rows, func(se chain.StoredEvent, _ bool) { evs = append(evs, se) })
+	err = scanEvents(rows, 4, func(se chain.StoredEvent, _ bool) { evs = append(evs, se) })
 	if err != nil {
 		return nil, err
 	}
@@ -305,20 +322,15 @@ func (t chainTx) readEvents(ctx context.Context, n int) ([]chain.StoredEvent, er
 }
 
 // scanEvents reads rows of (seq, key, payload, received_at), and an extra
-// boolean column when there are five, into each's call, and closes rows.
-func scanEvents(rows *sql.Rows, each func(se chain.StoredEvent, flag bool)) error {
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return fmt.Errorf("read next events: %w", err)
-	}
+// boolean column when cols is five, into each's call.
+func scanEvents(rows rowScanner, cols int, each func(se chain.StoredEvent, flag bool)) error {
 	for rows.Next() {
 		var se chain.StoredEvent
 		var payload string
 		var received sql.NullString
 		var flag bool
 		dest := []any{&se.Seq, &se.Key, &payload, &received, &flag}
-		if err := rows.Scan(dest[:len(cols)]...); err != nil {
+		if err := rows.Scan(dest[:cols]...); err != nil {
 			return fmt.Errorf("read next events: %w", err)
 		}
 		if err := json.Unmarshal([]byte(payload), &se.Event); err != nil {
@@ -327,6 +339,7 @@ func scanEvents(rows *sql.Rows, each func(se chain.StoredEvent, flag bool)) erro
 			// behind it.
 			se.Event = chain.Event{}
 		}
+		var err error
 		if se.ReceivedAt, err = decodeTime(received); err != nil {
 			return fmt.Errorf("event %d: %w", se.Seq, err)
 		}

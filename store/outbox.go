@@ -67,6 +67,11 @@ func (t chainTx) PipelineSeen(ctx context.Context, pipelineID int64) (chain.Pipe
 	// The first action by created_at, without ORDER BY: SQLite sorts
 	// those in a temporary b-tree, which its pure-Go build allocates and
 	// frees with mmap and munmap, on every pipeline event of the inbox.
+	if t.cc != nil && t.cc.seen != nil && t.cc.seen.pipelineID == pipelineID {
+		seen := t.cc.seen.seen
+		t.cc.seen = nil
+		return seen, nil
+	}
 	var seen chain.PipelineSeen
 	var err error
 	seen.Action, seen.HasAction, err = t.queryAction(ctx, pipelineSeenQuery,
@@ -109,6 +114,11 @@ func (t chainTx) CountActions(ctx context.Context, state chain.ActionState) (int
 }
 
 func (t chainTx) queryAction(ctx context.Context, q string, args []any, extra ...any) (chain.Action, bool, error) {
+	return scanAction(func(dest ...any) error { return t.tx.QueryRowContext(ctx, q, args...).Scan(dest...) }, extra...)
+}
+
+// scanAction reads a row of actionColumns, then extra, through scan.
+func scanAction(scan func(dest ...any) error, extra ...any) (chain.Action, bool, error) {
 	var a chain.Action
 	// Every column may be NULL: PipelineSeen's row has no action when
 	// none matched.
@@ -117,7 +127,7 @@ func (t chainTx) queryAction(ctx context.Context, q string, args []any, extra ..
 	var next, lease, created, sent sql.NullString
 	dest := append([]any{&id, &chainID, &project, &projectID, &ref, &ups, &state, &attempts, &next, &lease,
 		&lastError, &pipeline, &url, &created, &sent, &claimedBy}, extra...)
-	err := t.tx.QueryRowContext(ctx, q, args...).Scan(dest...)
+	err := scan(dest...)
 	if errIsNotFound(err) {
 		return chain.Action{}, false, nil
 	}

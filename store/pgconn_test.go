@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"io"
@@ -22,8 +23,9 @@ import (
 // that starts a chain as the inbox does three (it was nine: three look-ups
 // of the pipeline and the chain id were a round trip each, and the active
 // chains' versions one more, now read with the BEGIN), and one that
-// records an event and applies it (the recorder's quiet path) four: the
-// insert reads the events ahead.
+// records an event and applies it four: the insert reads the events
+// ahead. Announced with chain.RecordingFirst (the recorder's quiet path),
+// the recording and the event's look-up go with the BEGIN: two.
 func TestWriteRoundTrips(t *testing.T) {
 	ctx := t.Context()
 	proxy := newRoundTripCounter(t, pgtest.Database(t))
@@ -70,25 +72,20 @@ func TestWriteRoundTrips(t *testing.T) {
 		})
 	}
 	recorded := 0
-	recordAndApply := func() error {
-		return s.UpdateChains(ctx, func(tx chain.Tx) error {
-			if _, err := tx.ActiveChains(ctx); err != nil {
-				return err
-			}
+	// first: announced with chain.RecordingFirst, as the recorder does.
+	recordAndApply := func(first bool) func() error {
+		return func() error {
 			recorded++
 			ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/base", PipelineID: int64(5000 + recorded), Status: "running"}}
-			if _, err := tx.RecordEvents(ctx, []chain.NewEvent{{Key: fmt.Sprintf("rt-%d", recorded), Event: ev}}); err != nil {
-				return err
+			evs := []chain.NewEvent{{Key: fmt.Sprintf("rt-%d", recorded), Event: ev}}
+			txCtx := ctx
+			if first {
+				txCtx = chain.RecordingFirst(ctx, evs)
 			}
-			se, ok, err := tx.NextEvent(ctx)
-			if err != nil || !ok {
-				return fmt.Errorf("next event: %v, %v", ok, err)
-			}
-			if _, err := tx.PipelineSeen(ctx, se.Event.Pipeline.PipelineID); err != nil {
-				return err
-			}
-			return tx.MarkEvent(ctx, se.Seq, t0, "done")
-		})
+			return s.UpdateChains(txCtx, func(tx chain.Tx) error {
+				return recordThenApply(ctx, tx, evs)
+			})
+		}
 	}
 	for _, c := range []struct {
 		name string
@@ -98,7 +95,8 @@ func TestWriteRoundTrips(t *testing.T) {
 		{"an empty write", 2, func() error { return s.write(ctx, func(*sql.Tx) error { return nil }) }},
 		{"an UpdateChains adding an action", 2, addAction},
 		{"an UpdateChains starting a chain", 3, startChain},
-		{"an event recorded and applied in one UpdateChains", 4, recordAndApply},
+		{"an event recorded and applied in one UpdateChains", 4, recordAndApply(false)},
+		{"the same, the recording announced (RecordingFirst)", 2, recordAndApply(true)},
 		{"a read (BEGIN, ROLLBACK)", 2, func() error { return s.read(ctx, func(*sql.Tx) error { return nil }) }},
 	} {
 		for range 2 { // the first run prepares the statements
@@ -126,6 +124,26 @@ func TestWriteRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// recordThenApply is what the recorder's quiet path does in its
+// transaction: the active chains, the recording, then the event applied
+// (its look-up) and marked.
+func recordThenApply(ctx context.Context, tx chain.Tx, evs []chain.NewEvent) error {
+	if _, err := tx.ActiveChains(ctx); err != nil {
+		return err
+	}
+	if _, err := tx.RecordEvents(ctx, evs); err != nil {
+		return err
+	}
+	se, ok, err := tx.NextEvent(ctx)
+	if err != nil || !ok {
+		return fmt.Errorf("next event: %v, %v", ok, err)
+	}
+	if _, err := tx.PipelineSeen(ctx, se.Event.Pipeline.PipelineID); err != nil {
+		return err
+	}
+	return tx.MarkEvent(ctx, se.Seq, t0, "done")
 }
 
 // roundTripCounter is a TCP proxy in front of a PostgreSQL server that
