@@ -2,10 +2,12 @@ package store
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/store/pgtest"
 )
 
 // BenchmarkRecordEvents records batches of new pipeline events in the
@@ -37,6 +39,41 @@ func BenchmarkRecordEvents(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := s.RecordEvents(b.Context(), batch(size)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRecordAndApply is the Recorder's quiet path on PostgreSQL
+// (skipped without one): one write transaction that reads the active
+// chains, records a pipeline event, looks its pipeline up and marks it
+// processed, with the recording announced (chain.RecordingFirst: it goes
+// with the BEGIN) or not. The tests' server runs with fsync off, so this
+// is the round trips and the statements, not the WAL flush.
+func BenchmarkRecordAndApply(b *testing.B) {
+	if os.Getenv("DEPSD_TEST_STORE") != "postgres" {
+		b.Skip("PostgreSQL only: set DEPSD_TEST_STORE=postgres")
+	}
+	for _, announced := range []bool{false, true} {
+		b.Run(fmt.Sprintf("announced-%v", announced), func(b *testing.B) {
+			ctx := b.Context()
+			s, err := Open(ctx, pgtest.Database(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			n := 0
+			for b.Loop() {
+				n++
+				ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/base", PipelineID: int64(n), Status: "running"}}
+				evs := []chain.NewEvent{{Key: fmt.Sprintf("k-%d", n), Event: ev}}
+				txCtx := ctx
+				if announced {
+					txCtx = chain.RecordingFirst(ctx, evs)
+				}
+				if err := s.UpdateChains(txCtx, func(tx chain.Tx) error { return recordThenApply(ctx, tx, evs) }); err != nil {
 					b.Fatal(err)
 				}
 			}
