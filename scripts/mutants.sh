@@ -402,9 +402,15 @@ mutant "an announced recording is not sent with the BEGIN (PostgreSQL: two more 
 
 mutant "the look-up sent with a recording answers after an older event changed it (a stale answer)" \
 	store/recordahead.go \
-	'	if a.pipelineID != 0 && len(a.events) == 1 && a.events[0].Key == a.rec.keys[0] {' \
-	'	if a.pipelineID != 0 {' \
-	-- go test -count=1 -run 'TestRecordingFirstLooksUpAfterOlderEvents' ./store/
+	'	if len(a.events) == 1 && a.events[0].Key == a.rec.keys[0] {' \
+	'	if true {' \
+	-- go test -count=1 -run 'TestRecordingFirstLooksUpAfterOlderEvents|TestActionLookedUpWithItsEventsRecording' ./store/
+
+mutant "an event's action is never taken from the look-up sent with its recording (PostgreSQL: one more round trip)" \
+	store/recordahead.go \
+	'	if l == nil || l.actionID == "" || l.actionID != id {' \
+	'	if true {' \
+	-- go test -count=1 -run 'TestWriteRoundTrips' ./store/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

@@ -271,10 +271,11 @@ type txCache struct {
 	// for the first ActiveChains.
 	versions *readAhead
 	// recorded is the recording sent with the BEGIN, until
-	// Tx.RecordEvents takes it; seen is the look-up sent with it, until
-	// PipelineSeen takes it (only when no older event comes first).
+	// Tx.RecordEvents takes it; looked is the look-up sent with it, for
+	// Action or PipelineSeen to take (only when no older event comes
+	// first).
 	recorded *recordingAhead
-	seen     *seenAhead
+	looked   *lookAhead
 }
 
 // lookup returns the entry of c as this transaction knows it stored; false

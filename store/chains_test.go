@@ -449,6 +449,89 @@ func testRecordingFirstLooksUpAfterOlderEvents(t *testing.T, b backend) {
 	}
 }
 
+func TestActionLookedUpWithItsEventsRecording(t *testing.T) {
+	forEachBackend(t, testActionLookedUpWithItsEventsRecording)
+}
+
+// testActionLookedUpWithItsEventsRecording: an event naming its action
+// (DEPSD_ACTION_ID) and recorded with RecordingFirst finds the action as
+// a plain look-up does (on PostgreSQL it came with the BEGIN), or none;
+// and after an older event changed the action, the changed one.
+func testActionLookedUpWithItsEventsRecording(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
+	ctx := t.Context()
+	stored := chain.Action{ID: "a-1", ChainID: 1, Project: "g/app", ProjectID: 7, Ref: "main", Upstreams: []string{"g/base", "g/lib"},
+		State: chain.ActionSent, Attempts: 2, NextAttemptAt: t0, LeaseUntil: t0.Add(time.Minute), ClaimedBy: "replica-1",
+		LastError: "502", PipelineID: 77, PipelineURL: "https://gitlab.example.com/g/app/-/pipelines/77", CreatedAt: t0, SentAt: t0.Add(time.Second)}
+	if err := s.UpdateChains(ctx, func(tx chain.Tx) error { return tx.AddAction(ctx, stored) }); err != nil {
+		t.Fatal(err)
+	}
+	var want chain.Action
+	if err := s.ViewChains(ctx, func(tx chain.Tx) error {
+		var err error
+		want, _, err = tx.Action(ctx, "a-1")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(id int64, action string) chain.Event {
+		return chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/app", PipelineID: id, Status: "success",
+			Variables: map[string]string{chain.VarActionID: action}}}
+	}
+	// lookUp records evs announced, applies the events in order (first
+	// calls it for each) and returns what Action found for the last.
+	lookUp := func(evs []chain.NewEvent, first func(tx chain.Tx, se chain.StoredEvent) error) (got chain.Action, has bool) {
+		t.Helper()
+		err := s.UpdateChains(chain.RecordingFirst(ctx, evs), func(tx chain.Tx) error {
+			if _, err := tx.RecordEvents(ctx, evs); err != nil {
+				return err
+			}
+			for {
+				se, ok, err := tx.NextEvent(ctx)
+				if err != nil || !ok {
+					return err
+				}
+				if got, has, err = tx.Action(ctx, se.Event.Pipeline.Variables[chain.VarActionID]); err != nil {
+					return err
+				}
+				if err := first(tx, se); err != nil {
+					return err
+				}
+				if err := tx.MarkEvent(ctx, se.Seq, t0, "done"); err != nil {
+					return err
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, has
+	}
+	nothing := func(chain.Tx, chain.StoredEvent) error { return nil }
+	if got, has := lookUp([]chain.NewEvent{{Key: "k-1", Event: ev(77, "a-1")}}, nothing); !has || !reflect.DeepEqual(got, want) {
+		t.Errorf("Action(a-1) with its event's recording = %+v, %v\nwant %+v", got, has, want)
+	}
+	if got, has := lookUp([]chain.NewEvent{{Key: "k-2", Event: ev(78, "a-none")}}, nothing); has {
+		t.Errorf("Action(a-none) = %+v, want none", got)
+	}
+	// An older event (of another action), applied first, marks a-1
+	// failed.
+	if _, err := s.RecordEvent(ctx, "k-older", ev(79, "a-other")); err != nil {
+		t.Fatal(err)
+	}
+	fail := func(tx chain.Tx, se chain.StoredEvent) error {
+		if se.Key != "k-older" {
+			return nil
+		}
+		changed := want
+		changed.State = chain.ActionFailed
+		return tx.UpdateAction(ctx, changed)
+	}
+	if got, _ := lookUp([]chain.NewEvent{{Key: "k-3", Event: ev(77, "a-1")}}, fail); got.State != chain.ActionFailed {
+		t.Errorf("Action(a-1) after an older event failed it: state %s, want %s", got.State, chain.ActionFailed)
+	}
+}
+
 func TestNewChainIDs(t *testing.T) { forEachBackend(t, testNewChainIDs) }
 
 // testNewChainIDs: ids handed out in one transaction differ, whether or

@@ -50,8 +50,16 @@ func actionArgs(a chain.Action) []any {
 
 // Action returns the action with this id.
 func (t chainTx) Action(ctx context.Context, id string) (chain.Action, bool, error) {
-	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox WHERE id = $1`, []any{id})
+	if t.cc != nil {
+		if a, has, ok := t.cc.looked.takeAction(id); ok {
+			return a, has, nil
+		}
+	}
+	return t.queryAction(ctx, actionByIDQuery, []any{id})
 }
+
+// actionByIDQuery is Action's statement.
+var actionByIDQuery = `SELECT ` + actionColumns + ` FROM outbox WHERE id = $1`
 
 // pipelineSeenQuery is PipelineSeen's statement, built once.
 var pipelineSeenQuery = `SELECT ` + prefixed("o.", actionColumns) + `,
@@ -67,10 +75,10 @@ func (t chainTx) PipelineSeen(ctx context.Context, pipelineID int64) (chain.Pipe
 	// The first action by created_at, without ORDER BY: SQLite sorts
 	// those in a temporary b-tree, which its pure-Go build allocates and
 	// frees with mmap and munmap, on every pipeline event of the inbox.
-	if t.cc != nil && t.cc.seen != nil && t.cc.seen.pipelineID == pipelineID {
-		seen := t.cc.seen.seen
-		t.cc.seen = nil
-		return seen, nil
+	if t.cc != nil {
+		if seen, ok := t.cc.looked.takePipeline(pipelineID); ok {
+			return seen, nil
+		}
 	}
 	var seen chain.PipelineSeen
 	var err error

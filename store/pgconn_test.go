@@ -25,7 +25,8 @@ import (
 // chains' versions one more, now read with the BEGIN), and one that
 // records an event and applies it four: the insert reads the events
 // ahead. Announced with chain.RecordingFirst (the recorder's quiet path),
-// the recording and the event's look-up go with the BEGIN: two.
+// the recording and the event's look-up (its pipeline, or its action)
+// go with the BEGIN: two.
 func TestWriteRoundTrips(t *testing.T) {
 	ctx := t.Context()
 	proxy := newRoundTripCounter(t, pgtest.Database(t))
@@ -72,11 +73,13 @@ func TestWriteRoundTrips(t *testing.T) {
 		})
 	}
 	recorded := 0
-	// first: announced with chain.RecordingFirst, as the recorder does.
-	recordAndApply := func(first bool) func() error {
+	// first: announced with chain.RecordingFirst, as the recorder does;
+	// action: the event names its action (a pipeline depsd created).
+	recordAndApply := func(first bool, action string) func() error {
 		return func() error {
 			recorded++
-			ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/base", PipelineID: int64(5000 + recorded), Status: "running"}}
+			ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/base", PipelineID: int64(5000 + recorded), Status: "running",
+				Variables: map[string]string{chain.VarActionID: action}}}
 			evs := []chain.NewEvent{{Key: fmt.Sprintf("rt-%d", recorded), Event: ev}}
 			txCtx := ctx
 			if first {
@@ -95,8 +98,9 @@ func TestWriteRoundTrips(t *testing.T) {
 		{"an empty write", 2, func() error { return s.write(ctx, func(*sql.Tx) error { return nil }) }},
 		{"an UpdateChains adding an action", 2, addAction},
 		{"an UpdateChains starting a chain", 3, startChain},
-		{"an event recorded and applied in one UpdateChains", 4, recordAndApply(false)},
-		{"the same, the recording announced (RecordingFirst)", 2, recordAndApply(true)},
+		{"an event recorded and applied in one UpdateChains", 4, recordAndApply(false, "")},
+		{"the same, the recording announced (RecordingFirst)", 2, recordAndApply(true, "")},
+		{"the same for an event naming its action", 2, recordAndApply(true, "a-1")},
 		{"a read (BEGIN, ROLLBACK)", 2, func() error { return s.read(ctx, func(*sql.Tx) error { return nil }) }},
 	} {
 		for range 2 { // the first run prepares the statements
@@ -140,7 +144,11 @@ func recordThenApply(ctx context.Context, tx chain.Tx, evs []chain.NewEvent) err
 	if err != nil || !ok {
 		return fmt.Errorf("next event: %v, %v", ok, err)
 	}
-	if _, err := tx.PipelineSeen(ctx, se.Event.Pipeline.PipelineID); err != nil {
+	if id := se.Event.Pipeline.Variables[chain.VarActionID]; id != "" {
+		if _, _, err := tx.Action(ctx, id); err != nil {
+			return err
+		}
+	} else if _, err := tx.PipelineSeen(ctx, se.Event.Pipeline.PipelineID); err != nil {
 		return err
 	}
 	return tx.MarkEvent(ctx, se.Seq, t0, "done")

@@ -9,7 +9,8 @@ import (
 // recordingAhead is a recording that goes to PostgreSQL with the BEGIN of
 // the write transaction that applies it (chain.RecordingFirst, the
 // Recorder's quiet path): insertReadingAheadPostgres and, for a lone
-// pipeline event, PipelineSeen's look-up of its pipeline join the batch
+// pipeline event, the look-up applying it starts with (its action by
+// DEPSD_ACTION_ID, or else PipelineSeen of its pipeline) join the batch
 // that begins the transaction, takes the lock and reads the chains'
 // versions (readAhead). The path from a webhook to its pipelines then
 // makes two round trips before its commit, not four.
@@ -17,14 +18,13 @@ type recordingAhead struct {
 	evs   []chain.NewEvent
 	rec   recording
 	first map[string]int
-	// pipelineID is the pipeline whose look-up is sent; 0: none.
-	pipelineID int64
+	// look is the event's first look-up, sent too (its answer once read).
+	look lookAhead
 
-	// What came back: the events to apply, whether the older ones were
-	// all read, and the look-up. read: they did.
+	// What came back: the events to apply, and whether the older ones
+	// were all read. read: they did.
 	events  []chain.StoredEvent
 	drained bool
-	seen    chain.PipelineSeen
 	read    bool
 }
 
@@ -34,8 +34,12 @@ func newRecordingAhead(evs []chain.NewEvent) (*recordingAhead, error) {
 		return nil, err
 	}
 	a := &recordingAhead{evs: evs, rec: rec}
-	if p := evs[0].Event.Pipeline; len(evs) == 1 && p != nil && p.Variables[chain.VarActionID] == "" {
-		a.pipelineID = p.PipelineID
+	if p := evs[0].Event.Pipeline; len(evs) == 1 && p != nil {
+		if id := p.Variables[chain.VarActionID]; id != "" {
+			a.look.actionID = id
+		} else {
+			a.look.pipelineID = p.PipelineID
+		}
 	}
 	return a, nil
 }
@@ -52,15 +56,27 @@ func (a *recordingAhead) statements() []aheadStatement {
 			a.read = err == nil
 			return err
 		}}}
-	if a.pipelineID != 0 {
+	look := &a.look
+	switch {
+	case look.actionID != "":
+		stmts = append(stmts, aheadStatement{query: actionByIDQuery, args: []any{look.actionID},
+			read: func(rows rowScanner) error {
+				if !rows.Next() {
+					return rows.Err() // no such action
+				}
+				var err error
+				look.seen.Action, look.seen.HasAction, err = scanAction(rows.Scan)
+				return err
+			}})
+	case look.pipelineID != 0:
 		stmts = append(stmts, aheadStatement{query: pipelineSeenQuery,
-			args: []any{a.pipelineID, string(chain.Success)},
+			args: []any{look.pipelineID, string(chain.Success)},
 			read: func(rows rowScanner) error {
 				if !rows.Next() {
 					return rows.Err()
 				}
 				var err error
-				a.seen.Action, a.seen.HasAction, err = scanAction(rows.Scan, &a.seen.Counted, &a.seen.Started)
+				look.seen.Action, look.seen.HasAction, err = scanAction(rows.Scan, &look.seen.Counted, &look.seen.Started)
 				return err
 			}})
 	}
@@ -69,21 +85,43 @@ func (a *recordingAhead) statements() []aheadStatement {
 
 // take answers Tx.RecordEvents of evs from what came back, if evs are the
 // events sent and their rows came back: the events to apply go to tc
-// (NextEvent answers from them), and the pipeline's look-up too, if it
+// (NextEvent answers from them), and the event's look-up too, if it
 // still holds (no older event is applied before it).
 func (a *recordingAhead) take(evs []chain.NewEvent, tc *txCache) (duplicate []bool, ok bool) {
 	if a == nil || !a.read || len(evs) != len(a.evs) || &evs[0] != &a.evs[0] {
 		return nil, false
 	}
 	tc.events, tc.eventsDrained = a.events, a.drained
-	if a.pipelineID != 0 && len(a.events) == 1 && a.events[0].Key == a.rec.keys[0] {
-		tc.seen = &seenAhead{pipelineID: a.pipelineID, seen: a.seen}
+	if len(a.events) == 1 && a.events[0].Key == a.rec.keys[0] {
+		tc.looked = &a.look
 	}
 	return slices.Clone(a.rec.duplicate), true
 }
 
-// seenAhead is a pipeline's PipelineSeen read with the BEGIN.
-type seenAhead struct {
+// lookAhead is the look-up sent with the BEGIN for an event: its action
+// (Tx.Action of actionID) or its pipeline (Tx.PipelineSeen of
+// pipelineID), and the answer.
+type lookAhead struct {
+	actionID   string
 	pipelineID int64
 	seen       chain.PipelineSeen
+}
+
+// takeAction answers Tx.Action of id, once, if it was sent.
+func (l *lookAhead) takeAction(id string) (chain.Action, bool, bool) {
+	if l == nil || l.actionID == "" || l.actionID != id {
+		return chain.Action{}, false, false
+	}
+	a, has := l.seen.Action, l.seen.HasAction
+	l.actionID = ""
+	return a, has, true
+}
+
+// takePipeline answers Tx.PipelineSeen of id, once, if it was sent.
+func (l *lookAhead) takePipeline(id int64) (chain.PipelineSeen, bool) {
+	if l == nil || l.pipelineID == 0 || l.pipelineID != id {
+		return chain.PipelineSeen{}, false
+	}
+	l.pipelineID = 0
+	return l.seen, true
 }
