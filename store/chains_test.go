@@ -416,7 +416,31 @@ func testRecordingFirstLooksUpAfterOlderEvents(t *testing.T, b backend) {
 	evs := []chain.NewEvent{{Key: "newer", Event: ev(2)}}
 	added := chain.Action{ID: "a-2", ChainID: 1, Project: "g/app", ProjectID: 7, Ref: "main", State: chain.ActionSent,
 		Attempts: 1, NextAttemptAt: t0, PipelineID: 2, CreatedAt: t0, SentAt: t0}
-	err := s.UpdateChains(chain.RecordingFirst(ctx, evs), func(tx chain.Tx) error {
+	err := applyRecordedFirst(ctx, s, evs, func(tx chain.Tx, se chain.StoredEvent) error {
+		seen, err := tx.PipelineSeen(ctx, se.Event.Pipeline.PipelineID)
+		if err != nil {
+			return err
+		}
+		switch se.Key {
+		case "older":
+			return tx.AddAction(ctx, added)
+		case "newer":
+			if !seen.HasAction || seen.Action.ID != added.ID {
+				t.Errorf("PipelineSeen(2) after the older event added its action = %+v, want action %s", seen, added.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// applyRecordedFirst records evs in a write transaction that announced
+// them (RecordingFirst), then applies every unprocessed event in order:
+// each, then marks it processed.
+func applyRecordedFirst(ctx context.Context, s *Store, evs []chain.NewEvent, each func(tx chain.Tx, se chain.StoredEvent) error) error {
+	return s.UpdateChains(chain.RecordingFirst(ctx, evs), func(tx chain.Tx) error {
 		if _, err := tx.RecordEvents(ctx, evs); err != nil {
 			return err
 		}
@@ -425,28 +449,14 @@ func testRecordingFirstLooksUpAfterOlderEvents(t *testing.T, b backend) {
 			if err != nil || !ok {
 				return err
 			}
-			seen, err := tx.PipelineSeen(ctx, se.Event.Pipeline.PipelineID)
-			if err != nil {
+			if err := each(tx, se); err != nil {
 				return err
-			}
-			switch se.Key {
-			case "older":
-				if err := tx.AddAction(ctx, added); err != nil {
-					return err
-				}
-			case "newer":
-				if !seen.HasAction || seen.Action.ID != added.ID {
-					t.Errorf("PipelineSeen(2) after the older event added its action = %+v, want action %s", seen, added.ID)
-				}
 			}
 			if err := tx.MarkEvent(ctx, se.Seq, t0, "done"); err != nil {
 				return err
 			}
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestActionLookedUpWithItsEventsRecording(t *testing.T) {
@@ -482,25 +492,12 @@ func testActionLookedUpWithItsEventsRecording(t *testing.T, b backend) {
 	// calls it for each) and returns what Action found for the last.
 	lookUp := func(evs []chain.NewEvent, first func(tx chain.Tx, se chain.StoredEvent) error) (got chain.Action, has bool) {
 		t.Helper()
-		err := s.UpdateChains(chain.RecordingFirst(ctx, evs), func(tx chain.Tx) error {
-			if _, err := tx.RecordEvents(ctx, evs); err != nil {
+		err := applyRecordedFirst(ctx, s, evs, func(tx chain.Tx, se chain.StoredEvent) error {
+			var err error
+			if got, has, err = tx.Action(ctx, se.Event.Pipeline.Variables[chain.VarActionID]); err != nil {
 				return err
 			}
-			for {
-				se, ok, err := tx.NextEvent(ctx)
-				if err != nil || !ok {
-					return err
-				}
-				if got, has, err = tx.Action(ctx, se.Event.Pipeline.Variables[chain.VarActionID]); err != nil {
-					return err
-				}
-				if err := first(tx, se); err != nil {
-					return err
-				}
-				if err := tx.MarkEvent(ctx, se.Seq, t0, "done"); err != nil {
-					return err
-				}
-			}
+			return first(tx, se)
 		})
 		if err != nil {
 			t.Fatal(err)
