@@ -71,8 +71,8 @@ type recordingFirstKey struct{}
 // RecordingFirst announces to Store.UpdateChains that its fn records evs
 // first (the Recorder's applyNow): on PostgreSQL the recording then goes
 // to the server with the BEGIN, one round trip fewer on the path from a
-// webhook to its pipelines. Tx.RecordEvents must then be called with the
-// same slice.
+// webhook to its pipelines. fn must then call Tx.RecordEvents with the
+// same slice first: the store may have written them with the BEGIN.
 func RecordingFirst(ctx context.Context, evs []NewEvent) context.Context {
 	return context.WithValue(ctx, recordingFirstKey{}, evs)
 }

@@ -140,7 +140,7 @@ func (cc *chainCache) commit(active map[int64]bool, fresh map[int64]cachedChain)
 // activeVersionsQuery lists the active chains' ids and versions, with the
 // projects' generation and the next free chain id: one round trip, or
 // none when it comes with the BEGIN (readAhead). It has no parameters, so
-// that it can.
+// that it can go in the BEGIN's simple query.
 var activeVersionsQuery = `SELECT 'chain', id, version FROM chains WHERE state IN ('` +
 	string(chain.Running) + `', '` + string(chain.Blocked) + `')
 		UNION ALL SELECT 'projects', 0, n FROM generations WHERE name = 'projects'
@@ -155,32 +155,45 @@ type versionRow struct {
 
 // activeVersions runs activeVersionsQuery, or takes its rows read ahead.
 func (t chainTx) activeVersions(ctx context.Context) ([]versionRow, error) {
-	var out []versionRow
-	if rows, ok := t.cc.versions.take(); ok {
-		for _, r := range rows {
-			id, err1 := strconv.ParseInt(string(r[1]), 10, 64)
-			version, err2 := strconv.ParseInt(string(r[2]), 10, 64)
-			if err := errors.Join(err1, err2); err != nil {
-				return nil, fmt.Errorf("read active chains: %w", err)
-			}
-			out = append(out, versionRow{string(r[0]), id, version})
-		}
-		return out, nil
+	if versions, ok := t.cc.versions.take(); ok {
+		return versions, nil
 	}
 	rows, err := t.tx.QueryContext(ctx, activeVersionsQuery)
 	if err != nil {
 		return nil, fmt.Errorf("read active chains: %w", err)
 	}
 	defer rows.Close()
+	versions, err := scanVersions(rows)
+	if err := errors.Join(err, rows.Err()); err != nil {
+		return nil, fmt.Errorf("read active chains: %w", err)
+	}
+	return versions, nil
+}
+
+// scanVersions reads activeVersionsQuery's rows.
+func scanVersions(rows rowScanner) ([]versionRow, error) {
+	var out []versionRow
 	for rows.Next() {
 		var r versionRow
 		if err := rows.Scan(&r.kind, &r.id, &r.version); err != nil {
-			return nil, fmt.Errorf("read active chains: %w", err)
+			return nil, err
 		}
 		out = append(out, r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read active chains: %w", err)
+	return out, nil
+}
+
+// parseVersions reads activeVersionsQuery's rows as a simple-protocol
+// query returns them, each value in text.
+func parseVersions(rows [][][]byte) ([]versionRow, error) {
+	out := make([]versionRow, 0, len(rows))
+	for _, r := range rows {
+		id, err1 := strconv.ParseInt(string(r[1]), 10, 64)
+		version, err2 := strconv.ParseInt(string(r[2]), 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("read active chains: %w", err)
+		}
+		out = append(out, versionRow{string(r[0]), id, version})
 	}
 	return out, nil
 }

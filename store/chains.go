@@ -23,7 +23,7 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 	var recorded *recordingAhead
 	if s.dialect.kind == KindPostgres {
 		// The engine reads the active chains' versions first.
-		ra = &readAhead{query: activeVersionsQuery}
+		ra = &readAhead{}
 		if evs := chain.EventsRecordedFirst(ctx); len(evs) > 0 {
 			// Then records these (the Recorder's quiet path). If they
 			// cannot be encoded, RecordEvents says why.

@@ -78,17 +78,17 @@ func (c lockingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver
 	return lockedTx{ctx: ctx, conn: pc}, nil
 }
 
-// readAhead is a query without parameters that a write transaction sends
-// with its BEGIN and lock (withReadAhead), and the rows it returned, each
-// value in PostgreSQL's text format. ok is false until they are read, and
-// once the transaction took them (take).
+// readAhead is what a write transaction reads in the round trip that
+// begins it and takes the lock (withReadAhead): the active chains'
+// versions (activeVersionsQuery), which every transaction of the chain
+// engine reads first, and the statements of then. ok is false until the
+// versions are read, and once the transaction took them (take).
 type readAhead struct {
-	query string
-	rows  [][][]byte
-	ok    bool
-	// then are statements with parameters to send after query in the
-	// same round trip: the transaction then begins with one pgx batch
-	// of prepared statements (beginBatch) instead of the simple query.
+	versions []versionRow
+	ok       bool
+	// then are statements with parameters to send after the versions'
+	// query: the transaction then begins with one pgx batch of prepared
+	// statements (beginBatch) instead of the simple query.
 	then []aheadStatement
 }
 
@@ -100,30 +100,32 @@ type aheadStatement struct {
 	read  func(rowScanner) error
 }
 
-// beginSimple begins the transaction, takes the lock and runs ra.query,
-// if any, as one simple-protocol query.
+// beginSimple begins the transaction, takes the lock and, with ra, reads
+// the versions, as one simple-protocol query (the versions' query has no
+// parameters, so that it can go there).
 func (ra *readAhead) beginSimple(ctx context.Context, pc *pgx.Conn) error {
 	begin := beginWrite
 	if ra != nil {
-		begin += "; " + ra.query
+		begin += "; " + activeVersionsQuery
 	}
 	results, err := pc.PgConn().Exec(ctx, begin).ReadAll()
-	if err == nil && ra != nil {
-		ra.rows, ra.ok = results[len(results)-1].Rows, true
+	if err != nil || ra == nil {
+		return err
 	}
+	ra.versions, err = parseVersions(results[len(results)-1].Rows)
+	ra.ok = err == nil
 	return err
 }
 
-// beginBatch begins the transaction, takes the lock and runs ra.query and
-// ra.then as one pgx batch: one round trip, each statement prepared on
-// the connection (a simple query with the values as literals plans them
-// every time, which cost more than the round trips saved). ra.query's
-// rows are kept in text, as the simple query returns them.
+// beginBatch begins the transaction, takes the lock, reads the versions
+// and runs ra.then as one pgx batch: one round trip, each statement
+// prepared on the connection (a simple query with the values as literals
+// plans them every time, which cost more than the round trips saved).
 func (ra *readAhead) beginBatch(ctx context.Context, pc *pgx.Conn) error {
 	var b pgx.Batch
 	b.Queue(beginReadCommitted)
 	b.Queue("SELECT pg_advisory_xact_lock($1)", int64(writeLockKey))
-	b.Queue(ra.query)
+	b.Queue(activeVersionsQuery)
 	for _, st := range ra.then {
 		b.Queue(st.query, st.args...)
 	}
@@ -138,18 +140,9 @@ func (ra *readAhead) beginBatch(ctx context.Context, pc *pgx.Conn) error {
 		if err != nil {
 			return err
 		}
-		ra.rows = nil
-		for rows.Next() {
-			var kind string
-			var id, version int64
-			if err := rows.Scan(&kind, &id, &version); err != nil {
-				rows.Close()
-				return err
-			}
-			ra.rows = append(ra.rows, [][]byte{[]byte(kind), strconv.AppendInt(nil, id, 10), strconv.AppendInt(nil, version, 10)})
-		}
+		ra.versions, err = scanVersions(rows)
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := errors.Join(err, rows.Err()); err != nil {
 			return err
 		}
 		ra.ok = true
@@ -172,21 +165,21 @@ func (ra *readAhead) beginBatch(ctx context.Context, pc *pgx.Conn) error {
 // readAheadKey is the context key of a write transaction's readAhead.
 type readAheadKey struct{}
 
-// withReadAhead makes the PostgreSQL write transaction begun with ctx send
-// ra's query in the round trip that begins it: what every transaction of
-// the chain engine reads first costs no round trip of its own.
+// withReadAhead makes the PostgreSQL write transaction begun with ctx read
+// ra in the round trip that begins it: what every transaction of the
+// chain engine reads first costs no round trip of its own.
 func withReadAhead(ctx context.Context, ra *readAhead) context.Context {
 	return context.WithValue(ctx, readAheadKey{}, ra)
 }
 
-// take returns the rows read ahead, once: false if there are none (not
-// PostgreSQL, or taken already).
-func (ra *readAhead) take() ([][][]byte, bool) {
+// take returns the versions read ahead, once: false if there are none
+// (not PostgreSQL, or taken already).
+func (ra *readAhead) take() ([]versionRow, bool) {
 	if ra == nil || !ra.ok {
 		return nil, false
 	}
 	ra.ok = false
-	return ra.rows, true
+	return ra.versions, true
 }
 
 // lockedTx is a write transaction begun by lockingConn. Its Commit has

@@ -57,28 +57,23 @@ func (a *recordingAhead) statements() []aheadStatement {
 			return err
 		}}}
 	look := &a.look
+	// readLook reads the look-up's row, if any: no row is no action.
+	readLook := func(extra ...any) func(rowScanner) error {
+		return func(rows rowScanner) error {
+			if !rows.Next() {
+				return rows.Err()
+			}
+			var err error
+			look.seen.Action, look.seen.HasAction, err = scanAction(rows.Scan, extra...)
+			return err
+		}
+	}
 	switch {
 	case look.actionID != "":
-		stmts = append(stmts, aheadStatement{query: actionByIDQuery, args: []any{look.actionID},
-			read: func(rows rowScanner) error {
-				if !rows.Next() {
-					return rows.Err() // no such action
-				}
-				var err error
-				look.seen.Action, look.seen.HasAction, err = scanAction(rows.Scan)
-				return err
-			}})
+		stmts = append(stmts, aheadStatement{query: actionByIDQuery, args: []any{look.actionID}, read: readLook()})
 	case look.pipelineID != 0:
-		stmts = append(stmts, aheadStatement{query: pipelineSeenQuery,
-			args: []any{look.pipelineID, string(chain.Success)},
-			read: func(rows rowScanner) error {
-				if !rows.Next() {
-					return rows.Err()
-				}
-				var err error
-				look.seen.Action, look.seen.HasAction, err = scanAction(rows.Scan, &look.seen.Counted, &look.seen.Started)
-				return err
-			}})
+		stmts = append(stmts, aheadStatement{query: pipelineSeenQuery, args: []any{look.pipelineID, string(chain.Success)},
+			read: readLook(&look.seen.Counted, &look.seen.Started)})
 	}
 	return stmts
 }
