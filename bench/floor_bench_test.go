@@ -2,9 +2,13 @@ package bench
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/store"
@@ -77,5 +81,64 @@ func storageFloor(b *testing.B, calls int, gap time.Duration) {
 		"recording and one write transaction p50 %.2f ms, p99 %.2f ms, max %.1f ms", storeKind(), gap,
 		ms(percentile(record, 0.50)), ms(percentile(record, 0.99)), ms(record[len(record)-1]),
 		ms(percentile(both, 0.50)), ms(percentile(both, 0.99)), ms(both[len(both)-1]))
+	b.StartTimer()
+}
+
+// BenchmarkDiskFlushFloor measures what a durable PostgreSQL commit
+// cannot be faster than on this machine's disk: one 8 KiB page (a WAL
+// page) written into a preallocated 16 MiB file (a WAL segment) beside the
+// store's files, and fdatasync, one at a time at the paces of
+// BenchmarkStorageFloor. SQLite at depsd's settings (synchronous=NORMAL in
+// WAL mode) does not flush at a commit, only in its checkpoints, so this is
+// the floor under the PostgreSQL figures alone.
+func BenchmarkDiskFlushFloor(b *testing.B) {
+	for _, pace := range []struct {
+		name  string
+		calls int
+		gap   time.Duration
+	}{{"5ms", 2000, 5 * time.Millisecond}, {"100ms", 200, 100 * time.Millisecond}} {
+		b.Run("apart="+pace.name, func(b *testing.B) {
+			for b.Loop() {
+				diskFlushFloor(b, pace.calls, pace.gap)
+			}
+		})
+	}
+}
+
+func diskFlushFloor(b *testing.B, calls int, gap time.Duration) {
+	b.StopTimer()
+	const page, segment = 8 << 10, 16 << 20
+	f, err := os.Create(filepath.Join(b.TempDir(), "segment"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, segment)); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, page)
+	var flush []time.Duration
+	b.StartTimer()
+	for i := range calls {
+		buf[0] = byte(i)
+		t0 := time.Now()
+		if _, err := f.WriteAt(buf, int64(i%(segment/page))*page); err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+		flush = append(flush, time.Since(t0))
+		time.Sleep(gap)
+	}
+	b.StopTimer()
+	slices.Sort(flush)
+	b.ReportMetric(ms(percentile(flush, 0.50)), "flush-p50-ms")
+	b.ReportMetric(ms(percentile(flush, 0.99)), "flush-p99-ms")
+	b.Logf("disk flush floor (one 8 KiB page and fdatasync every %v): p50 %.2f ms, p99 %.2f ms, max %.1f ms",
+		gap, ms(percentile(flush, 0.50)), ms(percentile(flush, 0.99)), ms(flush[len(flush)-1]))
 	b.StartTimer()
 }
