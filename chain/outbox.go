@@ -168,6 +168,11 @@ func (s *senders) reserve() bool {
 		s.wg.Add(1)
 		return true
 	default:
+		// More is due than there are slots: the next slot to come free
+		// asks for a claim. Set here, before the refusing transaction
+		// commits and starts its sends, so that a send ending before its
+		// claimer is back from the claim still asks.
+		s.mayBeDue = true
 		return false
 	}
 }

@@ -412,6 +412,13 @@ mutant "an event's action is never taken from the look-up sent with its recordin
 	'	if true {' \
 	-- go test -count=1 -run 'TestWriteRoundTrips' ./store/
 
+mutant "a slot freed before its claimer noted the claim ran out of slots asks for no claim (an action waits for the poll)" \
+	chain/outbox.go \
+	'		s.mayBeDue = true
+		return false' \
+	'		return false' \
+	-- go test -count=1 -run 'TestSlotFreedBeforeTheClaimerSawItsClaimFull' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
