@@ -219,11 +219,11 @@ mutant "a handed-over send that ends asks for a claim all the same" \
 	'			s.spawn()' \
 	-- go test -count=1 -run 'TestHandedSendEndsWithoutAClaim' ./chain/
 
-mutant "a claim that ran out of slots leaves the actions it could not take for the next wake-up" \
+mutant "a claimer woken while every slot sends leaves what woke it for the next wake-up" \
 	chain/outbox.go \
 	'		if full || err != nil {' \
 	'		if err != nil {' \
-	-- go test -count=1 -run 'TestNextCreateDoesNotWaitForTheRecording' ./chain/
+	-- go test -count=1 -run 'TestClaimerThatFoundEverySlotBusyLeavesTheClaimToTheNextSlot' ./chain/
 
 mutant "each sender's outcome recorded in a transaction of its own" \
 	chain/recordsent.go \
