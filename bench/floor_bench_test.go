@@ -93,8 +93,9 @@ func storageFloor(b *testing.B, calls int, gap time.Duration) {
 // page) written into a preallocated 16 MiB file (a WAL segment) beside the
 // store's files, and fdatasync, one at a time at the paces of
 // BenchmarkStorageFloor. SQLite at depsd's settings (synchronous=NORMAL in
-// WAL mode) does not flush at a commit, only in its checkpoints, so this is
-// the floor under the PostgreSQL figures alone.
+// WAL mode) does not flush at a commit, only in its checkpoints and when
+// its WAL starts over, so this is the floor under the PostgreSQL figures
+// alone.
 func BenchmarkDiskFlushFloor(b *testing.B) { atFloorPaces(b, diskFlushFloor) }
 
 func diskFlushFloor(b *testing.B, calls int, gap time.Duration) {
