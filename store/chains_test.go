@@ -373,7 +373,7 @@ func testPipelineSeen(t *testing.T, b backend) {
 		}
 		// And as the recorder's quiet path asks, after recording an event
 		// of the pipeline announced with RecordingFirst: on PostgreSQL the
-		// look-up came with the BEGIN, its row in text.
+		// look-up came with the BEGIN, in the same batch.
 		evs := []chain.NewEvent{{Key: fmt.Sprintf("seen-%d", tc.pipeline),
 			Event: chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/app", PipelineID: tc.pipeline, Status: "running"}}}}
 		err := s.UpdateChains(chain.RecordingFirst(ctx, evs), func(tx chain.Tx) error {
@@ -574,57 +574,50 @@ func TestRecordEventsThenApplyInOneTransaction(t *testing.T) {
 // recorded before, in order, however many those are (on PostgreSQL the
 // insert also reads the older ones ahead), and a duplicate comes out once.
 func testRecordEventsThenApplyInOneTransaction(t *testing.T, b backend) {
-	for _, tc := range []struct {
-		older     int
-		announced bool
-	}{{0, false}, {2, false}, {eventPrefetch, false}, {eventPrefetch + 3, false},
-		{0, true}, {2, true}, {eventPrefetch, true}, {eventPrefetch + 3, true}} {
-		older, announced := tc.older, tc.announced
-		t.Run(fmt.Sprintf("%d older, announced %v", older, announced), func(t *testing.T) {
-			s, _ := b.openTemp(t)
-			ctx := t.Context()
-			ev := func(id int64) chain.Event {
-				return chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/a", PipelineID: id, Status: "running"}}
-			}
-			var want []int64
-			for i := range older {
-				if _, err := s.RecordEvent(ctx, fmt.Sprintf("old-%d", i), ev(int64(i))); err != nil {
+	for _, announced := range []bool{false, true} {
+		for _, older := range []int{0, 2, eventPrefetch, eventPrefetch + 3} {
+			t.Run(fmt.Sprintf("%d older, announced %v", older, announced), func(t *testing.T) {
+				s, _ := b.openTemp(t)
+				ctx := t.Context()
+				ev := func(id int64) chain.Event {
+					return chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/a", PipelineID: id, Status: "running"}}
+				}
+				var want []int64
+				for i := range older {
+					if _, err := s.RecordEvent(ctx, fmt.Sprintf("old-%d", i), ev(int64(i))); err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, int64(i))
+				}
+				batch := []chain.NewEvent{{Key: "new-b", Event: ev(100)}, {Key: "new-a", Event: ev(101)}, {Key: "old-0", Event: ev(102)}}
+				want = append(want, 100, 101)
+				wantDups := []bool{false, false, older > 0}
+				if older == 0 {
+					want = append(want, 102)
+				}
+				var got []int64
+				// Announced (RecordingFirst), as the recorder's quiet path
+				// does, or not: on PostgreSQL the insert then goes with the
+				// BEGIN, or on its own.
+				err := s.UpdateChains(announcedIf(ctx, announced, batch), func(tx chain.Tx) error {
+					dups, err := tx.RecordEvents(ctx, batch)
+					if err != nil {
+						return err
+					}
+					if !reflect.DeepEqual(dups, wantDups) {
+						t.Errorf("duplicates = %v, want %v", dups, wantDups)
+					}
+					got, err = applyAll(ctx, tx)
+					return err
+				})
+				if err != nil {
 					t.Fatal(err)
 				}
-				want = append(want, int64(i))
-			}
-			batch := []chain.NewEvent{{Key: "new-b", Event: ev(100)}, {Key: "new-a", Event: ev(101)}, {Key: "old-0", Event: ev(102)}}
-			want = append(want, 100, 101)
-			wantDups := []bool{false, false, older > 0}
-			if older == 0 {
-				want = append(want, 102)
-			}
-			var got []int64
-			// Announced (RecordingFirst), as the recorder's quiet path
-			// does, or not: on PostgreSQL the insert then goes with the
-			// BEGIN, or on its own.
-			txCtx := ctx
-			if announced {
-				txCtx = chain.RecordingFirst(ctx, batch)
-			}
-			err := s.UpdateChains(txCtx, func(tx chain.Tx) error {
-				dups, err := tx.RecordEvents(ctx, batch)
-				if err != nil {
-					return err
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("applied %v, want %v", got, want)
 				}
-				if !reflect.DeepEqual(dups, wantDups) {
-					t.Errorf("duplicates = %v, want %v", dups, wantDups)
-				}
-				got, err = applyAll(ctx, tx)
-				return err
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("applied %v, want %v", got, want)
-			}
-		})
+		}
 	}
 }
 

@@ -67,7 +67,7 @@ func (c lockingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver
 	if ra != nil && len(ra.then) > 0 {
 		err = ra.beginBatch(ctx, pc)
 	} else {
-		err = ra.beginSimple(ctx, pc)
+		err = beginSimple(ctx, pc, ra)
 	}
 	if err != nil {
 		if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
@@ -100,10 +100,10 @@ type aheadStatement struct {
 	read  func(rowScanner) error
 }
 
-// beginSimple begins the transaction, takes the lock and, with ra, reads
-// the versions, as one simple-protocol query (the versions' query has no
-// parameters, so that it can go there).
-func (ra *readAhead) beginSimple(ctx context.Context, pc *pgx.Conn) error {
+// beginSimple begins the transaction, takes the lock and, if ra is not
+// nil, reads the versions, as one simple-protocol query (the versions'
+// query has no parameters, so that it can go there).
+func beginSimple(ctx context.Context, pc *pgx.Conn, ra *readAhead) error {
 	begin := beginWrite
 	if ra != nil {
 		begin += "; " + activeVersionsQuery
@@ -122,11 +122,15 @@ func (ra *readAhead) beginSimple(ctx context.Context, pc *pgx.Conn) error {
 // prepared on the connection (a simple query with the values as literals
 // plans them every time, which cost more than the round trips saved).
 func (ra *readAhead) beginBatch(ctx context.Context, pc *pgx.Conn) error {
+	versions := aheadStatement{query: activeVersionsQuery, read: func(rows rowScanner) (err error) {
+		ra.versions, err = scanVersions(rows)
+		return err
+	}}
+	stmts := append([]aheadStatement{versions}, ra.then...)
 	var b pgx.Batch
 	b.Queue(beginReadCommitted)
 	b.Queue("SELECT pg_advisory_xact_lock($1)", int64(writeLockKey))
-	b.Queue(activeVersionsQuery)
-	for _, st := range ra.then {
+	for _, st := range stmts {
 		b.Queue(st.query, st.args...)
 	}
 	br := pc.SendBatch(ctx, &b)
@@ -136,17 +140,7 @@ func (ra *readAhead) beginBatch(ctx context.Context, pc *pgx.Conn) error {
 				return err
 			}
 		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		ra.versions, err = scanVersions(rows)
-		rows.Close()
-		if err := errors.Join(err, rows.Err()); err != nil {
-			return err
-		}
-		ra.ok = true
-		for _, st := range ra.then {
+		for _, st := range stmts {
 			rows, err := br.Query()
 			if err != nil {
 				return err
@@ -159,7 +153,10 @@ func (ra *readAhead) beginBatch(ctx context.Context, pc *pgx.Conn) error {
 		}
 		return nil
 	}()
-	return errors.Join(err, br.Close())
+	if err = errors.Join(err, br.Close()); err == nil {
+		ra.ok = true
+	}
+	return err
 }
 
 // readAheadKey is the context key of a write transaction's readAhead.

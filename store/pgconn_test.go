@@ -81,11 +81,7 @@ func TestWriteRoundTrips(t *testing.T) {
 			ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/base", PipelineID: int64(5000 + recorded), Status: "running",
 				Variables: map[string]string{chain.VarActionID: action}}}
 			evs := []chain.NewEvent{{Key: fmt.Sprintf("rt-%d", recorded), Event: ev}}
-			txCtx := ctx
-			if first {
-				txCtx = chain.RecordingFirst(ctx, evs)
-			}
-			return s.UpdateChains(txCtx, func(tx chain.Tx) error {
+			return s.UpdateChains(announcedIf(ctx, first, evs), func(tx chain.Tx) error {
 				return recordThenApply(ctx, tx, evs)
 			})
 		}
@@ -128,6 +124,15 @@ func TestWriteRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// announcedIf is ctx with evs announced (chain.RecordingFirst) as the
+// recorder's quiet path does, if announce, or ctx.
+func announcedIf(ctx context.Context, announce bool, evs []chain.NewEvent) context.Context {
+	if announce {
+		return chain.RecordingFirst(ctx, evs)
+	}
+	return ctx
 }
 
 // recordThenApply is what the recorder's quiet path does in its

@@ -69,11 +69,7 @@ func BenchmarkRecordAndApply(b *testing.B) {
 				n++
 				ev := chain.Event{Pipeline: &chain.PipelineEvent{Project: "g/base", PipelineID: int64(n), Status: "running"}}
 				evs := []chain.NewEvent{{Key: fmt.Sprintf("k-%d", n), Event: ev}}
-				txCtx := ctx
-				if announced {
-					txCtx = chain.RecordingFirst(ctx, evs)
-				}
-				if err := s.UpdateChains(txCtx, func(tx chain.Tx) error { return recordThenApply(ctx, tx, evs) }); err != nil {
+				if err := s.UpdateChains(announcedIf(ctx, announced, evs), func(tx chain.Tx) error { return recordThenApply(ctx, tx, evs) }); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -15,9 +15,8 @@ import (
 // versions (readAhead). The path from a webhook to its pipelines then
 // makes two round trips before its commit, not four.
 type recordingAhead struct {
-	evs   []chain.NewEvent
-	rec   recording
-	first map[string]int
+	evs []chain.NewEvent
+	rec recording
 	// look is the event's first look-up, sent too (its answer once read).
 	look lookAhead
 
@@ -47,12 +46,11 @@ func newRecordingAhead(evs []chain.NewEvent) (*recordingAhead, error) {
 // statements are the statements to send with the BEGIN (readAhead.then).
 func (a *recordingAhead) statements() []aheadStatement {
 	first, keys, kinds, payloads := a.rec.rows()
-	a.first = first
 	stmts := []aheadStatement{{query: insertReadingAheadPostgres,
 		args: []any{keys, kinds, payloads, a.rec.now, eventPrefetch},
 		read: func(rows rowScanner) error {
 			var err error
-			a.events, a.drained, err = a.rec.readAhead(rows, a.first, eventPrefetch)
+			a.events, a.drained, err = a.rec.readAhead(rows, first, eventPrefetch)
 			a.read = err == nil
 			return err
 		}}}
