@@ -37,6 +37,10 @@ type pipeline struct {
 	requested          time.Time // full clock precision; API creates only
 	// stopRun ends the pipeline's simulation; nil when none is going on.
 	stopRun context.CancelFunc
+	// jobs are the ids of its real jobs (Behavior.Jobs), in stage order.
+	jobs []int64
+	// yamlErrors says why a pipeline of real jobs failed at once.
+	yamlErrors string
 }
 
 type variable struct {
@@ -270,6 +274,7 @@ func (s *Server) pipelineDetail(pl *pipeline) pipelineJSON {
 	out := pipelineJSON{
 		pipelineInfoJSON: info,
 		BeforeSHA:        pl.beforeSHA,
+		YamlErrors:       stringPtr(pl.yamlErrors),
 		User:             s.pipelineUser(pl).rest(s.URL),
 		StartedAt:        timePtr(pl.startedAt),
 		FinishedAt:       timePtr(pl.finishedAt),

@@ -76,6 +76,16 @@ type Options struct {
 	// further failure up to 24 hours; permanently after 40 failures), as
 	// GitLab does. Zero means 4, GitLab's value; negative never disables.
 	HookFailureThreshold int
+	// RunnerToken is the runner authentication token POST /jobs/request
+	// accepts (pipelines with Behavior.Jobs). Defaults to
+	// DefaultRunnerToken.
+	RunnerToken string
+	// JobsLongPoll is how long POST /jobs/request waits for a job before
+	// answering 204. Defaults to DefaultJobsLongPoll.
+	JobsLongPoll time.Duration
+	// GitDir is where the repositories runners clone are written (see
+	// githttp.go); empty: a temporary directory removed by Close.
+	GitDir string
 }
 
 // DefaultVersion is the GitLab version the fake claims in webhook
@@ -124,6 +134,15 @@ type Server struct {
 	hooksOut        hookState
 	createLimit     PipelineCreationLimit
 	createCounts    *createThrottle
+
+	// Real jobs (jobs.go, githttp.go); guarded by mu.
+	runnerToken  string
+	jobsLongPoll time.Duration
+	jobs         map[int64]*job
+	nextJob      int64
+	gitRoot      string
+	gitRootOwned bool
+	gitRepos     map[int64]*gitRepo // by project id
 }
 
 // New starts a fake GitLab on a loopback port.
@@ -169,6 +188,11 @@ func New(opts Options) *Server {
 	s.createLimit = opts.PipelineCreationLimit
 	s.behaviors = map[int64]*behaviorState{}
 	s.hooksOut.init()
+	s.runnerToken = cmp.Or(opts.RunnerToken, DefaultRunnerToken)
+	s.jobsLongPoll = cmp.Or(opts.JobsLongPoll, DefaultJobsLongPoll)
+	s.jobs = map[int64]*job{}
+	s.gitRoot = opts.GitDir
+	s.gitRepos = map[int64]*gitRepo{}
 	s.http = httptest.NewServer(s.routes())
 	s.URL = s.http.URL
 	return s
@@ -186,6 +210,7 @@ func (s *Server) Close() {
 	s.wg.Wait()
 	s.hookTransport.CloseIdleConnections()
 	s.http.Close()
+	s.removeGitRoot()
 }
 
 // notify wakes everyone waiting for a change. Callers hold s.mu.
@@ -249,8 +274,22 @@ func (s *Server) routes() http.Handler {
 	} {
 		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
 	}
-	mux.Handle("/", s.middleware("unknown", func(w http.ResponseWriter, _ *http.Request) {
+	// GitLab's runner-facing API: authenticated by runner and job tokens.
+	for _, rt := range []route{
+		{"POST /jobs/request", s.requestJob},
+		{"PATCH /jobs/:job_id/trace", s.appendTrace},
+		{"PUT /jobs/:job_id", s.updateJob},
+	} {
+		mux.Handle(muxPattern(rt.name), s.runnerMiddleware(rt.name, rt.handler))
+	}
+	api := s.middleware("unknown", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "404 Not Found"})
+	})
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/api/") && s.serveGit(w, r) {
+			return
+		}
+		api.ServeHTTP(w, r)
 	}))
 	return mux
 }

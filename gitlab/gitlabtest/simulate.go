@@ -28,6 +28,10 @@ type Behavior struct {
 	// OnPush starts a pipeline (source "push") on each push made with
 	// SetFile or DeleteFile, like a project with a .gitlab-ci.yml.
 	OnPush bool
+	// Jobs makes pipelines of the jobs in the commit's .gitlab-ci.yml,
+	// run by real GitLab Runners through the jobs API (jobs.go) instead
+	// of simulated: Duration, Outcome and Script are then ignored.
+	Jobs bool
 }
 
 // outcomes a simulated pipeline may end with.
@@ -130,6 +134,10 @@ func (s *Server) RunPipeline(projectPath, ref, source string) (int64, error) {
 // Callers hold s.mu.
 func (s *Server) startRun(p *project, pl *pipeline) {
 	b, outcome := s.nextRun(p)
+	if b.Jobs && !s.closed {
+		s.startJobs(p, pl)
+		return
+	}
 	if b.Duration <= 0 || s.closed {
 		return
 	}

@@ -23,6 +23,9 @@ const (
 	Registry   = "docker-registry"
 	PostgreSQL = "postgresql"
 	Chromium   = "chromium"
+	// GitLabRunner is the real GitLab Runner (shared/tools/gitlab-runner),
+	// named by DEPSD_GITLAB_RUNNER.
+	GitLabRunner = "gitlab-runner"
 )
 
 // Env is the environment lookup Require consults; os.LookupEnv in tests.
@@ -57,6 +60,8 @@ func ownVariables(component string) []string {
 		return []string{"CONTAINER_HOST"}
 	case PostgreSQL:
 		return []string{"DEPSD_TEST_POSTGRES"}
+	case GitLabRunner:
+		return []string{"DEPSD_GITLAB_RUNNER"}
 	}
 	return nil
 }

@@ -1,0 +1,216 @@
+package gitlabtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runnerCall sends one request of the runner-facing API and returns the
+// answer's status, headers and body.
+func runnerCall(t *testing.T, s *Server, method, path string, hdr map[string]string, body []byte) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.APIURL()+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+func jsonBody(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// createAPIPipeline creates a pipeline through the REST API, as depsd does.
+func createAPIPipeline(t *testing.T, s *Server, project string) int64 {
+	t.Helper()
+	return createPipelineWithVars(t, s, project, nil)
+}
+
+const twoStageCI = `stages: [build, push]
+image: localhost/job:latest
+build:
+  stage: build
+  script: [echo building $CI_PROJECT_PATH]
+push:
+  stage: push
+  script: [echo pushing]
+`
+
+// TestJobsAPIAsTheRunnerSeesIt walks a two-stage pipeline through the
+// jobs API with the requests GitLab Runner sends, and checks GitLab's
+// answers: the runner token, the job payload, the trace's ranges, the
+// update that ends a job, and the pipeline's status and webhooks following
+// the jobs.
+func TestJobsAPIAsTheRunnerSeesIt(t *testing.T) {
+	s := New(Options{Pipelines: Behavior{Jobs: true}, JobsLongPoll: 50 * time.Millisecond})
+	defer s.Close()
+	if _, err := s.AddProject(Project{Path: "g/base", Files: map[string]string{".gitlab-ci.yml": twoStageCI, "Containerfile": "FROM scratch\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	rc := newReceiver(t)
+	if _, err := s.AddHook("g/base", Hook{URL: rc.URL, Events: []string{"pipeline_events"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	if code, _, _ := runnerCall(t, s, "POST", "/jobs/request", nil, jsonBody(t, map[string]string{"token": "glrt-wrong"})); code != http.StatusForbidden {
+		t.Errorf("unknown runner token: got %d, want 403", code)
+	}
+	if code, hdr, _ := runnerCall(t, s, "POST", "/jobs/request", nil, jsonBody(t, map[string]string{"token": DefaultRunnerToken})); code != http.StatusNoContent || hdr.Get("X-GitLab-Last-Update") == "" {
+		t.Errorf("no job: got %d (X-GitLab-Last-Update %q), want 204 with the header", code, hdr.Get("X-GitLab-Last-Update"))
+	}
+
+	plID := createAPIPipeline(t, s, "g/base")
+	if st := s.Pipelines("g/base")[0].Status; st != "pending" {
+		t.Errorf("pipeline with queued jobs: status %q, want pending", st)
+	}
+
+	take := func() jobResponseJSON {
+		t.Helper()
+		code, _, body := runnerCall(t, s, "POST", "/jobs/request", nil, jsonBody(t, map[string]string{"token": DefaultRunnerToken}))
+		if code != http.StatusCreated {
+			t.Fatalf("request job: got %d %s, want 201", code, body)
+		}
+		var j jobResponseJSON
+		if err := json.Unmarshal(body, &j); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	build := take()
+	vars := map[string]string{}
+	for _, v := range build.Variables {
+		vars[v.Key] = v.Value
+	}
+	pl := s.Pipelines("g/base")[0]
+	for k, want := range map[string]string{
+		"CI_PROJECT_PATH": "g/base", "CI_PIPELINE_SOURCE": "api", "CI_COMMIT_SHA": pl.SHA, "CI_JOB_TOKEN": build.Token,
+		"CI_REGISTRY_IMAGE": DefaultRegistryHost + "/g/base", "CI_JOB_NAME": "build", "CI_SERVER_URL": s.URL,
+	} {
+		if vars[k] != want {
+			t.Errorf("job variable %s = %q, want %q", k, vars[k], want)
+		}
+	}
+	if build.JobInfo.Name != "build" || build.Image.Name != "localhost/job:latest" || len(build.Steps) != 1 || build.Steps[0].Script[0] != "echo building $CI_PROJECT_PATH" {
+		t.Errorf("job payload: %+v", build)
+	}
+	if pl.Status != "running" {
+		t.Errorf("pipeline with a running job: status %q, want running", pl.Status)
+	}
+	if code, _, _ := runnerCall(t, s, "POST", "/jobs/request", nil, jsonBody(t, map[string]string{"token": DefaultRunnerToken})); code != http.StatusNoContent {
+		t.Errorf("the next stage waits for the first: got %d, want 204", code)
+	}
+
+	jobTok := map[string]string{"JOB-TOKEN": build.Token, "Content-Range": "0-5"}
+	if code, hdr, _ := runnerCall(t, s, "PATCH", "/jobs/"+jobPath(build.ID)+"/trace", jobTok, []byte("hello\n")); code != http.StatusAccepted || hdr.Get("Range") != "0-6" || hdr.Get("Job-Status") != "running" {
+		t.Errorf("trace: got %d Range %q Job-Status %q, want 202 0-6 running", code, hdr.Get("Range"), hdr.Get("Job-Status"))
+	}
+	jobTok["Content-Range"] = "3-5"
+	if code, hdr, _ := runnerCall(t, s, "PATCH", "/jobs/"+jobPath(build.ID)+"/trace", jobTok, []byte("xyz")); code != http.StatusRequestedRangeNotSatisfiable || hdr.Get("Range") != "0-6" {
+		t.Errorf("trace at the wrong offset: got %d Range %q, want 416 0-6", code, hdr.Get("Range"))
+	}
+	if code, _, _ := runnerCall(t, s, "PATCH", "/jobs/"+jobPath(build.ID)+"/trace", map[string]string{"JOB-TOKEN": "nope", "Content-Range": "6-6"}, []byte("x")); code != http.StatusForbidden {
+		t.Errorf("trace with a wrong job token: got %d, want 403", code)
+	}
+	if code, _, _ := runnerCall(t, s, "PUT", "/jobs/"+jobPath(build.ID), nil, jsonBody(t, map[string]any{"token": build.Token, "state": "success"})); code != http.StatusOK {
+		t.Errorf("job success: got %d, want 200", code)
+	}
+	if code, _, _ := runnerCall(t, s, "PUT", "/jobs/"+jobPath(build.ID), nil, jsonBody(t, map[string]any{"token": build.Token, "state": "success"})); code != http.StatusForbidden {
+		t.Errorf("update of a finished job: got %d, want 403", code)
+	}
+
+	push := take()
+	if push.JobInfo.Name != "push" {
+		t.Fatalf("second job: %q, want push", push.JobInfo.Name)
+	}
+	if code, _, _ := runnerCall(t, s, "PUT", "/jobs/"+jobPath(push.ID), nil, jsonBody(t, map[string]any{"token": push.Token, "state": "failed", "failure_reason": "script_failure", "exit_code": 3})); code != http.StatusOK {
+		t.Errorf("job failed: got %d, want 200", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := s.WaitPipeline(ctx, plID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "failed" {
+		t.Errorf("pipeline whose last job failed: %q, want failed", got.Status)
+	}
+	jobs := s.Jobs(plID)
+	if jobs[0].Trace != "hello\n" || jobs[1].ExitCode != 3 || jobs[1].FailureReason != "script_failure" {
+		t.Errorf("jobs as stored: %+v", jobs)
+	}
+	if err := s.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var statuses []string
+	for range 3 {
+		statuses = append(statuses, pipelineEvent(t, rc.next(t)).ObjectAttributes.Status)
+	}
+	rc.none(t)
+	if got, want := strings.Join(statuses, " "), "pending running failed"; got != want {
+		t.Errorf("pipeline hooks: %q, want %q", got, want)
+	}
+}
+
+// TestJobsPipelineWithoutCIConfigFails: GitLab fails a pipeline whose
+// configuration it cannot run, with yaml_errors.
+func TestJobsPipelineWithoutCIConfigFails(t *testing.T) {
+	s := New(Options{Pipelines: Behavior{Jobs: true}})
+	defer s.Close()
+	if _, err := s.AddProject(Project{Path: "g/base", Files: map[string]string{"Containerfile": "FROM scratch\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	id := createAPIPipeline(t, s, "g/base")
+	_, body := get(t, s, "/projects/g%2Fbase/pipelines/"+strconv.FormatInt(id, 10), map[string]string{"PRIVATE-TOKEN": s.Token})
+	if !strings.Contains(body, `"status":"failed"`) || !strings.Contains(body, `"yaml_errors":"Missing .gitlab-ci.yml file"`) {
+		t.Errorf("pipeline without .gitlab-ci.yml: %s", body)
+	}
+}
+
+func jobPath(id int64) string { return strconv.FormatInt(id, 10) }
+
+// createPipelineWithVars creates a pipeline with variables through the
+// REST API, as depsd does.
+func createPipelineWithVars(t *testing.T, s *Server, project string, vars map[string]string) int64 {
+	t.Helper()
+	body := map[string]any{"ref": "main"}
+	var list []map[string]string
+	for k, v := range vars {
+		list = append(list, map[string]string{"key": k, "value": v})
+	}
+	if list != nil {
+		body["variables"] = list
+	}
+	code, _, b := apiCall(t, s, "POST", "/projects/"+url.PathEscape(project)+"/pipeline", jsonBody(t, body))
+	var pl struct{ ID int64 }
+	if err := json.Unmarshal(b, &pl); err != nil || code != http.StatusCreated {
+		t.Fatalf("create pipeline: %d %s", code, b)
+	}
+	return pl.ID
+}
+
+func apiCall(t *testing.T, s *Server, method, path string, body []byte) (int, http.Header, []byte) {
+	t.Helper()
+	return runnerCall(t, s, method, path, map[string]string{"PRIVATE-TOKEN": s.Token, "Content-Type": "application/json"}, body)
+}

@@ -1,0 +1,104 @@
+package gitlabtest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/internal/realtest"
+)
+
+// gitLabRunner returns the real GitLab Runner: DEPSD_GITLAB_RUNNER, or the
+// one in shared/tools beside the repository, unpacked by its install.sh.
+func gitLabRunner(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("DEPSD_GITLAB_RUNNER"); bin != "" {
+		_, err := os.Stat(bin)
+		realtest.Require(t, realtest.GitLabRunner, err == nil, "DEPSD_GITLAB_RUNNER: "+bin)
+		return bin
+	}
+	dir, _ := os.Getwd()
+	for dir != "/" {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		dir = filepath.Dir(dir)
+	}
+	install := filepath.Join(dir, "..", "shared", "tools", "gitlab-runner", "install.sh")
+	_, err := os.Stat(install)
+	realtest.Require(t, realtest.GitLabRunner, err == nil, "neither DEPSD_GITLAB_RUNNER nor "+install)
+	out, err := exec.Command(install, t.TempDir()).Output()
+	realtest.Require(t, realtest.GitLabRunner, err == nil, "install.sh failed")
+	return strings.TrimSpace(string(out))
+}
+
+// TestRealRunnerRunsAPipeline: the real GitLab Runner (shell executor)
+// takes the jobs of a pipeline from the fake, clones the project over
+// git's HTTP protocol with the job token, runs the scripts with GitLab's
+// predefined variables, streams the log, and reports a failing script's
+// own exit code; the pipeline ends as its jobs did.
+func TestRealRunnerRunsAPipeline(t *testing.T) {
+	bin := gitLabRunner(t)
+	_, err := exec.LookPath("git")
+	realtest.Require(t, realtest.GitLabRunner, err == nil, "git is not installed")
+
+	s := New(Options{Pipelines: Behavior{Jobs: true}})
+	defer s.Close()
+	ci := `build:
+  stage: build
+  variables:
+    GREETING: hello
+  script:
+    - echo "$GREETING from $CI_PROJECT_PATH at $CI_COMMIT_SHORT_SHA"
+    - cat Containerfile
+    - test "$CI_PIPELINE_SOURCE" = api
+    - exit "${DEPSD_EXIT:-0}"
+`
+	if _, err := s.AddProject(Project{Path: "g/base", Files: map[string]string{".gitlab-ci.yml": ci, "Containerfile": "FROM scratch\nCOPY app /app\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runJob := func(vars map[string]string) (Pipeline, []Job) {
+		t.Helper()
+		runner := exec.CommandContext(ctx, bin, "run-single", "--url", s.URL, "--token", DefaultRunnerToken,
+			"--executor", "shell", "--shell", "bash", "--builds-dir", filepath.Join(work, "builds"),
+			"--cache-dir", filepath.Join(work, "cache"), "--max-builds", "1", "--wait-timeout", "60")
+		runner.Dir = work
+		var log strings.Builder
+		runner.Stdout, runner.Stderr = &log, &log
+		if err := runner.Start(); err != nil {
+			t.Fatal(err)
+		}
+		id := createPipelineWithVars(t, s, "g/base", vars)
+		if err := runner.Wait(); err != nil {
+			t.Fatalf("gitlab-runner run-single: %v\n%s", err, log.String())
+		}
+		pl, err := s.WaitPipeline(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl, s.Jobs(id)
+	}
+
+	pl, jobs := runJob(nil)
+	if pl.Status != "success" {
+		t.Errorf("pipeline: %s, want success; log:\n%s", pl.Status, jobs[0].Trace)
+	}
+	for _, want := range []string{"hello from g/base at " + pl.SHA[:8], "COPY app /app", "Job succeeded"} {
+		if !strings.Contains(jobs[0].Trace, want) {
+			t.Errorf("job log lacks %q:\n%s", want, jobs[0].Trace)
+		}
+	}
+
+	pl, jobs = runJob(map[string]string{"DEPSD_EXIT": "3"})
+	if pl.Status != "failed" || jobs[0].ExitCode != 3 || jobs[0].FailureReason != "script_failure" {
+		t.Errorf("failing script: pipeline %s, job exit code %d (%s), want failed, 3, script_failure; log:\n%s",
+			pl.Status, jobs[0].ExitCode, jobs[0].FailureReason, jobs[0].Trace)
+	}
+}
