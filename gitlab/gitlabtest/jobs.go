@@ -504,10 +504,16 @@ func (s *Server) appendTrace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j.trace = append(j.trace, body...)
+	s.notify()
 	w.Header().Set("Range", "0-"+strconv.Itoa(len(j.trace)))
-	w.Header().Set("X-GitLab-Trace-Update-Interval", "3")
+	w.Header().Set("X-GitLab-Trace-Update-Interval", traceUpdateInterval)
 	w.WriteHeader(http.StatusAccepted)
 }
+
+// traceUpdateInterval is the X-GitLab-Trace-Update-Interval GitLab sends
+// while someone watches the job's log (3 s; 60 s otherwise): the runner
+// then sends its log, and learns of a cancel, that often.
+const traceUpdateInterval = "3"
 
 // updateJobJSON is the body of PUT /jobs/:id (common.UpdateJobRequest).
 type updateJobJSON struct {
@@ -532,6 +538,7 @@ func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Job-Status", j.status)
+	w.Header().Set("X-GitLab-Trace-Update-Interval", traceUpdateInterval)
 	if j.status != "running" {
 		writeMessage(w, http.StatusForbidden, "403 Forbidden  - Job is not running")
 		return
@@ -577,4 +584,37 @@ func stringPtr(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// hookBuilds renders a pipeline's real jobs as a Pipeline Hook's builds,
+// and its stages in order. Callers hold s.mu.
+func (s *Server) hookBuilds(pl *pipeline, user hookUserJSON) ([]hookBuildJSON, []string) {
+	var builds []hookBuildJSON
+	var stages []string
+	for _, j := range s.jobsOf(pl.id) {
+		if !slices.Contains(stages, j.spec.Stage) {
+			stages = append(stages, j.spec.Stage)
+		}
+		b := hookBuildJSON{
+			ID: j.id, Stage: j.spec.Stage, Name: j.spec.Name, Status: j.status,
+			CreatedAt: hookTime(j.createdAt), StartedAt: hookTimePtr(j.startedAt),
+			FinishedAt: hookTimePtr(j.finishedAt), When: "on_success", User: user,
+		}
+		if !j.startedAt.IsZero() {
+			q := j.startedAt.Sub(j.createdAt).Seconds()
+			b.QueuedDuration = &q
+			b.Runner = &hookRunnerJSON{ID: 1, Description: "gitlab-runner", RunnerType: "instance_type",
+				Active: true, IsShared: true, Tags: []string{}}
+			if !j.finishedAt.IsZero() {
+				d := j.finishedAt.Sub(j.startedAt).Seconds()
+				b.Duration = &d
+			}
+		}
+		if j.failureReason != "" {
+			reason := j.failureReason
+			b.FailureReason = &reason
+		}
+		builds = append(builds, b)
+	}
+	return builds, stages
 }

@@ -164,8 +164,17 @@ func TestJobsAPIAsTheRunnerSeesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var statuses []string
+	var last []string
 	for range 3 {
-		statuses = append(statuses, pipelineEvent(t, rc.next(t)).ObjectAttributes.Status)
+		ev := pipelineEvent(t, rc.next(t))
+		statuses = append(statuses, ev.ObjectAttributes.Status)
+		last = last[:0]
+		for _, b := range ev.Builds {
+			last = append(last, b.Name+":"+b.Status)
+		}
+	}
+	if got, want := strings.Join(last, " "), "build:success push:failed"; got != want {
+		t.Errorf("the last hook's builds: %q, want %q", got, want)
 	}
 	rc.none(t)
 	if got, want := strings.Join(statuses, " "), "pending running failed"; got != want {

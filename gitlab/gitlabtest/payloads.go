@@ -268,12 +268,16 @@ func (s *Server) pipelineEvent(p *project, pl *pipeline) pipelineEventJSON {
 		reason := "script_failure"
 		build.FailureReason = &reason
 	}
+	builds := []hookBuildJSON{build}
+	if len(pl.jobs) > 0 {
+		builds, attrs.Stages = s.hookBuilds(pl, user)
+	}
 	out := pipelineEventJSON{
 		ObjectKind:       "pipeline",
 		ObjectAttributes: attrs,
 		User:             user,
 		Project:          s.projectHookAttrs(p),
-		Builds:           []hookBuildJSON{build},
+		Builds:           builds,
 	}
 	if c, ok := p.commits[pl.sha]; ok {
 		hc := s.hookCommit(p, c)

@@ -102,3 +102,51 @@ func TestRealRunnerRunsAPipeline(t *testing.T) {
 			pl.Status, jobs[0].ExitCode, jobs[0].FailureReason, jobs[0].Trace)
 	}
 }
+
+// TestRealRunnerStopsACanceledJob: a pipeline canceled while its job runs
+// ends canceled, and the real runner, told by the Job-Status of its next
+// trace update, stops the job instead of running it to its end.
+func TestRealRunnerStopsACanceledJob(t *testing.T) {
+	bin := gitLabRunner(t)
+	s := New(Options{Pipelines: Behavior{Jobs: true}})
+	defer s.Close()
+	// A job that writes a line a second: the runner sends its log every
+	// update interval and learns of the cancel from the answer.
+	ci := "build:\n  stage: build\n  script:\n    - echo started\n    - for i in $(seq 600); do echo tick; sleep 1; done\n"
+	if _, err := s.AddProject(Project{Path: "g/base", Files: map[string]string{".gitlab-ci.yml": ci}}); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	runner := exec.CommandContext(ctx, bin, "run-single", "--url", s.URL, "--token", DefaultRunnerToken,
+		"--executor", "shell", "--shell", "bash", "--builds-dir", filepath.Join(work, "builds"),
+		"--cache-dir", filepath.Join(work, "cache"), "--max-builds", "1", "--wait-timeout", "60")
+	runner.Dir = work
+	var log strings.Builder
+	runner.Stdout, runner.Stderr = &log, &log
+	if err := runner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	id := createAPIPipeline(t, s, "g/base")
+	err := s.waitFor(ctx, func() bool {
+		js := s.jobsOf(id)
+		return len(js) == 1 && strings.Contains(string(js[0].trace), "started")
+	})
+	if err != nil {
+		t.Fatalf("the job never started: %v\n%s\ntrace:\n%s", err, log.String(), s.Jobs(id)[0].Trace)
+	}
+	if err := s.CancelPipeline(id); err != nil {
+		t.Fatal(err)
+	}
+	_ = runner.Wait() // run-single ends once the canceled job is stopped
+	if ctx.Err() != nil {
+		t.Fatalf("the runner ran the canceled job on:\n%s", log.String())
+	}
+	if pl := s.Pipelines("g/base")[0]; pl.Status != "canceled" {
+		t.Errorf("pipeline: %s, want canceled", pl.Status)
+	}
+	if !strings.Contains(log.String(), "canceled") {
+		t.Errorf("the runner's log does not say the job was canceled:\n%s", log.String())
+	}
+}

@@ -20,6 +20,11 @@
 // (Server.Resend) or lost on purpose (Server.LoseWebhooks), and failing hooks
 // are disabled as GitLab does. The goroutines that run pipelines and deliver
 // webhooks belong to the Server: Close stops them and waits for them.
+//
+// A project's pipelines can also be made of real jobs (Behavior.Jobs): the
+// jobs of the commit's .gitlab-ci.yml are handed to real GitLab Runners
+// through GitLab's runner-facing jobs API, which clone the project over
+// git's HTTP protocol from the server (jobs.go, githttp.go).
 package gitlabtest
 
 import (
