@@ -52,6 +52,7 @@ type realRunner struct {
 	api        *fakeJobsAPI
 	dir        string
 	config     string // the runner's config.toml
+	name       string // of the [[runners]] section in it
 	driverConf string // podman-executor's config
 	cacheDir   string // the driver's cache_host_dir
 	env        []string
@@ -64,7 +65,7 @@ func newRealRunner(t *testing.T, api *fakeJobsAPI, concurrent int, extra string)
 	t.Helper()
 	bin := gitlabRunnerBinary(t)
 	dir := t.TempDir()
-	r := &realRunner{t: t, bin: bin, api: api, dir: dir,
+	r := &realRunner{t: t, bin: bin, api: api, dir: dir, name: "itest",
 		config: filepath.Join(dir, "config.toml"), driverConf: filepath.Join(dir, "driver.toml"),
 		cacheDir: filepath.Join(dir, "cache")}
 	drv := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nstate_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n",
@@ -111,7 +112,7 @@ func (r *realRunner) start(args ...string) (*exec.Cmd, *output) {
 // (which the caller enqueued) and returns its log.
 func (r *realRunner) runSingle(n int) string {
 	r.t.Helper()
-	cmd, out := r.start("run-single", "--config", r.config, "--runner", "itest",
+	cmd, out := r.start("run-single", "--config", r.config, "--runner", r.name,
 		"--max-builds", strconv.Itoa(n), "--wait-timeout", "120")
 	r.wait(cmd, out, 4*time.Minute)
 	return out.String()
