@@ -210,9 +210,13 @@ type (
 )
 
 // startJobsAPI serves the fake on 127.0.0.1 for the test's lifetime.
-func startJobsAPI(t testing.TB) *fakeJobsAPI {
+func startJobsAPI(t testing.TB) *fakeJobsAPI { return startJobsAPIOn(t, "127.0.0.1") }
+
+// startJobsAPIOn serves the fake on ip (a local address) for the test's
+// lifetime.
+func startJobsAPIOn(t testing.TB, ip string) *fakeJobsAPI {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containers/podman/v4/pkg/bindings"
+	"github.com/containers/podman/v4/pkg/bindings/network"
+
+	"gitlab.com/depsd/depsd/podman-executor/container"
 	"gitlab.com/depsd/depsd/podman-executor/executor"
 )
 
@@ -170,4 +174,37 @@ func missing(s string, want ...string) []string {
 		}
 	}
 	return out
+}
+
+// podmanGateway is the host's address on podman's default network, which
+// job containers on a bridge network reach the host by: a fake GitLab
+// listening there is reachable from the runner and from the helper
+// commands in the job container, as a real GitLab is. A container on that
+// network is kept running while the test runs, so that the bridge (and the
+// address) stays there whatever the network backend.
+func podmanGateway(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := bindings.NewConnection(ctx, shared.host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := network.Inspect(conn, "podman", nil)
+	if err != nil {
+		t.Fatalf("podman's default network: %v", err)
+	}
+	if len(n.Subnets) == 0 || n.Subnets[0].Gateway == nil {
+		t.Fatalf("podman's default network has no gateway: %+v", n.Subnets)
+	}
+	name := fmt.Sprintf("podman-executor-itest-bridge-%d", time.Now().UnixNano())
+	if _, err := shared.engine.Create(ctx, container.Spec{Name: name, Image: shared.image,
+		Command: []string{"sleep", "3600"}, Labels: map[string]string{executor.LabelManaged: "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shared.engine.Remove(context.Background(), name) })
+	if err := shared.engine.Start(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	return n.Subnets[0].Gateway.String()
 }

@@ -244,14 +244,32 @@ func TestRealRunnerGitSources(t *testing.T) {
 }
 
 // TestRealRunnerArtifacts: the runner's artifacts-uploader, run by the
-// driver in the job container, uploads the job's artifacts to GitLab.
-// The fake GitLab listens on the host's 127.0.0.1, so the job container
-// uses network_mode = "host" (with bridge networking the runner's URL must
-// be one the containers reach, as a real GitLab's is).
+// driver in the job container, uploads the job's artifacts to GitLab,
+// which the container must reach: on a bridge network the fake GitLab
+// listens on the host's address on podman's network (as a real GitLab is
+// reached by its address); with network_mode = "host", on 127.0.0.1.
 func TestRealRunnerArtifacts(t *testing.T) {
 	t.Parallel()
-	api := startJobsAPI(t)
-	r := newRealRunner(t, api, 1, "network_mode = \"host\"\n")
+	for _, tc := range []struct {
+		name, config string
+		listen       func(t *testing.T) string
+	}{
+		{"bridge network", "", podmanGateway},
+		{"host network", "network_mode = \"host\"\n", func(*testing.T) string { return "127.0.0.1" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if shared.skip != "" {
+				t.Skip(shared.skip)
+			}
+			api := startJobsAPIOn(t, tc.listen(t))
+			r := newRealRunner(t, api, 1, tc.config)
+			testArtifacts(t, api, r)
+		})
+	}
+}
+
+func testArtifacts(t *testing.T, api *fakeJobsAPI, r *realRunner) {
 	j := api.newJob(int64(uniqueID(35)), "mkdir -p out", `echo "built-$((40+2))" > out/result.txt`, "echo not-an-artifact > other.txt")
 	j.payload.Artifacts = []payloadArtif{{Name: "result", Paths: []string{"out/"}, When: "on_success", Type: "archive", Format: "zip", ExpireIn: "1 day"}}
 	api.enqueue(j)
