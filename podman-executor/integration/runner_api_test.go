@@ -76,7 +76,7 @@ type fakeJob struct {
 	payload jobPayload
 
 	mu        sync.Mutex
-	status    string // pending, running, success, failed, canceled
+	status    string // pending, running, success, failed, canceling, canceled
 	trace     bytes.Buffer
 	updates   []jobUpdate
 	artifacts []artifactUpload
@@ -299,13 +299,17 @@ func (api *fakeJobsAPI) enqueue(jobs ...*fakeJob) {
 	}
 }
 
-// cancel cancels a running job as GitLab does for a runner that asked for
-// no graceful cancel: its status becomes canceled, and every later trace
-// or update request of the runner is refused with Job-Status: canceled.
-func (j *fakeJob) cancel() {
+// cancel cancels a running job as GitLab does. status "canceled": at once
+// (GitLab before graceful cancel, or a runner without the
+// cancel_gracefully feature): every later trace or update request of the
+// runner is refused with Job-Status: canceled. status "canceling" (GitLab
+// 17.x, runners announcing cancel_gracefully, as 17.9 does): the runner's
+// requests are still accepted, with Job-Status: canceling, until its final
+// update, after which the job is canceled.
+func (j *fakeJob) cancel(status string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.status = "canceled"
+	j.status = status
 }
 
 // log is the job log received so far.
@@ -411,7 +415,7 @@ func (j *fakeJob) authorized(w http.ResponseWriter, token string) bool {
 		writeJSON(w, http.StatusForbidden, map[string]string{"message": "403 Forbidden"})
 		return false
 	}
-	if j.status != "running" {
+	if j.status != "running" && j.status != "canceling" {
 		w.Header().Set("Job-Status", j.status)
 		writeJSON(w, http.StatusForbidden, map[string]string{"message": "403 Forbidden  - Job is not running"})
 		return false
@@ -463,8 +467,12 @@ func (j *fakeJob) update(w http.ResponseWriter, r *http.Request) {
 	}
 	u.Token = ""
 	j.updates = append(j.updates, u)
-	switch u.State {
-	case "success", "failed":
+	switch {
+	case j.status == "canceling" && (u.State == "success" || u.State == "failed"):
+		w.Header().Set("Job-Status", j.status)
+		j.status = "canceled"
+		close(j.done)
+	case u.State == "success" || u.State == "failed":
 		j.status = u.State
 		close(j.done)
 	}

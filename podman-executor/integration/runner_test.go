@@ -102,35 +102,56 @@ func TestRealRunnerJobOutcome(t *testing.T) {
 }
 
 // TestRealRunnerCancel: a job canceled in GitLab while its script runs is
-// stopped and cleaned up; the runner learns it from the 403 with
-// Job-Status: canceled that GitLab answers to its next log upload (the
-// script prints every second: a silent job would learn it from the
-// runner's keep-alive update, every 30 s).
+// stopped and cleaned up. The runner learns it from the answer to its next
+// log upload (the script prints every second: a silent job would learn it
+// from the runner's keep-alive update, every 30 s): a 403 with
+// Job-Status: canceled, or, with graceful cancel, Job-Status: canceling,
+// after which the runner still runs after_script and reports the end.
 func TestRealRunnerCancel(t *testing.T) {
 	t.Parallel()
-	api := startJobsAPI(t)
-	r := newRealRunner(t, api, 1, "")
-	j := api.newJob(int64(uniqueID(31)), `echo "sleeping-$((3+3))"`,
-		`for i in $(seq 1 300); do echo "tick-$i"; sleep 1; done`, `echo "woke-$((3+3))"`)
-	api.enqueue(j)
-	cmd, out := r.start("run-single", "--config", r.config, "--runner", "itest", "--max-builds", "1", "--wait-timeout", "120")
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(j.log(), "sleeping-6") {
-		if time.Now().After(deadline) {
-			t.Fatalf("job never started its script; log:\n%s\nrunner log:\n%s", j.log(), out)
-		}
-		time.Sleep(100 * time.Millisecond)
+	for _, tc := range []struct {
+		status string
+		// with graceful cancel: after_script runs, and the runner's
+		// final update reaches GitLab
+		graceful bool
+	}{
+		{"canceled", false},
+		{"canceling", true},
+	} {
+		t.Run(tc.status, func(t *testing.T) {
+			t.Parallel()
+			api := startJobsAPI(t)
+			r := newRealRunner(t, api, 1, "")
+			j := api.newJob(int64(uniqueID(31)), `echo "sleeping-$((3+3))"`,
+				`for i in $(seq 1 300); do echo "tick-$i"; sleep 1; done`, `echo "woke-$((3+3))"`)
+			j.payload.Steps = append(j.payload.Steps, payloadStep{Name: "after_script",
+				Script: []string{`echo "after-script-$((3+3))"`}, Timeout: 60, When: "always"})
+			api.enqueue(j)
+			cmd, out := r.start("run-single", "--config", r.config, "--runner", r.name, "--max-builds", "1", "--wait-timeout", "120")
+			deadline := time.Now().Add(2 * time.Minute)
+			for !strings.Contains(j.log(), "sleeping-6") {
+				if time.Now().After(deadline) {
+					t.Fatalf("job never started its script; log:\n%s\nrunner log:\n%s", j.log(), out)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			j.cancel(tc.status)
+			// The runner exits once it has stopped the job and run cleanup.
+			r.wait(cmd, out, 2*time.Minute)
+			u, log := j.final()
+			if strings.Contains(log, "woke-6") {
+				t.Errorf("the canceled script went on:\n%s", log)
+			}
+			if tc.graceful {
+				if u.State != "failed" || !strings.Contains(log, "after-script-6") {
+					t.Errorf("graceful cancel: final state %q, want failed, after_script run:\n%s\nrunner log:\n%s", u.State, log, out)
+				}
+			} else if !strings.Contains(out.String(), "Job failed: canceled") {
+				t.Errorf("runner log does not say the job was canceled:\n%s", out)
+			}
+			assertJobGone(t, j.payload.ID)
+		})
 	}
-	j.cancel()
-	// The runner exits once it has stopped the job and run cleanup.
-	r.wait(cmd, out, 2*time.Minute)
-	if log := j.log(); strings.Contains(log, "woke-6") {
-		t.Errorf("the canceled script went on:\n%s", log)
-	}
-	if !strings.Contains(out.String(), "canceled") {
-		t.Errorf("runner log does not mention the cancel:\n%s", out)
-	}
-	assertJobGone(t, j.payload.ID)
 }
 
 // TestRealRunnerCache: a job pushes a cache (the runner's cache-archiver,
