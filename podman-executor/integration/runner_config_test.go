@@ -77,8 +77,6 @@ func TestREADMERunnersSectionParsing(t *testing.T) {
 // runner accepts again.
 func TestREADMERegistrationConfigLoads(t *testing.T) {
 	t.Parallel()
-	api := startJobsAPI(t)
-	r := newRealRunner(t, api, 1, "")
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,40 +85,54 @@ func TestREADMERegistrationConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README.md: %v", err)
 	}
-	name := regexp.MustCompile(`(?m)^\s*name = "([^"]*)"`).FindStringSubmatch(section)
+	runWithRunnersSection(t, "README.md's registration config.toml (every commented option enabled)", func(r *realRunner) string {
+		r.env = append(r.env, "PATH="+filepath.Dir(shared.bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"PODMAN_EXECUTOR_CONFIG="+r.driverConf)
+		return section
+	})
+}
+
+// runWithRunnersSection has the real runner load a config.toml made of the
+// [[runners]] section that section returns (given the runner, whose
+// driverConf and env it may use), its url and token replaced by a fake
+// GitLab's, and run one job with it, which must succeed. source says where
+// the section comes from, in failure messages.
+func runWithRunnersSection(t *testing.T, source string, section func(r *realRunner) string) {
+	t.Helper()
+	api := startJobsAPI(t)
+	r := newRealRunner(t, api, 1, "")
+	text := section(r)
+	name := regexp.MustCompile(`(?m)^\s*name = "([^"]*)"`).FindStringSubmatch(text)
 	if name == nil {
-		t.Fatalf("README's [[runners]] section has no name:\n%s", section)
-	}
-	// The README shows a placeholder GitLab and token: this test's fake
-	// takes their place.
-	section = regexp.MustCompile(`(?m)^(\s*)url = .*$`).ReplaceAllString(section, fmt.Sprintf("${1}url = %q", api.url))
-	section = regexp.MustCompile(`(?m)^(\s*)token = .*$`).ReplaceAllString(section, fmt.Sprintf("${1}token = %q", api.token))
-	if err := os.WriteFile(r.config, []byte("concurrent = 1\ncheck_interval = 1\n\n"+section), 0o600); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: the [[runners]] section has no name:\n%s", source, text)
 	}
 	r.name = name[1]
-	r.env = append(r.env, "PATH="+filepath.Dir(shared.bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"PODMAN_EXECUTOR_CONFIG="+r.driverConf)
+	// A placeholder GitLab and token in the section: the fake takes their
+	// place.
+	text = regexp.MustCompile(`(?m)^(\s*)url = .*$`).ReplaceAllString(text, fmt.Sprintf("${1}url = %q", api.url))
+	text = regexp.MustCompile(`(?m)^(\s*)token = .*$`).ReplaceAllString(text, fmt.Sprintf("${1}token = %q", api.token))
+	if err := os.WriteFile(r.config, []byte("concurrent = 1\ncheck_interval = 1\n\n"+text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shown := strings.ReplaceAll(text, api.token, "<runner token>")
 
-	j := api.newJob(int64(uniqueID(36)), `echo "readme-config-$((6*7))"`)
+	j := api.newJob(int64(uniqueID(36)), `echo "runners-section-$((6*7))"`)
 	api.enqueue(j)
 	runnerLog := r.runSingle(1)
 	if strings.Contains(runnerLog, "Error loading config") {
 		hint := ""
-		if strings.Contains(runnerLog, "graceful_kill_timeout") || strings.Contains(runnerLog, "incompatible types") {
+		if strings.Contains(runnerLog, "_kill_timeout") && strings.Contains(runnerLog, "incompatible types") {
 			hint = "\n(GitLab Runner reads [runners.custom] graceful_kill_timeout and force_kill_timeout as whole seconds, integers, not duration strings)"
 		}
-		t.Fatalf("gitlab-runner refuses the registration config.toml of README.md (every commented option enabled):%s\n\nconfig.toml:\n%s\nrunner log:\n%s",
-			hint, strings.ReplaceAll(section, api.token, "<runner token>"), runnerLog)
+		t.Fatalf("gitlab-runner refuses %s:%s\n\nconfig.toml:\n%s\nrunner log:\n%s", source, hint, shown, runnerLog)
 	}
 	select {
 	case <-j.done:
 	case <-time.After(time.Minute):
-		t.Fatalf("the runner with the README's config ran no job:\nconfig.toml:\n%s\nrunner log:\n%s",
-			strings.ReplaceAll(section, api.token, "<runner token>"), runnerLog)
+		t.Fatalf("the runner with %s ran no job:\nconfig.toml:\n%s\nrunner log:\n%s", source, shown, runnerLog)
 	}
-	if u, log := j.final(); u.State != "success" || !strings.Contains(log, "readme-config-42") {
-		t.Errorf("job with the README's config: %s:\n%s", u.State, log)
+	if u, log := j.final(); u.State != "success" || !strings.Contains(log, "runners-section-42") {
+		t.Errorf("job run with %s: %s:\n%s", source, u.State, log)
 	}
 	assertJobGone(t, j.payload.ID)
 }

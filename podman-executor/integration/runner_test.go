@@ -61,7 +61,9 @@ func TestRealRunnerJobOutcome(t *testing.T) {
 			name:   "job timeout",
 			script: []string{`echo "sleeping-$((2+2))"`, "sleep 300", `echo "woke-$((2+2))"`},
 			adjust: func(j *fakeJob) {
-				j.payload.RunnerInfo.Timeout = 5
+				// Long enough for prepare on a loaded machine: the timeout
+				// counts from the job's start.
+				j.payload.RunnerInfo.Timeout = 8
 			},
 			state:         "failed",
 			failureReason: "job_execution_timeout",
