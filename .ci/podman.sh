@@ -12,7 +12,7 @@
 # `podman system service` as that user, loads the busybox test image into
 # its store, and prints DEPSD_ROOTLESS_HOST / DEPSD_ROOTLESS_USER. Needs
 # uidmap (newuidmap) and, for anything but host networking, slirp4netns
-# with /dev/net/tun.
+# with /dev/net/tun (made usable by the user when it is there).
 #
 # start writes a containers.conf that works on these machines (runc, since
 # crun fails on their cgroup setup; ulimits lowered to the host's hard limit), starts `podman system service` on a socket
@@ -181,6 +181,12 @@ cmd_rootless_start() {
 		exit 1
 	}
 	cmd_start >/dev/null
+	# Rootless bridge networks need slirp4netns to open /dev/net/tun as the
+	# user: mode 0666 on an ordinary host, but a container may get 0600.
+	if [[ -c /dev/net/tun ]] && [[ $(stat -c %a /dev/net/tun) != 666 ]]; then
+		chmod 0666 /dev/net/tun
+		log "made /dev/net/tun 0666 (as on an ordinary host) for rootless bridge networks"
+	fi
 	id "$RL_USER" >/dev/null 2>&1 || useradd -m -s /bin/sh "$RL_USER"
 	grep -q "^$RL_USER:" /etc/subuid || echo "$RL_USER:300000:65536" >>/etc/subuid
 	grep -q "^$RL_USER:" /etc/subgid || echo "$RL_USER:300000:65536" >>/etc/subgid

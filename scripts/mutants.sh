@@ -419,6 +419,18 @@ mutant "a slot freed before its claimer noted the claim ran out of slots asks fo
 	'		return false' \
 	-- go test -count=1 -run 'TestSlotFreedBeforeTheClaimerSawItsClaimFull' ./chain/
 
+mutant "podman-executor loses the script's exit code (the real runner reports 1, not 3)" \
+	podman-executor/executor/job.go \
+	'File: env["BUILD_EXIT_CODE_FILE"]' \
+	'File: env["BUILD_EXIT_CODE_FILE_UNSET"]' \
+	-- sh -c 'cd podman-executor && CGO_ENABLED=0 go test -count=1 -tags "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" -run "TestRealRunnerJobOutcome/failing" ./integration/'
+
+mutant "the real GitLab Runner missing in CI is skipped" \
+	podman-executor/integration/runner_harness_test.go \
+	'path := os.Getenv("DEPSD_GITLAB_RUNNER")' \
+	'path := os.Getenv("DEPSD_GITLAB_RUNNER_UNSET")' \
+	-- sh -c 'cd podman-executor && CI=true CGO_ENABLED=0 go test -count=1 -tags "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" -run "TestRealRunnerJobOutcome/success" ./integration/'
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -21,9 +22,10 @@ import (
 // ranges and its own XDG_RUNTIME_DIR), the driver itself running as that
 // user, as a runner registered by a non-root user does.
 //
-// The job uses network_mode = "host": rootless bridge networking needs
-// slirp4netns with /dev/net/tun, which a machine without that device (a
-// container, as here) cannot give; the test says so when it is missing.
+// Where the user can open /dev/net/tun (rootless bridge networks need it
+// for slirp4netns), the job runs as by default, on a bridge network with a
+// service it reaches by its alias. Where it cannot, the job runs with
+// network_mode = "host" and no service, and the test says so in its log.
 func TestRootlessJob(t *testing.T) {
 	host, name := os.Getenv("DEPSD_ROOTLESS_HOST"), os.Getenv("DEPSD_ROOTLESS_USER")
 	if host == "" || name == "" {
@@ -35,17 +37,19 @@ func TestRootlessJob(t *testing.T) {
 	if shared.skip != "" {
 		t.Skip(shared.skip)
 	}
-	if f, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0); err != nil {
-		t.Logf("/dev/net/tun unusable (%v): rootless bridge networks (slirp4netns) cannot work on this machine; the job runs with network_mode = \"host\"", err)
-	} else {
-		f.Close()
-	}
 	u, err := user.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	bridge := tunUsable(cred)
+	if bridge != nil {
+		t.Logf("/dev/net/tun is not usable by %s (%v): rootless bridge networks (slirp4netns) cannot work on this machine; the job runs with network_mode = \"host\" and no service", name, bridge)
+	} else {
+		t.Logf("/dev/net/tun is usable by %s: the job runs on a rootless bridge network with a service", name)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	engine, err := container.Dial(ctx, host)
@@ -79,8 +83,11 @@ func TestRootlessJob(t *testing.T) {
 	bin := filepath.Join(home, "podman-executor")
 	copyFile(t, shared.bin, bin, 0o755)
 	cfg := filepath.Join(home, "config.toml")
-	conf := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nstate_dir = %q\nhelper_binary = \"none\"\nnetwork_mode = \"host\"\nstop_grace = \"2s\"\n",
+	conf := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nstate_dir = %q\nhelper_binary = \"none\"\nstop_grace = \"2s\"\n",
 		host, filepath.Join(home, "cache"), filepath.Join(home, "state"))
+	if bridge != nil {
+		conf += "network_mode = \"host\"\n"
+	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +100,15 @@ func TestRootlessJob(t *testing.T) {
 	env := shared
 	env.bin, env.host, env.engine = bin, host, engine
 	r := &runner{t: t, env: env, configFile: cfg, cache: filepath.Join(home, "cache"), state: filepath.Join(home, "state"),
-		cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, newDir: newDir,
+		cred: cred, newDir: newDir,
 		extraEnv: []string{"HOME=" + home, "XDG_RUNTIME_DIR=" + home}}
 	j := r.newJob(uniqueID(80))
 	j.Scripts["build_script"] = "echo uid-in-container=$(id -u)\n" +
 		"if test -p /.podman-executor/ctl; then echo channel=yes; fi\n"
+	if bridge == nil {
+		j.Services = `[{"name":"` + r.env.image + `","alias":"web","entrypoint":["sh","-c","echo hello-from-rootless-service > /var/www/index.html && exec httpd -f -p 80 -h /var/www"],"command":null}]`
+		j.Scripts["build_script"] += "ok=; for i in $(seq 1 50); do if wget -q -O - http://web/; then ok=1; break; fi; sleep 0.2; done; [ -n \"$ok\" ]\n"
+	}
 	j.Scripts["archive_cache"] = "echo kept > /cache/rootless-file\n"
 	jr := r.runJob(j)
 	if jr.prepare.code != 0 || jr.cleanup.code != 0 {
@@ -111,6 +122,9 @@ func TestRootlessJob(t *testing.T) {
 	out := jr.stages["build_script"].out
 	if !strings.Contains(out, "uid-in-container=0") || !strings.Contains(out, "channel=yes") {
 		t.Errorf("build_script output:\n%s", out)
+	}
+	if bridge == nil && !strings.Contains(out, "hello-from-rootless-service") {
+		t.Errorf("the job did not reach its service on the rootless bridge network:\n%s", jr.log)
 	}
 	// Root in the container is the user on the host: the cache file the
 	// job wrote belongs to it.
@@ -141,4 +155,15 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// tunUsable is nil when the user of cred can open /dev/net/tun for
+// reading and writing (as slirp4netns does), else why not.
+func tunUsable(cred *syscall.Credential) error {
+	cmd := exec.Command("/bin/sh", "-c", ": <>/dev/net/tun")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
