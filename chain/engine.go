@@ -28,6 +28,10 @@ type Config struct {
 	// AdoptWindow is how far before an action's creation its pipeline is
 	// looked for (clock skew between depsd and GitLab). Default 10 min.
 	AdoptWindow time.Duration
+	// ClockSkew is how far GitLab's clock may be behind depsd's: a resend
+	// in a project without variables or input adopts pipelines created
+	// since the action's claim less this. Default 1 minute.
+	ClockSkew time.Duration
 	// EventRetention is how long processed events (and so their
 	// Idempotency-Keys) are kept. Default 7 days.
 	EventRetention time.Duration
@@ -137,6 +141,7 @@ func New(cfg Config) (*Engine, error) {
 	def(&cfg.BackoffBase, 10*time.Second)
 	def(&cfg.BackoffMax, 10*time.Minute)
 	def(&cfg.AdoptWindow, 10*time.Minute)
+	def(&cfg.ClockSkew, time.Minute)
 	def(&cfg.EventRetention, 7*24*time.Hour)
 	def(&cfg.PollInterval, 5*time.Second)
 	def(&cfg.InboxWait, 30*time.Second)
