@@ -49,8 +49,8 @@ mutant "pipeline-creation throttle (400) taken as permanent" \
 
 mutant "outbox creates every pipeline twice (demo)" \
 	chain/outbox.go \
-	'p, err = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID))' \
-	'_, _ = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID)); p, err = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID))' \
+	'p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID))' \
+	'_, _ = e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID)); p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID))' \
 	-- go test -count=1 -run 'TestDemo' ./demo/ ./cmd/depsd/
 
 mutant "docker-registry missing in CI is skipped" \
@@ -418,6 +418,24 @@ mutant "a slot freed before its claimer noted the claim ran out of slots asks fo
 		return false' \
 	'		return false' \
 	-- go test -count=1 -run 'TestSlotFreedBeforeTheClaimerSawItsClaimFull' ./chain/
+
+mutant "a project's refusal of variables is not remembered (every send pays it again)" \
+	chain/outbox.go \
+	'if err := e.learnIdent(ctx, a.ProjectID, next); err != nil {' \
+	'if err := error(nil); err != nil {' \
+	-- go test -count=1 -run 'TestChainThroughProjectRefusingVariables' ./chain/
+
+mutant "variables refused taken as a permanent failure" \
+	gitlab/errors.go \
+	'		e.kind = ErrVariablesRefused' \
+	'' \
+	-- go test -count=1 -run 'TestCreateRefusals|TestChainThroughProjectRefusingVariables' ./gitlab/ ./chain/
+
+mutant "a scan does not re-check a project that refused variables when it changes" \
+	scan/ciconfig.go \
+	'return policy == gitlab.VariablesRefused || prev == IdentInputs || prev == IdentNone' \
+	'return policy == gitlab.VariablesRefused' \
+	-- go test -count=1 -run 'TestScanLearnsPipelineIdent' ./scan/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
