@@ -1,11 +1,15 @@
 package chain_test
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/store"
 )
 
 const inputsCI = "spec:\n  inputs:\n    depsd_action_id:\n      default: ''\n---\nbuild:\n  script: echo $[[ inputs.depsd_action_id ]]\n"
@@ -78,6 +82,142 @@ func TestChainThroughProjectRefusingVariables(t *testing.T) {
 			}
 			if p, err := g.store.Project(g.ctx, "g/app"); err != nil || p.PipelineIdent != string(tc.wantIdent) {
 				t.Errorf("stored ident = %q, %v; want %q", p.PipelineIdent, err, tc.wantIdent)
+			}
+		})
+	}
+}
+
+// setIdent stores how a project of g identifies its pipelines, as the
+// engine learns it from a refusal.
+func (g *glEnv) setIdent(project string, ident chain.PipelineIdent) {
+	g.t.Helper()
+	err := g.store.UpdateChains(g.ctx, func(tx chain.Tx) error {
+		p, _, err := tx.Project(g.ctx, project)
+		if err != nil {
+			return err
+		}
+		return tx.SetPipelineIdent(g.ctx, p.ID, ident)
+	})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// A resend in a project without variables (a crash between GitLab's answer
+// and its record) adopts the pipeline the first attempt created, found
+// among the token's user's api pipelines on the ref created since the
+// claim that no other action or chain took, and creates none more.
+func TestResendAdoptsWithoutActionID(t *testing.T) {
+	t.Parallel()
+	const named = "spec:\n  inputs:\n    depsd_action_id:\n      default: ''\n---\nworkflow:\n  name: 'depsd $[[ inputs.depsd_action_id ]]'\nbuild:\n  script: make\n"
+	for _, tc := range []struct {
+		name  string
+		ident chain.PipelineIdent
+		ci    string
+		// others adds pipelines around the crashed create; it returns
+		// the ids that must not be adopted.
+		others     func(t *testing.T, g *glEnv, before bool) []int64
+		wantCreate bool // the resend creates a second pipeline
+	}{
+		{name: "none: the only candidate", ident: chain.IdentNone},
+		{name: "none: another user's api pipeline after the claim is not a candidate", ident: chain.IdentNone,
+			others: func(t *testing.T, g *glEnv, before bool) []int64 {
+				if !before {
+					return nil
+				}
+				id, err := g.srv.AddPipelineAs("g/app", "main", "api", "running", "author")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []int64{id}
+			}},
+		{name: "none: the token's pipeline from before the claim is not a candidate", ident: chain.IdentNone,
+			others: func(t *testing.T, g *glEnv, before bool) []int64 {
+				if !before {
+					return nil
+				}
+				now := time.Now()
+				id, err := g.srv.AddPastPipeline("g/app", "main", "api", "success", now.Add(-20*time.Minute), now.Add(-15*time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []int64{id}
+			}},
+		{name: "inputs: adopted by the input in the pipeline's name, not the oldest", ident: chain.IdentInputs, ci: named,
+			others: func(t *testing.T, g *glEnv, before bool) []int64 {
+				if !before {
+					return nil
+				}
+				// The token's own api pipeline, after the claim but
+				// before depsd's: the oldest candidate.
+				id, err := g.srv.AddPipelineAs("g/app", "main", "api", "running", gitlabtest.TokenUsername)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []int64{id}
+			}},
+		{name: "none: nothing was created: the resend creates", ident: chain.IdentNone, wantCreate: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGitLabEnv(t, nil, "app>leaf")
+			if tc.ci != "" {
+				if _, err := g.srv.SetFile("g/app", ".gitlab-ci.yml", tc.ci); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := g.srv.SetCISettings("g/app", gitlabtest.RestrictedCISettings("")); err != nil {
+				t.Fatal(err)
+			}
+			g.setIdent("g/app", tc.ident)
+			id, err := g.engine.Rebuild(g.ctx, "g/app", chain.Reason{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var notOurs []int64
+			var created int64
+			crashCtx, crash := context.WithCancel(g.ctx)
+			chain.SetSendHook(g.engine, func(a chain.Action) {
+				if tc.others != nil {
+					notOurs = append(notOurs, tc.others(t, g, true)...)
+				}
+				if !tc.wantCreate {
+					// The request reaches GitLab; then the process dies.
+					p, err := g.client.CreatePipeline(g.ctx, a.ProjectID, a.Ref, chain.CreateOptionsOf(a))
+					if err != nil {
+						t.Error(err)
+					}
+					created = p.ID
+				}
+				if tc.others != nil {
+					notOurs = append(notOurs, tc.others(t, g, false)...)
+				}
+				crash()
+			})
+			if _, err := g.engine.SendPending(crashCtx); err == nil {
+				t.Fatal("SendPending survived the crash")
+			}
+			before := len(g.srv.Pipelines("g/app"))
+			s2, err := store.Open(g.ctx, g.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			g.engine = g.newEngine(s2)
+			g.clock.Advance(6 * time.Minute) // the dead worker's lease
+			if n := g.send(); n != 1 {
+				t.Fatalf("sent %d after restart, want 1", n)
+			}
+			ps := g.srv.Pipelines("g/app")
+			wantAfter := before
+			if tc.wantCreate {
+				wantAfter++
+			}
+			if len(ps) != wantAfter {
+				t.Fatalf("%d pipelines of app after the resend, want %d", len(ps), wantAfter)
+			}
+			m := member(g.states(id), "g/app")
+			if m.State != chain.Triggered || slices.Contains(notOurs, m.PipelineID) || (!tc.wantCreate && m.PipelineID != created) {
+				t.Errorf("app = %+v; created %d, not ours %v", m, created, notOurs)
 			}
 		})
 	}

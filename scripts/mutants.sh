@@ -437,6 +437,18 @@ mutant "a scan does not re-check a project that refused variables when it change
 	'return policy == gitlab.VariablesRefused' \
 	-- go test -count=1 -run 'TestScanLearnsPipelineIdent' ./scan/
 
+mutant "a resend without action id adopts another user's api pipeline" \
+	chain/outbox.go \
+	'Username: user.Username, CreatedAfter' \
+	'Username: user.Username[:0], CreatedAfter' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
+mutant "a resend without action id ignores the input in the pipeline's name" \
+	chain/outbox.go \
+	'if strings.Contains(p.Name, a.ID) {' \
+	'if false && strings.Contains(p.Name, a.ID) {' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
