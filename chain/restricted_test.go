@@ -222,3 +222,54 @@ func TestResendAdoptsWithoutActionID(t *testing.T) {
 		})
 	}
 }
+
+// The success of the pipeline a crashed send created, reported before the
+// resend adopted it, starts no chain of its own: the resend adopts the
+// pipeline and counts its success, once.
+func TestUnrecordedSuccessWaitsForTheResend(t *testing.T) {
+	t.Parallel()
+	g := newGitLabEnv(t, nil, "app>leaf")
+	if err := g.srv.SetCISettings("g/app", gitlabtest.RestrictedCISettings("")); err != nil {
+		t.Fatal(err)
+	}
+	g.setIdent("g/app", chain.IdentNone)
+	id, err := g.engine.Rebuild(g.ctx, "g/app", chain.Reason{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashCtx, crash := context.WithCancel(g.ctx)
+	chain.SetSendHook(g.engine, func(a chain.Action) {
+		if _, err := g.client.CreatePipeline(g.ctx, a.ProjectID, a.Ref, chain.CreateOptionsOf(a)); err != nil {
+			t.Error(err)
+		}
+		crash()
+	})
+	if _, err := g.engine.SendPending(crashCtx); err == nil {
+		t.Fatal("SendPending survived the crash")
+	}
+	s2, err := store.Open(g.ctx, g.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	g.engine = g.newEngine(s2)
+	g.end("g/app", "success") // its webhook, before the resend
+	g.clock.Advance(6 * time.Minute)
+	if n := g.send(); n != 1 {
+		t.Fatalf("sent %d after restart, want 1 (adopted)", n)
+	}
+	// The adopted pipeline's status came with it: app succeeded.
+	g.send()
+	if v := g.states(id); states(v) != "g/app=success g/leaf=triggered" {
+		t.Errorf("chain: %s", states(v))
+	}
+	if cs, err := g.engine.Chains(g.ctx, chain.Filter{}); err != nil || len(cs) != 1 {
+		t.Errorf("%d chains, want 1 (%v)", len(cs), err)
+	}
+	if ps := g.srv.Pipelines("g/leaf"); len(ps) != 1 {
+		t.Errorf("%d leaf pipelines, want 1", len(ps))
+	}
+	if n := len(g.srv.Pipelines("g/app")); n != 1 {
+		t.Errorf("%d app pipelines, want 1", n)
+	}
+}

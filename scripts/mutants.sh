@@ -449,6 +449,12 @@ mutant "a resend without action id ignores the input in the pipeline's name" \
 	'if false && strings.Contains(p.Name, a.ID) {' \
 	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
 
+mutant "an unrecorded api success in a project without action ids starts a chain before the resend adopts it" \
+	chain/apply.go \
+	'if !ours && ev.Source == "api" && classify' \
+	'if false && !ours && ev.Source == "api" && classify' \
+	-- go test -count=1 -run 'TestUnrecordedSuccessWaitsForTheResend' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
