@@ -32,6 +32,7 @@ const (
 //     overlapping chains);
 //   - in first-level mode, every success of a project, depsd's included,
 //     triggers its direct dependents.
+//
 // sendUnrecorded reports whether an action of project in an active chain
 // was claimed but has no pipeline recorded yet.
 func (t *txn) sendUnrecorded(project string) (bool, error) {
