@@ -32,30 +32,6 @@ const (
 //     overlapping chains);
 //   - in first-level mode, every success of a project, depsd's included,
 //     triggers its direct dependents.
-//
-// sendUnrecorded reports whether an action of project in an active chain
-// was claimed but has no pipeline recorded yet.
-func (t *txn) sendUnrecorded(project string) (bool, error) {
-	for _, c := range t.chains {
-		if !c.State.Active() {
-			continue
-		}
-		for _, m := range c.Members {
-			if m.Project != project || m.State != Pending || m.ActionID == "" {
-				continue
-			}
-			a, ok, err := t.tx.Action(t.ctx, m.ActionID)
-			if err != nil {
-				return false, fmt.Errorf("read action %s: %w", m.ActionID, err)
-			}
-			if ok && a.State == ActionPending && a.Attempts > 0 {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
-}
-
 func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	if ev.Tag {
 		return "ignored: tag", nil
@@ -251,4 +227,27 @@ func (t *txn) unblock(ev PipelineEvent) (bool, error) {
 		any = true
 	}
 	return any, nil
+}
+
+// sendUnrecorded reports whether an action of project in an active chain
+// was claimed but has no pipeline recorded yet.
+func (t *txn) sendUnrecorded(project string) (bool, error) {
+	for _, c := range t.chains {
+		if !c.State.Active() {
+			continue
+		}
+		for _, m := range c.Members {
+			if m.Project != project || m.State != Pending || m.ActionID == "" {
+				continue
+			}
+			a, ok, err := t.tx.Action(t.ctx, m.ActionID)
+			if err != nil {
+				return false, fmt.Errorf("read action %s: %w", m.ActionID, err)
+			}
+			if ok && a.State == ActionPending && a.Attempts > 0 {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
