@@ -87,6 +87,13 @@ type Config struct {
 //     chains.
 //   - First-level chains hold the direct dependents of one success (or,
 //     for a rebuild, the project itself); they never merge or block.
+// SetPipelineInputs says whether the GitLab takes pipeline inputs (17.10
+// and later; the daemon reads GET /version at start). Without them a
+// project that refuses variables is not asked with the depsd_action_id
+// input: an older GitLab would create the pipeline without it. Safe to
+// call at any time.
+func (e *Engine) SetPipelineInputs(ok bool) { e.noInputs.Store(!ok) }
+
 type Engine struct {
 	cfg      Config
 	log      *slog.Logger
@@ -95,6 +102,9 @@ type Engine struct {
 	inboxC   chan struct{}
 	outboxC  chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
+	// noInputs: the GitLab is older than 17.10 (no pipeline inputs), so a
+	// project refusing variables gets bare pipelines (SetPipelineInputs).
+	noInputs atomic.Bool
 	// inboxRuns counts the ProcessInbox calls running (inboxIdle).
 	inboxRuns atomic.Int32
 	// inboxWaitHook (tests) is called when the reconciler waits for the

@@ -364,6 +364,9 @@ func (e *Engine) create(ctx context.Context, log *slog.Logger, a *Action, chainI
 			return p, nil
 		case errors.Is(err, gitlab.ErrVariablesRefused) && (a.Ident == "" || a.Ident == IdentVariables):
 			next = IdentInputs
+			if e.noInputs.Load() {
+				next = IdentNone
+			}
 		case errors.Is(err, gitlab.ErrInputsRefused) && a.Ident == IdentInputs:
 			next = IdentNone
 		default:

@@ -24,14 +24,17 @@ func TestChainThroughProjectRefusingVariables(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		ci         string
+		noInputs   bool // a GitLab before 17.10
 		wantIdent  chain.PipelineIdent
 		firstPosts int // creates sent for app's first pipeline
 	}{
-		{"no input declared", "", chain.IdentNone, 3}, // variables refused, input refused, bare
-		{"input declared", inputsCI, chain.IdentInputs, 2},
+		{"no input declared", "", false, chain.IdentNone, 3}, // variables refused, input refused, bare
+		{"input declared", inputsCI, false, chain.IdentInputs, 2},
+		{"GitLab before inputs", inputsCI, true, chain.IdentNone, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGitLabEnv(t, nil, "base>app", "app>leaf")
+			g.engine.SetPipelineInputs(!tc.noInputs)
 			if tc.ci != "" {
 				if _, err := g.srv.SetFile("g/app", ".gitlab-ci.yml", tc.ci); err != nil {
 					t.Fatal(err)
