@@ -87,6 +87,7 @@ type Config struct {
 //     chains.
 //   - First-level chains hold the direct dependents of one success (or,
 //     for a rebuild, the project itself); they never merge or block.
+//
 // SetPipelineInputs says whether the GitLab takes pipeline inputs (17.10
 // and later; the daemon reads GET /version at start). Without them a
 // project that refuses variables is not asked with the depsd_action_id
