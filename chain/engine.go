@@ -87,14 +87,6 @@ type Config struct {
 //     chains.
 //   - First-level chains hold the direct dependents of one success (or,
 //     for a rebuild, the project itself); they never merge or block.
-//
-// SetPipelineInputs says whether the GitLab takes pipeline inputs (17.10
-// and later; the daemon reads GET /version at start). Without them a
-// project that refuses variables is not asked with the depsd_action_id
-// input: an older GitLab would create the pipeline without it. Safe to
-// call at any time.
-func (e *Engine) SetPipelineInputs(ok bool) { e.noInputs.Store(!ok) }
-
 type Engine struct {
 	cfg      Config
 	log      *slog.Logger
@@ -126,6 +118,13 @@ type Engine struct {
 	// (recordSent).
 	sent sentRecords
 }
+
+// SetPipelineInputs says whether the GitLab takes pipeline inputs (17.10
+// and later; the daemon reads GET /version at start). Without them a
+// project that refuses variables is not asked with the depsd_action_id
+// input: an older GitLab would create the pipeline without it. Safe to
+// call at any time.
+func (e *Engine) SetPipelineInputs(ok bool) { e.noInputs.Store(!ok) }
 
 // New checks cfg and returns an engine.
 func New(cfg Config) (*Engine, error) {
