@@ -455,6 +455,14 @@ mutant "an unrecorded api success in a project without action ids starts a chain
 	'if false && !ours && ev.Source == "api" && classify' \
 	-- go test -count=1 -run 'TestUnrecordedSuccessWaitsForTheResend' ./chain/
 
+mutant "a learned pipeline ident stays hidden behind other processes' project caches" \
+	store/chains.go \
+	"UPDATE generations SET n = n + 1 WHERE name = 'projects'\`); err != nil {
+		return fmt.Errorf(\"set pipeline ident" \
+	"SELECT 1\`); err != nil {
+		return fmt.Errorf(\"set pipeline ident" \
+	-- go test -count=1 -run 'TestPipelineIdentStored' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
