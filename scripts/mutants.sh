@@ -463,6 +463,12 @@ mutant "a learned pipeline ident stays hidden behind other processes' project ca
 		return fmt.Errorf(\"set pipeline ident" \
 	-- go test -count=1 -run 'TestPipelineIdentStored' ./store/
 
+mutant "a resend in a project without variables never adopts (kill -9 between create and record duplicates)" \
+	chain/outbox.go \
+	'		return e.findSentWithoutID(ctx, a)' \
+	'		return gitlab.Pipeline{}, false, nil' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
