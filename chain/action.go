@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"strings"
 	"time"
+
+	"gitlab.com/depsd/depsd/gitlab"
 )
 
 // ActionState is where an action is in the outbox.
@@ -48,6 +50,23 @@ type Action struct {
 	PipelineURL string
 	CreatedAt   time.Time
 	SentAt      time.Time
+	// ClaimedAt is when it was first claimed: no pipeline of its can be
+	// older (a resend adopts only pipelines created since).
+	ClaimedAt time.Time
+
+	// Ident is the project's PipelineIdent when claimed (not stored).
+	Ident PipelineIdent
+}
+
+// createOptions are what its pipeline carries, by the project's ident.
+func (a Action) createOptions(chainID int64) gitlab.CreateOptions {
+	switch a.Ident {
+	case IdentInputs:
+		return gitlab.CreateOptions{Inputs: map[string]string{InputActionID: a.ID}}
+	case IdentNone:
+		return gitlab.CreateOptions{}
+	}
+	return gitlab.CreateOptions{Variables: a.Variables(chainID)}
 }
 
 // Variables are the pipeline variables of the action's pipeline.

@@ -78,6 +78,15 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		return err
 	}
 	ours := actionID != "" || seen.HasAction
+	if !ours && ev.Source == "api" && classify(ev.Status) == classSuccess && (p.Ident == IdentInputs || p.Ident == IdentNone) {
+		// In a project whose pipelines carry no action id, an api
+		// pipeline nobody recorded may be the one a send created before
+		// its record was lost (a crash): its resend adopts it, and the
+		// reconciler then reports its status. It starts nothing.
+		if unrecorded, err := t.sendUnrecorded(ev.Project); err != nil || unrecorded {
+			return "ignored: api pipeline a resend may adopt", err
+		}
+	}
 	handled, succeeded, changed := false, false, false
 	if seen.HasAction {
 		if h, s, ch, err := t.applyToAction(seen.Action, ev); err != nil {
@@ -218,4 +227,27 @@ func (t *txn) unblock(ev PipelineEvent) (bool, error) {
 		any = true
 	}
 	return any, nil
+}
+
+// sendUnrecorded reports whether an action of project in an active chain
+// was claimed but has no pipeline recorded yet.
+func (t *txn) sendUnrecorded(project string) (bool, error) {
+	for _, c := range t.chains {
+		if !c.State.Active() {
+			continue
+		}
+		for _, m := range c.Members {
+			if m.Project != project || m.State != Pending || m.ActionID == "" {
+				continue
+			}
+			a, ok, err := t.tx.Action(t.ctx, m.ActionID)
+			if err != nil {
+				return false, fmt.Errorf("read action %s: %w", m.ActionID, err)
+			}
+			if ok && a.State == ActionPending && a.Attempts > 0 {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }

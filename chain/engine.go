@@ -28,6 +28,10 @@ type Config struct {
 	// AdoptWindow is how far before an action's creation its pipeline is
 	// looked for (clock skew between depsd and GitLab). Default 10 min.
 	AdoptWindow time.Duration
+	// ClockSkew is how far GitLab's clock may be behind depsd's: a resend
+	// in a project without variables or input adopts pipelines created
+	// since the action's claim less this. Default 1 minute.
+	ClockSkew time.Duration
 	// EventRetention is how long processed events (and so their
 	// Idempotency-Keys) are kept. Default 7 days.
 	EventRetention time.Duration
@@ -91,6 +95,9 @@ type Engine struct {
 	inboxC   chan struct{}
 	outboxC  chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
+	// noInputs: the GitLab is older than 17.10 (no pipeline inputs), so a
+	// project refusing variables gets bare pipelines (SetPipelineInputs).
+	noInputs atomic.Bool
 	// inboxRuns counts the ProcessInbox calls running (inboxIdle).
 	inboxRuns atomic.Int32
 	// inboxWaitHook (tests) is called when the reconciler waits for the
@@ -111,6 +118,13 @@ type Engine struct {
 	// (recordSent).
 	sent sentRecords
 }
+
+// SetPipelineInputs says whether the GitLab takes pipeline inputs (17.10
+// and later; the daemon reads GET /version at start). Without them a
+// project that refuses variables is not asked with the depsd_action_id
+// input: an older GitLab would create the pipeline without it. Safe to
+// call at any time.
+func (e *Engine) SetPipelineInputs(ok bool) { e.noInputs.Store(!ok) }
 
 // New checks cfg and returns an engine.
 func New(cfg Config) (*Engine, error) {
@@ -137,6 +151,7 @@ func New(cfg Config) (*Engine, error) {
 	def(&cfg.BackoffBase, 10*time.Second)
 	def(&cfg.BackoffMax, 10*time.Minute)
 	def(&cfg.AdoptWindow, 10*time.Minute)
+	def(&cfg.ClockSkew, time.Minute)
 	def(&cfg.EventRetention, 7*24*time.Hour)
 	def(&cfg.PollInterval, 5*time.Second)
 	def(&cfg.InboxWait, 30*time.Second)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"gitlab.com/depsd/depsd/gitlab"
 )
 
 // SetSendHook makes the outbox worker call f after it claimed an action and
@@ -45,3 +47,6 @@ func SentQueued(e *Engine) int {
 	defer e.sent.mu.Unlock()
 	return len(e.sent.queue)
 }
+
+// CreateOptionsOf is what the outbox sends for a (by its project's ident).
+func CreateOptionsOf(a Action) gitlab.CreateOptions { return a.createOptions(a.ChainID) }

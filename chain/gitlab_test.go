@@ -214,7 +214,7 @@ func TestOverHTTP(t *testing.T) {
 		crashCtx, crash := context.WithCancel(g.ctx)
 		chain.SetSendHook(g.engine, func(a chain.Action) {
 			// The worker's request reaches GitLab; then the process dies.
-			if _, err := g.client.CreatePipeline(g.ctx, a.ProjectID, a.Ref, a.Variables(a.ChainID)); err != nil {
+			if _, err := g.client.CreatePipeline(g.ctx, a.ProjectID, a.Ref, gitlab.CreateOptions{Variables: a.Variables(a.ChainID)}); err != nil {
 				t.Error(err)
 			}
 			crash()

@@ -56,7 +56,12 @@ type fakePipeline struct {
 	vars map[string]string
 }
 
-func (f *fakeGitLab) CreatePipeline(_ context.Context, projectID int64, ref string, vars map[string]string) (gitlab.Pipeline, error) {
+func (f *fakeGitLab) CurrentUser(context.Context) (gitlab.User, error) {
+	return gitlab.User{ID: 1, Username: "depsd"}, nil
+}
+
+func (f *fakeGitLab) CreatePipeline(_ context.Context, projectID int64, ref string, o gitlab.CreateOptions) (gitlab.Pipeline, error) {
+	vars := o.Variables
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.creates++

@@ -13,9 +13,14 @@ import (
 // implements it. Errors are classified with gitlab.IsRetryable and
 // gitlab.IsPermanent. Calls may be concurrent. CreatePipeline must not retry
 // by itself after a 5xx or a broken connection (the pipeline may exist): the
-// outbox worker looks for the pipeline before it creates it again.
+// outbox worker looks for the pipeline before it creates it again. A
+// project that refuses the options' variables or inputs answers
+// gitlab.ErrVariablesRefused or gitlab.ErrInputsRefused (see PipelineIdent).
+// CurrentUser is the token's user, whose pipelines a resend may adopt; it
+// may be cached.
 type GitLab interface {
-	CreatePipeline(ctx context.Context, projectID int64, ref string, vars map[string]string) (gitlab.Pipeline, error)
+	CreatePipeline(ctx context.Context, projectID int64, ref string, o gitlab.CreateOptions) (gitlab.Pipeline, error)
+	CurrentUser(ctx context.Context) (gitlab.User, error)
 	GetPipeline(ctx context.Context, projectID, pipelineID int64) (gitlab.Pipeline, error)
 	ListPipelines(ctx context.Context, projectID int64, f gitlab.PipelineFilter) ([]gitlab.Pipeline, error)
 	PipelineVariables(ctx context.Context, projectID, pipelineID int64) (map[string]string, error)
@@ -144,8 +149,13 @@ type Tx interface {
 	// CountEvents counts the unprocessed events.
 	CountEvents(ctx context.Context) (int, error)
 
-	// Project returns a stored project's GitLab id and default branch.
+	// Project returns a stored project's GitLab id, default branch and
+	// how its pipelines are identified.
 	Project(ctx context.Context, path string) (Project, bool, error)
+	// SetPipelineIdent stores how the project's pipelines are identified,
+	// learned from GitLab's answer to a create; every process's later
+	// transactions see it (Project).
+	SetPipelineIdent(ctx context.Context, projectID int64, ident PipelineIdent) error
 
 	// CatchUpCursor returns how far the catch-up has read a project's
 	// pipelines (the newest updated_at seen); ok is false for a project it
@@ -160,7 +170,30 @@ type Project struct {
 	ID            int64
 	Path          string
 	DefaultBranch string
+	// Ident is how its pipelines carry their action's id: learned from
+	// GitLab's refusals and from the project's settings and CI
+	// configuration by scans ("" until then: variables).
+	Ident PipelineIdent
 }
+
+// PipelineIdent is how the pipelines depsd creates in a project name their
+// action, so that a resend finds the pipeline an earlier attempt created.
+type PipelineIdent string
+
+const (
+	// IdentVariables: the DEPSD_* pipeline variables (the default).
+	IdentVariables PipelineIdent = "variables"
+	// IdentInputs: the project refuses variables and its CI configuration
+	// declares the depsd_action_id input (spec: inputs:, GitLab 17.10+).
+	IdentInputs PipelineIdent = "inputs"
+	// IdentNone: the project refuses variables and declares no such
+	// input: the pipeline is known by the create's answer, and a resend
+	// adopts the token's user's api pipeline created after the claim.
+	IdentNone PipelineIdent = "none"
+)
+
+// InputActionID is the pipeline input that carries the action's id.
+const InputActionID = "depsd_action_id"
 
 // StoredEvent is an inbox entry.
 type StoredEvent struct {

@@ -2,8 +2,10 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,7 +265,13 @@ func (e *Engine) claim(ctx context.Context, s *senders) (full bool, err error) {
 			if p, known, err := t.project(next.Project); err != nil {
 				return err
 			} else if known {
-				next.ProjectID, next.Ref = p.ID, p.DefaultBranch
+				next.ProjectID, next.Ref, next.Ident = p.ID, p.DefaultBranch, p.Ident
+			}
+			if next.ClaimedAt.IsZero() {
+				next.ClaimedAt = t.now
+				if next.Attempts > 0 {
+					next.ClaimedAt = next.CreatedAt // claimed before claims were dated
+				}
 			}
 			next.Attempts++
 			next.LeaseUntil = t.now.Add(e.cfg.Lease)
@@ -313,7 +321,7 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64, callsDone fu
 		}
 	}
 	if !adopted {
-		p, err = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID))
+		p, err = e.create(callCtx, log, &a, chainID)
 		if err != nil {
 			if ctx.Err() != nil {
 				// Stopped: shutdown, or this process's liveness lease could
@@ -342,6 +350,46 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64, callsDone fu
 	return true, nil
 }
 
+// create creates the action's pipeline the way its project identifies
+// pipelines (a.Ident). A project that refuses variables is asked again at
+// once with the depsd_action_id input, and one that refuses that input
+// without either; what was learned is stored for the project (a.Ident
+// follows), so the refusal costs one request, once, and no failure.
+func (e *Engine) create(ctx context.Context, log *slog.Logger, a *Action, chainID int64) (gitlab.Pipeline, error) {
+	for {
+		p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID))
+		var next PipelineIdent
+		switch {
+		case err == nil:
+			return p, nil
+		case errors.Is(err, gitlab.ErrVariablesRefused) && (a.Ident == "" || a.Ident == IdentVariables):
+			next = IdentInputs
+			if e.noInputs.Load() {
+				next = IdentNone
+			}
+		case errors.Is(err, gitlab.ErrInputsRefused) && a.Ident == IdentInputs:
+			next = IdentNone
+		default:
+			return p, err
+		}
+		log.Info("project refused how depsd identifies its pipelines; asking another way",
+			"ident", string(a.Ident), "next", string(next), "err", err)
+		if err := e.learnIdent(ctx, a.ProjectID, next); err != nil {
+			return gitlab.Pipeline{}, err
+		}
+		a.Ident = next
+	}
+}
+
+// learnIdent stores how a project's pipelines are identified.
+func (e *Engine) learnIdent(ctx context.Context, projectID int64, ident PipelineIdent) error {
+	err := e.update(ctx, nil, func(t *txn) error { return t.tx.SetPipelineIdent(t.ctx, projectID, ident) })
+	if err != nil {
+		return fmt.Errorf("store how project %d identifies pipelines: %w", projectID, err)
+	}
+	return nil
+}
+
 // retryStore runs record until it succeeds or ctx ends, waiting a little
 // longer after each failure. What the worker records after talking to
 // GitLab must not be dropped because the store was briefly unreachable (a
@@ -364,10 +412,15 @@ func (e *Engine) retryStore(ctx context.Context, log *slog.Logger, record func()
 	}
 }
 
-// findSent looks for a pipeline carrying the action's id among the
-// project's api pipelines on the ref updated since shortly before the
-// action was written.
+// findSent looks for the pipeline an earlier attempt of the action may
+// have created. Where the project takes variables, that is the one
+// carrying the action's id among the project's api pipelines on the ref
+// updated since shortly before the action was written. Elsewhere see
+// findSentWithoutID.
 func (e *Engine) findSent(ctx context.Context, a Action) (gitlab.Pipeline, bool, error) {
+	if a.Ident == IdentInputs || a.Ident == IdentNone {
+		return e.findSentWithoutID(ctx, a)
+	}
 	since := a.CreatedAt.Add(-e.cfg.AdoptWindow)
 	ps, err := e.cfg.GitLab.ListPipelines(ctx, a.ProjectID, gitlab.PipelineFilter{Ref: a.Ref, Source: "api", UpdatedAfter: since, Limit: 50})
 	if err != nil {
@@ -386,6 +439,73 @@ func (e *Engine) findSent(ctx context.Context, a Action) (gitlab.Pipeline, bool,
 		}
 	}
 	return gitlab.Pipeline{}, false, nil
+}
+
+// findSentWithoutID looks for the pipeline an earlier attempt of the
+// action may have created in a project that refuses variables: among the
+// api pipelines on the ref created by the token's user since the action
+// was first claimed (less Config.ClockSkew: GitLab stamps created_at with
+// its own clock), those no other action created and no member counted or
+// chain started with, it adopts the one whose name carries the action's id
+// (a workflow:name using the depsd_action_id input), else the oldest.
+//
+// What remains possible: another api pipeline on that ref, created with
+// depsd's token by something other than depsd after the claim and before
+// depsd's own create (or instead of it, when the create never reached
+// GitLab), is taken for depsd's: the member then counts that pipeline
+// and no second one is created. The input in workflow:name removes that
+// case.
+func (e *Engine) findSentWithoutID(ctx context.Context, a Action) (gitlab.Pipeline, bool, error) {
+	user, err := e.cfg.GitLab.CurrentUser(ctx)
+	if err != nil {
+		return gitlab.Pipeline{}, false, err
+	}
+	since := a.ClaimedAt
+	if since.IsZero() {
+		since = a.CreatedAt
+	}
+	since = since.Add(-e.cfg.ClockSkew)
+	ps, err := e.cfg.GitLab.ListPipelines(ctx, a.ProjectID, gitlab.PipelineFilter{
+		Ref: a.Ref, Source: "api", Username: user.Username, CreatedAfter: since, Limit: 100,
+	})
+	if err != nil {
+		return gitlab.Pipeline{}, false, err
+	}
+	var free []gitlab.Pipeline
+	err = e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		for _, p := range ps {
+			if !p.CreatedAt.IsZero() && p.CreatedAt.Before(since) {
+				continue
+			}
+			seen, err := tx.PipelineSeen(ctx, p.ID)
+			if err != nil {
+				return err
+			}
+			if (seen.HasAction && seen.Action.ID != a.ID) || seen.Counted || seen.Started {
+				continue
+			}
+			free = append(free, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return gitlab.Pipeline{}, false, fmt.Errorf("look up pipelines of project %d: %w", a.ProjectID, err)
+	}
+	if len(free) == 0 {
+		return gitlab.Pipeline{}, false, nil
+	}
+	for _, p := range free {
+		if strings.Contains(p.Name, a.ID) {
+			return p, true, nil
+		}
+	}
+	oldest := free[0]
+	for _, p := range free[1:] {
+		if p.ID < oldest.ID {
+			oldest = p
+		}
+	}
+	return oldest, true, nil
 }
 
 // recordError puts a failed action back with backoff, or, when the error

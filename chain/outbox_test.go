@@ -134,7 +134,7 @@ func TestWebhookBeforeCreateAnswerIsRecorded(t *testing.T) {
 	chain.SetSendHook(e.engine, func(a chain.Action) {
 		chain.SetSendHook(e.engine, nil)
 		// GitLab creates the pipeline and its hook is processed at once.
-		p, err := e.gl.CreatePipeline(e.ctx, a.ProjectID, a.Ref, a.Variables(a.ChainID))
+		p, err := e.gl.CreatePipeline(e.ctx, a.ProjectID, a.Ref, gitlab.CreateOptions{Variables: a.Variables(a.ChainID)})
 		if err != nil {
 			t.Error(err)
 		}
@@ -517,7 +517,7 @@ type blockingGitLab struct {
 	entered chan int64
 }
 
-func (b *blockingGitLab) CreatePipeline(ctx context.Context, projectID int64, ref string, vars map[string]string) (gitlab.Pipeline, error) {
+func (b *blockingGitLab) CreatePipeline(ctx context.Context, projectID int64, ref string, vars gitlab.CreateOptions) (gitlab.Pipeline, error) {
 	b.entered <- projectID
 	if b.hold == 0 || projectID == b.hold {
 		select {

@@ -26,7 +26,7 @@ func (g *priorityGitLab) note(ctx context.Context, method string) {
 	g.seen[method][gitlab.PriorityOf(ctx)]++
 }
 
-func (g *priorityGitLab) CreatePipeline(ctx context.Context, projectID int64, ref string, vars map[string]string) (gitlab.Pipeline, error) {
+func (g *priorityGitLab) CreatePipeline(ctx context.Context, projectID int64, ref string, vars gitlab.CreateOptions) (gitlab.Pipeline, error) {
 	g.note(ctx, "create")
 	return g.fakeGitLab.CreatePipeline(ctx, projectID, ref, vars)
 }

@@ -123,7 +123,7 @@ type slowCreateGitLab struct {
 	cutOff atomic.Bool
 }
 
-func (s *slowCreateGitLab) CreatePipeline(ctx context.Context, projectID int64, ref string, vars map[string]string) (gitlab.Pipeline, error) {
+func (s *slowCreateGitLab) CreatePipeline(ctx context.Context, projectID int64, ref string, vars gitlab.CreateOptions) (gitlab.Pipeline, error) {
 	if s.calls.Add(1) == 1 {
 		select {
 		case <-ctx.Done():

@@ -84,7 +84,7 @@ func TestChainRidesThroughPipelineCreationThrottle(t *testing.T) {
 
 	// Someone else used up app's creations of this minute.
 	for range 25 {
-		if _, err := client.CreatePipeline(ctx, ids["g/app"], "main", nil); err != nil {
+		if _, err := client.CreatePipeline(ctx, ids["g/app"], "main", gitlab.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

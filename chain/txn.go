@@ -287,13 +287,14 @@ func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
 	a := Action{
 		ID: newActionID(), ChainID: c.ID, Project: m.Project, ProjectID: p.ID, Ref: p.DefaultBranch,
 		Upstreams: slices.Clone(ups), State: ActionPending, NextAttemptAt: t.now, CreatedAt: t.now,
+		Ident: p.Ident,
 	}
 	// Claimed here, as claim would, when this engine's outbox runs and
 	// has a sender free: the create is sent as soon as this transaction
 	// commits, without a claim of its own or a wake-up of the outbox.
 	handed := t.out != nil && t.out.reserve()
 	if handed {
-		a.Attempts, a.LeaseUntil, a.ClaimedBy = 1, t.now.Add(t.e.cfg.Lease), t.e.cfg.Owner
+		a.Attempts, a.LeaseUntil, a.ClaimedBy, a.ClaimedAt = 1, t.now.Add(t.e.cfg.Lease), t.e.cfg.Owner, t.now
 	}
 	if err := t.tx.AddAction(t.ctx, a); err != nil {
 		if handed {

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -82,7 +83,9 @@ type Daemon struct {
 	log    *slog.Logger
 	store  *store.Store
 	gitlab *gitlab.Client
-	engine *chain.Engine
+	// glVersion is GitLab's version, read at start (readGitLabVersion).
+	glVersion atomic.Pointer[gitlab.Version]
+	engine    *chain.Engine
 	// recorder writes the webhook handler's events (group commit); Run
 	// owns its goroutine, which outlives the HTTP server's drain.
 	recorder *chain.Recorder
@@ -222,6 +225,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	d.readGitLabVersion(ctx)
 	// Checked here so that a bad schedule stops every replica at start;
 	// the leader builds its own for each term.
 	if _, err := d.newScheduler(); err != nil {

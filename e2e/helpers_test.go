@@ -299,6 +299,9 @@ type serveSetup struct {
 	// state, if set, is DEPSD_STATE (a postgres:// URL); default: a file
 	// in dir.
 	state string
+	// gitlabURL, if set, is GITLAB_URL (a proxy in front of srv);
+	// default: srv's.
+	gitlabURL string
 }
 
 // newServeSetup picks a state directory and a free port for depsd serve
@@ -340,7 +343,7 @@ func (s *serveSetup) start(t *testing.T, extraArgs ...string) *serveProc {
 	cmd := exec.Command(depsdBinary(t), args...)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(),
-		"GITLAB_URL="+s.srv.URL,
+		"GITLAB_URL="+cmp.Or(s.gitlabURL, s.srv.URL),
 		"GITLAB_TOKEN="+s.srv.Token,
 		"DEPSD_STATE="+cmp.Or(s.state, filepath.Join(s.dir, "depsd.db")),
 		"DEPSD_WEBHOOK_SECRET="+secret,

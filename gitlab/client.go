@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
@@ -150,6 +151,9 @@ type Client struct {
 	pause     *pauseGate
 	log       *slog.Logger
 	red       redactor
+
+	userMu sync.Mutex
+	user   *User // the token's user, once read (CurrentUser)
 }
 
 // New validates cfg and builds a Client. It sends no request.

@@ -19,6 +19,17 @@ var (
 	// ErrForbidden: the token is valid but may not do this (403), e.g. the
 	// user is not a Developer of the project or the project is archived.
 	ErrForbidden = errors.New("forbidden")
+	// ErrVariablesRefused: the project refuses pipeline variables from the
+	// token's user (400 "Insufficient permissions to set pipeline
+	// variables": ci_pipeline_variables_minimum_override_role,
+	// restrict_user_defined_variables). The same create without variables
+	// may succeed: neither retryable nor permanent.
+	ErrVariablesRefused = errors.New("pipeline variables refused by the project")
+	// ErrInputsRefused: the project's CI configuration does not declare
+	// the inputs given (400 "unknown input arguments: ...", or "Given
+	// inputs not defined in the `spec` section ..."). The same create
+	// without inputs may succeed: neither retryable nor permanent.
+	ErrInputsRefused = errors.New("pipeline inputs refused by the project's CI configuration")
 )
 
 // APIError is a failed GitLab API call. Its text names the request and the
@@ -32,7 +43,7 @@ type APIError struct {
 	// retryable is whether a later attempt may succeed (429, 5xx, network
 	// errors, the pipeline-creation throttle).
 	retryable bool
-	kind      error // ErrNotFound, ErrUnauthorized, ErrForbidden or nil
+	kind      error // ErrNotFound, ErrUnauthorized, ErrForbidden, ErrVariablesRefused, ErrInputsRefused or nil
 }
 
 func (e *APIError) Error() string {
@@ -55,7 +66,8 @@ func (e *APIError) Error() string {
 	return b.String()
 }
 
-// Unwrap lets errors.Is match ErrNotFound, ErrUnauthorized and ErrForbidden.
+// Unwrap lets errors.Is match ErrNotFound, ErrUnauthorized, ErrForbidden,
+// ErrVariablesRefused and ErrInputsRefused.
 func (e *APIError) Unwrap() error { return e.kind }
 
 // IsRetryable reports whether err is worth retrying later: rate limits
@@ -74,10 +86,13 @@ func IsRetryable(err error) bool {
 
 // IsPermanent reports whether err is a GitLab answer that will not change by
 // retrying: 4xx other than 429 (bad request, token rejected, forbidden, not
-// found, ...).
+// found, ...). A refusal of a create's variables or inputs
+// (ErrVariablesRefused, ErrInputsRefused) is not: the create goes through
+// without them.
 func IsPermanent(err error) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && !ae.retryable && ae.Status >= 400 && ae.Status < 500
+	return errors.As(err, &ae) && !ae.retryable && ae.Status >= 400 && ae.Status < 500 &&
+		ae.kind != ErrVariablesRefused && ae.kind != ErrInputsRefused
 }
 
 // classify fills the kind and retryable fields from the status and message.
@@ -96,6 +111,11 @@ func (e *APIError) classify() {
 		if strings.Contains(e.Message, "insufficient_scope") || strings.Contains(e.Message, "invalid_token") {
 			e.kind = ErrUnauthorized
 		}
+	case e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Insufficient permissions to set pipeline variables"):
+		e.kind = ErrVariablesRefused
+	case e.Status == http.StatusBadRequest && (strings.Contains(e.Message, "unknown input arguments") ||
+		strings.Contains(e.Message, "Given inputs not defined in the `spec` section")):
+		e.kind = ErrInputsRefused
 	case e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"):
 		// GitLab's pipeline-creation rate limit answers 400, not 429.
 		e.retryable = true

@@ -3,6 +3,7 @@ package gitlab
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -16,8 +17,11 @@ type Pipeline struct {
 	Status        string // created, pending, running, success, failed, canceled, skipped, manual, ...
 	Source        string // api, push, schedule, trigger, web, ...
 	WebURL        string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// Name is the pipeline's name (the CI configuration's workflow:name,
+	// which may carry an input); empty without one.
+	Name      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// Duration is GitLab's `duration`: seconds the pipeline's jobs ran
 	// (queueing excluded); zero until it finished, and absent from lists.
 	Duration time.Duration
@@ -42,26 +46,40 @@ func timeOf(t *time.Time) time.Time {
 func fromPipeline(p *gl.Pipeline) Pipeline {
 	return Pipeline{
 		ID: p.ID, ProjectID: p.ProjectID, Ref: p.Ref, SHA: p.SHA, Status: p.Status,
-		Source: string(p.Source), WebURL: p.WebURL,
+		Source: string(p.Source), WebURL: p.WebURL, Name: p.Name,
 		CreatedAt: timeOf(p.CreatedAt), UpdatedAt: timeOf(p.UpdatedAt),
 		Duration: time.Duration(p.Duration) * time.Second,
 	}
 }
 
+// CreateOptions are what a new pipeline carries besides its ref.
+type CreateOptions struct {
+	// Variables are pipeline variables, sent in key order. A project may
+	// refuse them (ErrVariablesRefused).
+	Variables map[string]string
+	// Inputs are pipeline inputs (GitLab 17.10+), accepted only for the
+	// inputs the project's CI configuration declares (ErrInputsRefused).
+	Inputs map[string]string
+}
+
 // CreatePipeline creates a pipeline on ref (POST /projects/:id/pipeline,
-// source "api") with the variables, sent in key order. It is not retried
+// source "api") with the options' variables and inputs. It is not retried
 // after a 5xx or a broken connection, since the pipeline may exist: such
 // errors satisfy IsRetryable and the caller should look for the pipeline
 // (ListPipelines + PipelineVariables) before creating it again. A ref that
 // does not exist is a permanent 400 ("Reference not found"); GitLab's
-// pipeline-creation throttle is a retryable 400.
-func (c *Client) CreatePipeline(ctx context.Context, projectID int64, ref string, vars map[string]string) (Pipeline, error) {
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+// pipeline-creation throttle is a retryable 400; refused variables or
+// inputs are ErrVariablesRefused or ErrInputsRefused.
+func (c *Client) CreatePipeline(ctx context.Context, projectID int64, ref string, o CreateOptions) (Pipeline, error) {
+	vars := o.Variables
+	keys := slices.Sorted(maps.Keys(vars))
 	opt := &gl.CreatePipelineOptions{Ref: gl.Ptr(ref)}
+	if len(o.Inputs) > 0 {
+		opt.Inputs = gl.PipelineInputsOption{}
+		for k, v := range o.Inputs {
+			opt.Inputs[k] = gl.NewPipelineInputValue(v)
+		}
+	}
 	if len(keys) > 0 {
 		vs := make([]*gl.PipelineVariableOptions, 0, len(keys))
 		for _, k := range keys {
@@ -108,6 +126,10 @@ type PipelineFilter struct {
 	Status string
 	// UpdatedAfter, if set, keeps pipelines updated after it.
 	UpdatedAfter time.Time
+	// CreatedAfter, if set, keeps pipelines created after it.
+	CreatedAfter time.Time
+	// Username, if set, keeps pipelines created by this user.
+	Username string
 	// Limit is the most pipelines returned, newest first. Default 100.
 	Limit int
 	// OldestUpdatedFirst orders by updated_at ascending instead: with
@@ -144,6 +166,12 @@ func (c *Client) ListPipelines(ctx context.Context, projectID int64, f PipelineF
 	if !f.UpdatedAfter.IsZero() {
 		opt.UpdatedAfter = gl.Ptr(f.UpdatedAfter.UTC())
 	}
+	if !f.CreatedAfter.IsZero() {
+		opt.CreatedAfter = gl.Ptr(f.CreatedAfter.UTC())
+	}
+	if f.Username != "" {
+		opt.Username = gl.Ptr(f.Username)
+	}
 	var out []Pipeline
 	for {
 		var ps []*gl.PipelineInfo
@@ -159,7 +187,7 @@ func (c *Client) ListPipelines(ctx context.Context, projectID int64, f PipelineF
 		for _, p := range ps {
 			out = append(out, Pipeline{
 				ID: p.ID, ProjectID: p.ProjectID, Ref: p.Ref, SHA: p.SHA, Status: p.Status,
-				Source: p.Source, WebURL: p.WebURL, CreatedAt: timeOf(p.CreatedAt), UpdatedAt: timeOf(p.UpdatedAt),
+				Source: p.Source, WebURL: p.WebURL, Name: p.Name, CreatedAt: timeOf(p.CreatedAt), UpdatedAt: timeOf(p.UpdatedAt),
 			})
 			if len(out) == f.Limit {
 				return out, nil

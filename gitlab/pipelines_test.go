@@ -21,7 +21,7 @@ func TestPipelines(t *testing.T) {
 	ctx := context.Background()
 
 	vars := map[string]string{"DEPSD_CHAIN_ID": "c1", "DEPSD_ACTION_ID": "a1", "DEPSD_UPSTREAM": "g/base"}
-	created, err := c.CreatePipeline(ctx, id, "main", vars)
+	created, err := c.CreatePipeline(ctx, id, "main", CreateOptions{Variables: vars})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestPipelines(t *testing.T) {
 		t.Fatalf("variables = %v, %v; want %v", gotVars, err, vars)
 	}
 
-	second := must(c.CreatePipeline(ctx, id, "main", nil))
+	second := must(c.CreatePipeline(ctx, id, "main", CreateOptions{}))
 	tests := []struct {
 		name   string
 		filter PipelineFilter
@@ -73,7 +73,7 @@ func TestPipelines(t *testing.T) {
 	}
 
 	t.Run("missing ref is permanent", func(t *testing.T) {
-		_, err := c.CreatePipeline(ctx, id, "nope", nil)
+		_, err := c.CreatePipeline(ctx, id, "nope", CreateOptions{})
 		if !IsPermanent(err) || !strings.Contains(err.Error(), "Reference not found") {
 			t.Fatalf("err = %v", err)
 		}
@@ -82,7 +82,7 @@ func TestPipelines(t *testing.T) {
 		before := len(srv.Pipelines("g/app"))
 		srv.ResetRequests()
 		srv.Fail(gitlabtest.Fault{Endpoint: "POST /projects/:id/pipeline", Status: 502, Times: 3})
-		_, err := c.CreatePipeline(ctx, id, "main", nil)
+		_, err := c.CreatePipeline(ctx, id, "main", CreateOptions{})
 		if !IsRetryable(err) {
 			t.Fatalf("err = %v, want retryable", err)
 		}
@@ -97,7 +97,7 @@ func TestPipelines(t *testing.T) {
 	t.Run("429 on create is retried", func(t *testing.T) {
 		srv.ResetRequests()
 		srv.Fail(gitlabtest.Fault{Endpoint: "POST /projects/:id/pipeline", Status: 429, RetryAfter: time.Second})
-		if _, err := c.CreatePipeline(ctx, id, "main", nil); err != nil {
+		if _, err := c.CreatePipeline(ctx, id, "main", CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if n := srv.Requests("POST /projects/:id/pipeline"); n != 2 {

@@ -23,6 +23,9 @@ type Project struct {
 	// LastActivityAt is GitLab's last_activity_at, the cheap change signal
 	// (see the package doc).
 	LastActivityAt time.Time
+	// Variables is what the project's CI/CD settings say of pipeline
+	// variables from the token's user, where GitLab shows them.
+	Variables VariablesPolicy
 }
 
 // ListProjects returns the buildable projects of scope, deduplicated and
@@ -132,6 +135,7 @@ func convertProject(p *gl.Project) Project {
 		DefaultBranch:  p.DefaultBranch,
 		RegistryPrefix: strings.ToLower(p.ContainerRegistryImagePrefix),
 		WebURL:         p.WebURL,
+		Variables:      variablesPolicy(p),
 	}
 	if p.LastActivityAt != nil {
 		out.LastActivityAt = *p.LastActivityAt

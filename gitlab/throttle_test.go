@@ -26,11 +26,11 @@ func TestPipelineCreationThrottleIsRetryableLater(t *testing.T) {
 	ctx := context.Background()
 
 	for range 2 {
-		if _, err := c.CreatePipeline(ctx, id, "main", nil); err != nil {
+		if _, err := c.CreatePipeline(ctx, id, "main", CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := c.CreatePipeline(ctx, id, "main", nil)
+	_, err := c.CreatePipeline(ctx, id, "main", CreateOptions{})
 	var ae *APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(err.Error(), gitlabtest.TooManyPipelines) {
 		t.Fatalf("third create in a minute: %v, want 400 %q", err, gitlabtest.TooManyPipelines)
@@ -46,16 +46,16 @@ func TestPipelineCreationThrottleIsRetryableLater(t *testing.T) {
 	}
 	// The limit is per project (and commit and user): another project is
 	// not throttled.
-	if _, err := c.CreatePipeline(ctx, other, "main", nil); err != nil {
+	if _, err := c.CreatePipeline(ctx, other, "main", CreateOptions{}); err != nil {
 		t.Errorf("other project: %v", err)
 	}
 	// A minute later the window is new.
 	clk.Advance(time.Minute)
-	if _, err := c.CreatePipeline(ctx, id, "main", nil); err != nil {
+	if _, err := c.CreatePipeline(ctx, id, "main", CreateOptions{}); err != nil {
 		t.Errorf("a minute later: %v", err)
 	}
 	// A bad ref stays permanent under the throttle too.
-	_, err = c.CreatePipeline(ctx, id, "nope", nil)
+	_, err = c.CreatePipeline(ctx, id, "nope", CreateOptions{})
 	if !IsPermanent(err) || !strings.Contains(err.Error(), "Reference not found") {
 		t.Errorf("bad ref: %v", err)
 	}

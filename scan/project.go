@@ -36,6 +36,10 @@ type Project struct {
 	Dependencies  []deps.Dependency
 	Warnings      []deps.Warning
 	ScannedAt     time.Time
+	// PipelineIdent is how the project's pipelines carry depsd's action
+	// id (chain.PipelineIdent: variables, inputs, none), as stored; in a
+	// scan's result "" leaves the stored one as it is (see identify).
+	PipelineIdent string
 }
 
 // File is one file of a project's repository, as read.

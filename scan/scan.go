@@ -119,7 +119,9 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		return Result{}, fmt.Errorf("list projects: %w", err)
 	}
 
-	names := append(slices.Clone(opts.Containerfiles), deps.GitLabDepsFile)
+	// The CI configuration is listed (at no cost: it sits at the root)
+	// and read only where needsCI says so.
+	names := append(slices.Clone(opts.Containerfiles), deps.GitLabDepsFile, CIConfigFile)
 	projects := make([]Project, len(listed))
 	var res Result
 	var mu sync.Mutex
@@ -145,6 +147,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			p := &projects[i]
 			p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
 			p.HeadCommit, p.HeadCheckedAt = prev.HeadCommit, started
+			p.PipelineIdent = identify(lp.Variables, prev.PipelineIdent, ciRead{})
 			res.Unchanged++
 			mu.Lock()
 			progress()
@@ -152,7 +155,18 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			continue
 		}
 		g.Go(func() error {
-			files, version, read, err := readFiles(gctx, gl, blobs, lp, opts.Containerfiles, names)
+			files, version, ciBlob, read, err := readFiles(gctx, gl, blobs, lp, opts.Containerfiles, names)
+			var ci ciRead
+			if err == nil && needsCI(lp.Variables, prev.PipelineIdent) {
+				ci.read = true
+				if ciBlob != "" {
+					b, fetched, cerr := blobs.get(gctx, gl, lp.ID, ciBlob)
+					if fetched {
+						read++
+					}
+					ci.read, ci.declares = cerr == nil, cerr == nil && DeclaresActionIDInput(b)
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			defer progress()
@@ -162,6 +176,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			case err == nil:
 				p.Files, p.SearchedFiles = files, opts.Containerfiles
 				p.HeadCommit, p.HeadCheckedAt = version, started
+				p.PipelineIdent = identify(lp.Variables, prev.PipelineIdent, ci)
 				res.FilesFetched++
 			case errors.Is(err, gitlab.ErrNotFound):
 				// The default branch vanished, or the repository is empty:
@@ -219,12 +234,13 @@ func (o *Options) setDefaults() {
 // readFiles lists the project's tree at its default branch and reads the
 // first Containerfile present and .gitlab-deps, by blob id, so both come
 // from the same tree. It returns the files, a version naming them (a digest
-// of their names and blob ids, kept as the project's HeadCommit), and how
+// of their names and blob ids, kept as the project's HeadCommit), the blob
+// id of the CI configuration ("" if there is none; not read), and how
 // many blobs it read from GitLab.
-func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Project, containerfiles, names []string) ([]File, string, int, error) {
+func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Project, containerfiles, names []string) ([]File, string, string, int, error) {
 	found, err := gl.ListFiles(ctx, p.ID, p.DefaultBranch, names)
 	if err != nil {
-		return nil, "", 0, err
+		return nil, "", "", 0, err
 	}
 	var chosen []string
 	for _, name := range containerfiles {
@@ -246,12 +262,12 @@ func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Projec
 			read++
 		}
 		if err != nil {
-			return nil, "", read, fmt.Errorf("read %s: %w", name, err)
+			return nil, "", "", read, fmt.Errorf("read %s: %w", name, err)
 		}
 		files = append(files, File{Name: name, Content: b})
 		fmt.Fprintf(version, "%s\x00%s\n", name, id)
 	}
-	return files, "blobs:" + hex.EncodeToString(version.Sum(nil)), read, nil
+	return files, "blobs:" + hex.EncodeToString(version.Sum(nil)), found[CIConfigFile], read, nil
 }
 
 // blobCache holds file contents by git blob id for one scan: the files

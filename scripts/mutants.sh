@@ -49,8 +49,8 @@ mutant "pipeline-creation throttle (400) taken as permanent" \
 
 mutant "outbox creates every pipeline twice (demo)" \
 	chain/outbox.go \
-	'p, err = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID))' \
-	'_, _ = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID)); p, err = e.cfg.GitLab.CreatePipeline(callCtx, a.ProjectID, a.Ref, a.Variables(chainID))' \
+	'p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID))' \
+	'_, _ = e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID)); p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID))' \
 	-- go test -count=1 -run 'TestDemo' ./demo/ ./cmd/depsd/
 
 mutant "docker-registry missing in CI is skipped" \
@@ -430,6 +430,56 @@ mutant "the real GitLab Runner missing in CI is skipped" \
 	'path := os.Getenv("DEPSD_GITLAB_RUNNER")' \
 	'path := os.Getenv("DEPSD_GITLAB_RUNNER_UNSET")' \
 	-- sh -c 'cd podman-executor && CI=true CGO_ENABLED=0 go test -count=1 -tags "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" -run "TestRealRunnerJobOutcome/success" ./integration/'
+
+mutant "a project's refusal of variables is not remembered (every send pays it again)" \
+	chain/outbox.go \
+	'if err := e.learnIdent(ctx, a.ProjectID, next); err != nil {' \
+	'if err := error(nil); err != nil {' \
+	-- go test -count=1 -run 'TestChainThroughProjectRefusingVariables' ./chain/
+
+mutant "variables refused taken as a permanent failure" \
+	gitlab/errors.go \
+	'		e.kind = ErrVariablesRefused' \
+	'' \
+	-- go test -count=1 -run 'TestCreateRefusals|TestChainThroughProjectRefusingVariables' ./gitlab/ ./chain/
+
+mutant "a scan does not re-check a project that refused variables when it changes" \
+	scan/ciconfig.go \
+	'return policy == gitlab.VariablesRefused || prev == IdentInputs || prev == IdentNone' \
+	'return policy == gitlab.VariablesRefused' \
+	-- go test -count=1 -run 'TestScanLearnsPipelineIdent' ./scan/
+
+mutant "a resend without action id adopts another user's api pipeline" \
+	chain/outbox.go \
+	'Username: user.Username, CreatedAfter' \
+	'Username: user.Username[:0], CreatedAfter' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
+mutant "a resend without action id ignores the input in the pipeline's name" \
+	chain/outbox.go \
+	'if strings.Contains(p.Name, a.ID) {' \
+	'if false && strings.Contains(p.Name, a.ID) {' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
+mutant "an unrecorded api success in a project without action ids starts a chain before the resend adopts it" \
+	chain/apply.go \
+	'if !ours && ev.Source == "api" && classify' \
+	'if false && !ours && ev.Source == "api" && classify' \
+	-- go test -count=1 -run 'TestUnrecordedSuccessWaitsForTheResend' ./chain/
+
+mutant "a learned pipeline ident stays hidden behind other processes' project caches" \
+	store/chains.go \
+	"UPDATE generations SET n = n + 1 WHERE name = 'projects'\`); err != nil {
+		return fmt.Errorf(\"set pipeline ident" \
+	"SELECT 1\`); err != nil {
+		return fmt.Errorf(\"set pipeline ident" \
+	-- go test -count=1 -run 'TestPipelineIdentStored' ./store/
+
+mutant "a resend in a project without variables never adopts (kill -9 between create and record duplicates)" \
+	chain/outbox.go \
+	'		return e.findSentWithoutID(ctx, a)' \
+	'		return gitlab.Pipeline{}, false, nil' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

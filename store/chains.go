@@ -448,8 +448,10 @@ func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool,
 		}
 	}
 	p, found := chain.Project{Path: path}, true
-	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch FROM projects WHERE path = $1`, path).
-		Scan(&p.ID, &p.DefaultBranch)
+	var ident string
+	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch, pipeline_ident FROM projects WHERE path = $1`, path).
+		Scan(&p.ID, &p.DefaultBranch, &ident)
+	p.Ident = chain.PipelineIdent(ident)
 	if errIsNotFound(err) {
 		p, found, err = chain.Project{}, false, nil
 	}
@@ -460,6 +462,19 @@ func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool,
 		t.cc.cache.keepProject(gen, path, projectLookup{p, found})
 	}
 	return p, found, nil
+}
+
+// SetPipelineIdent stores how the project's pipelines are identified, and
+// moves the projects' generation on so that every process's cache of
+// projects (chaincache.go) reads it again.
+func (t chainTx) SetPipelineIdent(ctx context.Context, projectID int64, ident chain.PipelineIdent) error {
+	if _, err := t.tx.ExecContext(ctx, `UPDATE projects SET pipeline_ident = $1 WHERE id = $2`, string(ident), projectID); err != nil {
+		return fmt.Errorf("set pipeline ident of project %d: %w", projectID, err)
+	}
+	if _, err := t.tx.ExecContext(ctx, `UPDATE generations SET n = n + 1 WHERE name = 'projects'`); err != nil {
+		return fmt.Errorf("set pipeline ident of project %d: %w", projectID, err)
+	}
+	return nil
 }
 
 // encodeJSON stores nil slices as [] so the column is never "null".

@@ -11,13 +11,13 @@ import (
 )
 
 const actionColumns = `id, chain_id, project, project_id, ref, upstreams, state, attempts, next_attempt_at,
-	lease_until, last_error, pipeline_id, pipeline_url, created_at, sent_at, claimed_by`
+	lease_until, last_error, pipeline_id, pipeline_url, created_at, sent_at, claimed_by, claimed_at`
 
 // AddAction writes a new action to the outbox (through the pipeline on
 // PostgreSQL: a success may queue hundreds, sent in one round trip).
 func (t chainTx) AddAction(ctx context.Context, a chain.Action) error {
 	err := t.tx.execLater(ctx, `INSERT INTO outbox (`+actionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`, actionArgs(a)...)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, actionArgs(a)...)
 	if err != nil {
 		return fmt.Errorf("write action %s: %w", a.ID, err)
 	}
@@ -28,7 +28,8 @@ func (t chainTx) AddAction(ctx context.Context, a chain.Action) error {
 func (t chainTx) UpdateAction(ctx context.Context, a chain.Action) error {
 	res, err := t.tx.ExecContext(ctx, `UPDATE outbox SET chain_id = $2, project = $3, project_id = $4, ref = $5,
 		upstreams = $6, state = $7, attempts = $8, next_attempt_at = $9, lease_until = $10, last_error = $11,
-		pipeline_id = $12, pipeline_url = $13, created_at = $14, sent_at = $15, claimed_by = $16 WHERE id = $1`, actionArgs(a)...)
+		pipeline_id = $12, pipeline_url = $13, created_at = $14, sent_at = $15, claimed_by = $16,
+		claimed_at = $17 WHERE id = $1`, actionArgs(a)...)
 	if err != nil {
 		return fmt.Errorf("update action %s: %w", a.ID, err)
 	}
@@ -45,7 +46,7 @@ func actionArgs(a chain.Action) []any {
 	}
 	return []any{a.ID, a.ChainID, a.Project, a.ProjectID, a.Ref, strings.Join(a.Upstreams, ","), string(a.State),
 		a.Attempts, encodeTime(a.NextAttemptAt), encodeTime(a.LeaseUntil), a.LastError, pipeline, a.PipelineURL,
-		encodeTime(a.CreatedAt), encodeTime(a.SentAt), a.ClaimedBy}
+		encodeTime(a.CreatedAt), encodeTime(a.SentAt), a.ClaimedBy, encodeTime(a.ClaimedAt)}
 }
 
 // Action returns the action with this id.
@@ -132,9 +133,9 @@ func scanAction(scan func(dest ...any) error, extra ...any) (chain.Action, bool,
 	// none matched.
 	var id, project, ref, ups, state, lastError, url, claimedBy sql.NullString
 	var chainID, projectID, attempts, pipeline sql.NullInt64
-	var next, lease, created, sent sql.NullString
+	var next, lease, created, sent, claimedAt sql.NullString
 	dest := append([]any{&id, &chainID, &project, &projectID, &ref, &ups, &state, &attempts, &next, &lease,
-		&lastError, &pipeline, &url, &created, &sent, &claimedBy}, extra...)
+		&lastError, &pipeline, &url, &created, &sent, &claimedBy, &claimedAt}, extra...)
 	err := scan(dest...)
 	if errIsNotFound(err) {
 		return chain.Action{}, false, nil
@@ -154,7 +155,7 @@ func scanAction(scan func(dest ...any) error, extra ...any) (chain.Action, bool,
 	for _, f := range []struct {
 		dst *time.Time
 		col sql.NullString
-	}{{&a.NextAttemptAt, next}, {&a.LeaseUntil, lease}, {&a.CreatedAt, created}, {&a.SentAt, sent}} {
+	}{{&a.NextAttemptAt, next}, {&a.LeaseUntil, lease}, {&a.CreatedAt, created}, {&a.SentAt, sent}, {&a.ClaimedAt, claimedAt}} {
 		if err := decodeTimeInto(f.dst, f.col); err != nil {
 			return chain.Action{}, false, fmt.Errorf("action %s: %w", a.ID, err)
 		}

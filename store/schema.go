@@ -224,5 +224,19 @@ func migrations() []migration {
 				`INSERT INTO generations (name, n) VALUES ('projects', 1)`,
 			},
 		},
+		{
+			version: 12,
+			name:    "pipeline identification per project, claim times",
+			stmts: []string{
+				// How the project's pipelines carry their action's id
+				// (chain.PipelineIdent): '' (not yet known: variables),
+				// variables, inputs or none. Learned from GitLab's
+				// refusals and from scans.
+				`ALTER TABLE projects ADD COLUMN pipeline_ident TEXT NOT NULL DEFAULT ''`,
+				// When the action was first claimed: a resend in a project
+				// without variables adopts only pipelines created since.
+				`ALTER TABLE outbox ADD COLUMN claimed_at TEXT`,
+			},
+		},
 	}
 }

@@ -28,6 +28,9 @@ type Project struct {
 	// LastActivityAt defaults to 24 hours before the server's clock, so a
 	// freshly seeded instance looks settled rather than just pushed to.
 	LastActivityAt time.Time
+	// CI is who may pass pipeline variables (see CISettings; also
+	// Server.SetCISettings).
+	CI CISettings
 }
 
 // ProjectInfo is what the fake knows about a project, for assertions.
@@ -79,6 +82,10 @@ func (s *Server) AddProject(p Project) (int64, error) {
 		lastActivityAt: p.LastActivityAt.UTC().Truncate(time.Millisecond),
 		commits:        map[string]*commit{},
 		branches:       map[string]string{},
+		ci:             p.CI.withDefaults(),
+	}
+	if err := p.CI.validate(); err != nil {
+		return 0, fmt.Errorf("add project %s: %w", path, err)
 	}
 	if pr.defaultBranch == "" {
 		pr.defaultBranch = "main"

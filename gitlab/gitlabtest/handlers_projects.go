@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
@@ -99,7 +100,41 @@ func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.fullProject(p))
+	writeJSON(w, http.StatusOK, s.projectWithAccess(p))
+}
+
+// currentUser is GET /user: the API token's user.
+func (s *Server) currentUser(w http.ResponseWriter, _ *http.Request) {
+	u := botUser.rest(s.URL)
+	writeJSON(w, http.StatusOK, currentUserJSON{userJSON: u, Email: botUser.email, CreatedAt: gitlabTime(s.now().Add(-365 * 24 * time.Hour)), Bot: false})
+}
+
+type currentUserJSON struct {
+	userJSON
+	Email     string `json:"email"`
+	CreatedAt string `json:"created_at"`
+	Bot       bool   `json:"bot"`
+}
+
+// Revision is the commit GET /version reports.
+const Revision = "6d3a5f1c2b9"
+
+type versionJSON struct {
+	Version    string  `json:"version"`
+	Revision   string  `json:"revision"`
+	KAS        kasJSON `json:"kas"`
+	Enterprise bool    `json:"enterprise"`
+}
+
+type kasJSON struct {
+	Enabled     bool    `json:"enabled"`
+	ExternalURL *string `json:"externalUrl"`
+	Version     *string `json:"version"`
+}
+
+// getVersion is GET /version (Options.Version).
+func (s *Server) getVersion(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, versionJSON{Version: s.version, Revision: Revision})
 }
 
 // getRawFile serves a file at ref (a branch or a full commit id; the

@@ -54,6 +54,7 @@ type project struct {
 	branches       map[string]string // name → commit sha
 	hooks          []*hook
 	nextIID        int64
+	ci             CISettings // with defaults (withDefaults)
 }
 
 type commit struct {

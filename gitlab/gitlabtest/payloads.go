@@ -44,6 +44,9 @@ func (u fakeUser) hook(base string) hookUserJSON {
 }
 
 func (s *Server) pipelineUser(pl *pipeline) fakeUser {
+	if pl.user != nil {
+		return *pl.user
+	}
 	if pl.source == "api" {
 		return botUser
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -30,6 +31,9 @@ type pipeline struct {
 	beforeSHA          string
 	source             string
 	vars               []variable
+	inputs             map[string]any
+	name               *string   // workflow:name, interpolated
+	user               *fakeUser // who created it; nil: see pipelineUser
 	createdAt          time.Time
 	updatedAt          time.Time
 	startedAt          time.Time
@@ -57,10 +61,14 @@ type Pipeline struct {
 	Status        string
 	Source        string
 	Variables     map[string]string
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	StartedAt     time.Time // zero until it ran
-	FinishedAt    time.Time // zero until it finished
+	// Inputs are the pipeline inputs it was created with (GitLab's
+	// REST API does not show them).
+	Inputs     map[string]any
+	Username   string // who created it
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	StartedAt  time.Time // zero until it ran
+	FinishedAt time.Time // zero until it finished
 	// Requested is when the create request was handled, at the clock's
 	// full precision (CreatedAt has GitLab's milliseconds), for
 	// benchmarks timing millisecond latencies; zero unless created
@@ -68,14 +76,14 @@ type Pipeline struct {
 	Requested time.Time
 }
 
-func (pl *pipeline) export() Pipeline {
+func (s *Server) export(pl *pipeline) Pipeline {
 	vars := map[string]string{}
 	for _, v := range pl.vars {
 		vars[v.Key] = v.Value
 	}
 	return Pipeline{
 		ID: pl.id, ProjectID: pl.projectID, Ref: pl.ref, SHA: pl.sha, Status: pl.status,
-		Source: pl.source, Variables: vars, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt,
+		Source: pl.source, Variables: vars, Inputs: maps.Clone(pl.inputs), Username: s.pipelineUser(pl).username, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt,
 		StartedAt: pl.startedAt, FinishedAt: pl.finishedAt, Requested: pl.requested,
 	}
 }
@@ -91,7 +99,7 @@ func (s *Server) Pipelines(projectPath string) []Pipeline {
 	var out []Pipeline
 	for _, pl := range s.inst.pipelines {
 		if pl.projectID == p.id {
-			out = append(out, pl.export())
+			out = append(out, s.export(pl))
 		}
 	}
 	slices.SortFunc(out, func(a, b Pipeline) int { return cmp.Compare(a.ID, b.ID) })
@@ -119,6 +127,33 @@ func (s *Server) AddPipeline(projectPath, ref, source, status string) (int64, er
 	pl := s.newPipeline(p, ref, c.sha, cmp.Or(source, "push"), nil)
 	s.setStatus(pl, status)
 	return pl.id, nil
+}
+
+// TokenUsername is the username of the API token's user (GET /user): the
+// user of the pipelines created through the API.
+const TokenUsername = "depsd"
+
+// AddPipelineAs is AddPipeline for a pipeline created by username:
+// TokenUsername (the API token's user, as if another program used the
+// token) or "author" (a developer).
+func (s *Server) AddPipelineAs(projectPath, ref, source, status, username string) (int64, error) {
+	var u fakeUser
+	switch username {
+	case botUser.username:
+		u = botUser
+	case devUser.username:
+		u = devUser
+	default:
+		return 0, fmt.Errorf("add pipeline to %s: unknown user %q", projectPath, username)
+	}
+	id, err := s.AddPipeline(projectPath, ref, source, status)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inst.pipelines[id].user = &u
+	return id, nil
 }
 
 // AddPastPipeline records a pipeline that ran before now, as history: it
@@ -262,7 +297,7 @@ func (s *Server) pipelineInfo(pl *pipeline) pipelineInfoJSON {
 		path = p.path
 	}
 	return pipelineInfoJSON{
-		ID: pl.id, IID: pl.iid, ProjectID: pl.projectID, SHA: pl.sha, Ref: pl.ref,
+		ID: pl.id, IID: pl.iid, ProjectID: pl.projectID, SHA: pl.sha, Ref: pl.ref, Name: pl.name,
 		Status: pl.status, Source: pl.source,
 		CreatedAt: gitlabTime(pl.createdAt), UpdatedAt: gitlabTime(pl.updatedAt),
 		WebURL: s.URL + "/" + path + "/-/pipelines/" + strconv.FormatInt(pl.id, 10),
@@ -317,9 +352,24 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 		writeMessage(w, http.StatusForbidden, "403 Forbidden")
 		return
 	}
+	var inputs map[string]any
+	if raw, ok := prm["inputs"]; ok {
+		if inputs, ok = raw.(map[string]any); !ok {
+			badRequest(w, "inputs is invalid")
+			return
+		}
+	}
+	if list, _ := prm["variables"].([]any); len(list) > 0 && !p.ci.mayPassVariables() {
+		refuseCreate(w, msgVariablesRefused)
+		return
+	}
 	sha, ok := p.branches[ref]
 	if !ok {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"message": map[string][]string{"base": {"Reference not found"}}})
+		refuseCreate(w, "Reference not found")
+		return
+	}
+	if msg := checkInputs(p.commits[sha].files, inputs); msg != "" {
+		refuseCreate(w, msg)
 		return
 	}
 	if s.throttledCreate(p, sha) {
@@ -353,13 +403,16 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pl := s.newPipeline(p, ref, sha, "api", vars)
+	pl.inputs = inputs
+	pl.name = pipelineName(p.commits[sha].files, inputs)
 	pl.requested = s.preciseNow()
 	s.startRun(p, pl)
 	writeJSON(w, http.StatusCreated, s.pipelineDetail(pl))
 }
 
-// listPipelines honours ref, sha, status, source, scope, updated_after,
-// updated_before, order_by (id, status, ref, updated_at; default id), sort
+// listPipelines honours ref, sha, status, source, scope, username (who
+// created it), updated_after, updated_before, created_after,
+// created_before, order_by (id, status, ref, updated_at; default id), sort
 // (default desc) and pagination.
 func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
@@ -369,8 +422,9 @@ func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	var after, before time.Time
-	for key, dst := range map[string]*time.Time{"updated_after": &after, "updated_before": &before} {
+	var after, before, createdAfter, createdBefore time.Time
+	for key, dst := range map[string]*time.Time{"updated_after": &after, "updated_before": &before,
+		"created_after": &createdAfter, "created_before": &createdBefore} {
 		if v := q.Get(key); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
@@ -391,8 +445,11 @@ func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 			q.Get("scope") == "finished" && !finished(pl.status),
 			q.Get("scope") == "running" && pl.status != "running",
 			q.Get("scope") == "pending" && pl.status != "pending",
+			q.Has("username") && s.pipelineUser(pl).username != q.Get("username"),
 			!after.IsZero() && !pl.updatedAt.After(after),
-			!before.IsZero() && !pl.updatedAt.Before(before):
+			!before.IsZero() && !pl.updatedAt.Before(before),
+			!createdAfter.IsZero() && !pl.createdAt.After(createdAfter),
+			!createdBefore.IsZero() && !pl.createdAt.Before(createdBefore):
 			continue
 		}
 		list = append(list, pl)

@@ -75,6 +75,28 @@ type projectJSON struct {
 	ContainerRegistryEnabled     bool    `json:"container_registry_enabled"`
 	JobsEnabled                  bool    `json:"jobs_enabled"`
 	RepositoryAccessLevel        string  `json:"repository_access_level"`
+	// CI/CD settings, shown to users who may administer the project
+	// (Maintainer, Owner): API::Entities::Project.
+	RestrictUserDefinedVariables           *bool   `json:"restrict_user_defined_variables,omitempty"`
+	CIPipelineVariablesMinimumOverrideRole *string `json:"ci_pipeline_variables_minimum_override_role,omitempty"`
+}
+
+// projectWithAccessJSON is GET /projects/:id (API::Entities::ProjectWithAccess).
+type projectWithAccessJSON struct {
+	projectJSON
+	Permissions permissionsJSON `json:"permissions"`
+}
+
+type accessJSON struct {
+	AccessLevel       int `json:"access_level"`
+	NotificationLevel int `json:"notification_level"`
+}
+
+// permissionsJSON: the token's user's membership of the project and of its
+// group (null when it has none there).
+type permissionsJSON struct {
+	ProjectAccess *accessJSON `json:"project_access"`
+	GroupAccess   *accessJSON `json:"group_access"`
 }
 
 func (s *Server) host() string {
@@ -116,7 +138,7 @@ func (s *Server) simpleProject(p *project) simpleProjectJSON {
 }
 
 func (s *Server) fullProject(p *project) projectJSON {
-	return projectJSON{
+	out := projectJSON{
 		simpleProjectJSON:            s.simpleProject(p),
 		Visibility:                   "private",
 		ContainerRegistryImagePrefix: s.registryHost + "/" + strings.ToLower(p.path),
@@ -126,6 +148,18 @@ func (s *Server) fullProject(p *project) projectJSON {
 		ContainerRegistryEnabled:     true,
 		JobsEnabled:                  true,
 		RepositoryAccessLevel:        "enabled",
+	}
+	if accessLevels[p.ci.TokenRole] >= accessLevels[RoleMaintainer] {
+		restrict, role := p.ci.RestrictUserDefinedVariables, p.ci.MinimumOverrideRole
+		out.RestrictUserDefinedVariables, out.CIPipelineVariablesMinimumOverrideRole = &restrict, &role
+	}
+	return out
+}
+
+func (s *Server) projectWithAccess(p *project) projectWithAccessJSON {
+	return projectWithAccessJSON{
+		projectJSON: s.fullProject(p),
+		Permissions: permissionsJSON{ProjectAccess: &accessJSON{AccessLevel: accessLevels[p.ci.TokenRole], NotificationLevel: 3}},
 	}
 }
 

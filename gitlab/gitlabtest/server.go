@@ -70,8 +70,9 @@ type Options struct {
 	// PipelineCreationLimit throttles POST /projects/:id/pipeline as
 	// GitLab's pipeline creation rate limit does; zero: no limit.
 	PipelineCreationLimit PipelineCreationLimit
-	// Version is the GitLab version sent in webhook User-Agent headers
-	// ("GitLab/<version>"). Defaults to DefaultVersion.
+	// Version is the GitLab version GET /version answers and webhook
+	// User-Agent headers carry ("GitLab/<version>"). Defaults to
+	// DefaultVersion.
 	Version string
 	// WebhookTimeout is how long a webhook delivery may take before it
 	// counts as failed. Defaults to 10 s, as on GitLab.
@@ -259,6 +260,8 @@ type route struct {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range []route{
+		{"GET /version", s.getVersion},
+		{"GET /user", s.currentUser},
 		{"GET /groups/:id", s.getGroup},
 		{"GET /groups/:id/projects", s.listGroupProjects},
 		{"GET /projects/:id", s.getProject},

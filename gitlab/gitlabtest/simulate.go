@@ -220,7 +220,7 @@ func (s *Server) WaitPipeline(ctx context.Context, pipelineID int64) (Pipeline, 
 			missing = true
 			return true
 		}
-		out = pl.export()
+		out = s.export(pl)
 		return finished(pl.status)
 	})
 	if err != nil {

@@ -1,0 +1,278 @@
+package chain_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/store"
+)
+
+const inputsCI = "spec:\n  inputs:\n    depsd_action_id:\n      default: ''\n---\nbuild:\n  script: echo $[[ inputs.depsd_action_id ]]\n"
+
+// A project that refuses pipeline variables (GitLab.com's default for new
+// projects since 17.7) still gets its pipeline, once, and the chain goes on
+// below it: with the depsd_action_id input where its CI configuration
+// declares one, bare otherwise. The refusal is learned, once: the next
+// chain asks the right way at once.
+func TestChainThroughProjectRefusingVariables(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		ci         string
+		noInputs   bool // a GitLab before 17.10
+		wantIdent  chain.PipelineIdent
+		firstPosts int // creates sent for app's first pipeline
+	}{
+		{"no input declared", "", false, chain.IdentNone, 3}, // variables refused, input refused, bare
+		{"input declared", inputsCI, false, chain.IdentInputs, 2},
+		{"GitLab before inputs", inputsCI, true, chain.IdentNone, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGitLabEnv(t, nil, "base>app", "app>leaf")
+			g.engine.SetPipelineInputs(!tc.noInputs)
+			if tc.ci != "" {
+				if _, err := g.srv.SetFile("g/app", ".gitlab-ci.yml", tc.ci); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := g.srv.SetCISettings("g/app", gitlabtest.RestrictedCISettings(gitlabtest.RoleDeveloper)); err != nil {
+				t.Fatal(err)
+			}
+			for round := range 2 {
+				id, err := g.engine.Rebuild(g.ctx, "g/base", chain.Reason{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.send()
+				g.end("g/base", "success")
+				posts := g.srv.Requests("POST /projects/:id/pipeline")
+				g.send()
+				appPosts := g.srv.Requests("POST /projects/:id/pipeline") - posts
+				if v := g.states(id); states(v) != "g/app=triggered g/base=success g/leaf=waiting" {
+					t.Fatalf("round %d, after base: %s (app: %q)", round, states(v), member(v, "g/app").Why)
+				}
+				g.end("g/app", "success")
+				g.send()
+				g.end("g/leaf", "success")
+				v := g.states(id)
+				if v.State != chain.Finished || states(v) != "g/app=success g/base=success g/leaf=success" {
+					t.Fatalf("round %d: chain = %s: %s", round, v.State, states(v))
+				}
+				ps := g.srv.Pipelines("g/app")
+				if len(ps) != round+1 {
+					t.Fatalf("round %d: %d app pipelines, want %d", round, len(ps), round+1)
+				}
+				last := ps[len(ps)-1]
+				if len(last.Variables) != 0 {
+					t.Errorf("app pipeline has variables %v", last.Variables)
+				}
+				got, _ := last.Inputs[chain.InputActionID].(string)
+				if hasID := strings.HasPrefix(got, "a-"); hasID != (tc.wantIdent == chain.IdentInputs) || len(last.Inputs) > 1 {
+					t.Errorf("app pipeline inputs = %v", last.Inputs)
+				}
+				want := 1
+				if round == 0 {
+					want = tc.firstPosts
+				}
+				if appPosts != int64(want) {
+					t.Errorf("round %d: %d creates for app, want %d", round, appPosts, want)
+				}
+			}
+			if p, err := g.store.Project(g.ctx, "g/app"); err != nil || p.PipelineIdent != string(tc.wantIdent) {
+				t.Errorf("stored ident = %q, %v; want %q", p.PipelineIdent, err, tc.wantIdent)
+			}
+		})
+	}
+}
+
+// setIdent stores how a project of g identifies its pipelines, as the
+// engine learns it from a refusal.
+func (g *glEnv) setIdent(project string, ident chain.PipelineIdent) {
+	g.t.Helper()
+	err := g.store.UpdateChains(g.ctx, func(tx chain.Tx) error {
+		p, _, err := tx.Project(g.ctx, project)
+		if err != nil {
+			return err
+		}
+		return tx.SetPipelineIdent(g.ctx, p.ID, ident)
+	})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// A resend in a project without variables (a crash between GitLab's answer
+// and its record) adopts the pipeline the first attempt created, found
+// among the token's user's api pipelines on the ref created since the
+// claim that no other action or chain took, and creates none more.
+func TestResendAdoptsWithoutActionID(t *testing.T) {
+	t.Parallel()
+	const named = "spec:\n  inputs:\n    depsd_action_id:\n      default: ''\n---\nworkflow:\n  name: 'depsd $[[ inputs.depsd_action_id ]]'\nbuild:\n  script: make\n"
+	for _, tc := range []struct {
+		name  string
+		ident chain.PipelineIdent
+		ci    string
+		// others adds pipelines around the crashed create; it returns
+		// the ids that must not be adopted.
+		others     func(t *testing.T, g *glEnv, before bool) []int64
+		wantCreate bool // the resend creates a second pipeline
+	}{
+		{name: "none: the only candidate", ident: chain.IdentNone},
+		{name: "none: another user's api pipeline after the claim is not a candidate", ident: chain.IdentNone,
+			others: func(t *testing.T, g *glEnv, before bool) []int64 {
+				if !before {
+					return nil
+				}
+				id, err := g.srv.AddPipelineAs("g/app", "main", "api", "running", "author")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []int64{id}
+			}},
+		{name: "none: the token's pipeline from before the claim is not a candidate", ident: chain.IdentNone,
+			others: func(t *testing.T, g *glEnv, before bool) []int64 {
+				if !before {
+					return nil
+				}
+				now := time.Now()
+				id, err := g.srv.AddPastPipeline("g/app", "main", "api", "success", now.Add(-20*time.Minute), now.Add(-15*time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []int64{id}
+			}},
+		{name: "inputs: adopted by the input in the pipeline's name, not the oldest", ident: chain.IdentInputs, ci: named,
+			others: func(t *testing.T, g *glEnv, before bool) []int64 {
+				if !before {
+					return nil
+				}
+				// The token's own api pipeline, after the claim but
+				// before depsd's: the oldest candidate.
+				id, err := g.srv.AddPipelineAs("g/app", "main", "api", "running", gitlabtest.TokenUsername)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return []int64{id}
+			}},
+		{name: "none: nothing was created: the resend creates", ident: chain.IdentNone, wantCreate: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGitLabEnv(t, nil, "app>leaf")
+			if tc.ci != "" {
+				if _, err := g.srv.SetFile("g/app", ".gitlab-ci.yml", tc.ci); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := g.srv.SetCISettings("g/app", gitlabtest.RestrictedCISettings("")); err != nil {
+				t.Fatal(err)
+			}
+			g.setIdent("g/app", tc.ident)
+			id, err := g.engine.Rebuild(g.ctx, "g/app", chain.Reason{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var notOurs []int64
+			var created int64
+			crashCtx, crash := context.WithCancel(g.ctx)
+			chain.SetSendHook(g.engine, func(a chain.Action) {
+				if tc.others != nil {
+					notOurs = append(notOurs, tc.others(t, g, true)...)
+				}
+				if !tc.wantCreate {
+					// The request reaches GitLab; then the process dies.
+					p, err := g.client.CreatePipeline(g.ctx, a.ProjectID, a.Ref, chain.CreateOptionsOf(a))
+					if err != nil {
+						t.Error(err)
+					}
+					created = p.ID
+				}
+				if tc.others != nil {
+					notOurs = append(notOurs, tc.others(t, g, false)...)
+				}
+				crash()
+			})
+			if _, err := g.engine.SendPending(crashCtx); err == nil {
+				t.Fatal("SendPending survived the crash")
+			}
+			before := len(g.srv.Pipelines("g/app"))
+			s2, err := store.Open(g.ctx, g.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			g.engine = g.newEngine(s2)
+			g.clock.Advance(6 * time.Minute) // the dead worker's lease
+			if n := g.send(); n != 1 {
+				t.Fatalf("sent %d after restart, want 1", n)
+			}
+			ps := g.srv.Pipelines("g/app")
+			wantAfter := before
+			if tc.wantCreate {
+				wantAfter++
+			}
+			if len(ps) != wantAfter {
+				t.Fatalf("%d pipelines of app after the resend, want %d", len(ps), wantAfter)
+			}
+			m := member(g.states(id), "g/app")
+			if m.State != chain.Triggered || slices.Contains(notOurs, m.PipelineID) || (!tc.wantCreate && m.PipelineID != created) {
+				t.Errorf("app = %+v; created %d, not ours %v", m, created, notOurs)
+			}
+		})
+	}
+}
+
+// The success of the pipeline a crashed send created, reported before the
+// resend adopted it, starts no chain of its own: the resend adopts the
+// pipeline and counts its success, once.
+func TestUnrecordedSuccessWaitsForTheResend(t *testing.T) {
+	t.Parallel()
+	g := newGitLabEnv(t, nil, "app>leaf")
+	if err := g.srv.SetCISettings("g/app", gitlabtest.RestrictedCISettings("")); err != nil {
+		t.Fatal(err)
+	}
+	g.setIdent("g/app", chain.IdentNone)
+	id, err := g.engine.Rebuild(g.ctx, "g/app", chain.Reason{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashCtx, crash := context.WithCancel(g.ctx)
+	chain.SetSendHook(g.engine, func(a chain.Action) {
+		if _, err := g.client.CreatePipeline(g.ctx, a.ProjectID, a.Ref, chain.CreateOptionsOf(a)); err != nil {
+			t.Error(err)
+		}
+		crash()
+	})
+	if _, err := g.engine.SendPending(crashCtx); err == nil {
+		t.Fatal("SendPending survived the crash")
+	}
+	s2, err := store.Open(g.ctx, g.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	g.engine = g.newEngine(s2)
+	g.end("g/app", "success") // its webhook, before the resend
+	g.clock.Advance(6 * time.Minute)
+	if n := g.send(); n != 1 {
+		t.Fatalf("sent %d after restart, want 1 (adopted)", n)
+	}
+	// The adopted pipeline's status came with it: app succeeded.
+	g.send()
+	if v := g.states(id); states(v) != "g/app=success g/leaf=triggered" {
+		t.Errorf("chain: %s", states(v))
+	}
+	if cs, err := g.engine.Chains(g.ctx, chain.Filter{}); err != nil || len(cs) != 1 {
+		t.Errorf("%d chains, want 1 (%v)", len(cs), err)
+	}
+	if ps := g.srv.Pipelines("g/leaf"); len(ps) != 1 {
+		t.Errorf("%d leaf pipelines, want 1", len(ps))
+	}
+	if n := len(g.srv.Pipelines("g/app")); n != 1 {
+		t.Errorf("%d app pipelines, want 1", n)
+	}
+}

@@ -1,0 +1,243 @@
+package gitlabtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Who may pass variables to a new pipeline, as GitLab decides it
+// (Ci::PipelineCreation, the :set_pipeline_variables ability; the projects
+// API's restrict_user_defined_variables and
+// ci_pipeline_variables_minimum_override_role, GitLab 17.1+): without the
+// restriction any user who may create the pipeline may; with it, users
+// with at least the minimum role, and nobody for no_one_allowed (GitLab.com's
+// default for new projects since 17.7).
+
+// Roles of the token's user on a project, and the minimum override roles.
+const (
+	RoleDeveloper    = "developer"
+	RoleMaintainer   = "maintainer"
+	RoleOwner        = "owner"
+	RoleNoOneAllowed = "no_one_allowed"
+)
+
+// accessLevels are GitLab's access levels by role name.
+var accessLevels = map[string]int{RoleDeveloper: 30, RoleMaintainer: 40, RoleOwner: 50}
+
+// CISettings are a project's pipeline-variables settings and the token's
+// user's role on it. The zero value is GitLab's setting for a project
+// created before 17.7 (variables allowed to developers), with the token's
+// user a Developer.
+type CISettings struct {
+	// RestrictUserDefinedVariables: only users with at least
+	// MinimumOverrideRole may pass variables.
+	RestrictUserDefinedVariables bool
+	// MinimumOverrideRole is ci_pipeline_variables_minimum_override_role:
+	// no_one_allowed, owner, maintainer or developer. Default developer.
+	MinimumOverrideRole string
+	// TokenRole is the role of the token's user on the project: developer
+	// (default), maintainer or owner. GitLab shows the CI/CD settings in
+	// GET /projects/:id only to Maintainers and Owners.
+	TokenRole string
+}
+
+// RestrictedCISettings is GitLab.com's setting for a project created since
+// 17.7: nobody may pass pipeline variables.
+func RestrictedCISettings(tokenRole string) CISettings {
+	return CISettings{RestrictUserDefinedVariables: true, MinimumOverrideRole: RoleNoOneAllowed, TokenRole: tokenRole}
+}
+
+func (c CISettings) withDefaults() CISettings {
+	if c.MinimumOverrideRole == "" {
+		c.MinimumOverrideRole = RoleDeveloper
+	}
+	if c.TokenRole == "" {
+		c.TokenRole = RoleDeveloper
+	}
+	return c
+}
+
+func (c CISettings) validate() error {
+	c = c.withDefaults()
+	if _, ok := accessLevels[c.MinimumOverrideRole]; !ok && c.MinimumOverrideRole != RoleNoOneAllowed {
+		return fmt.Errorf("unknown minimum override role %q", c.MinimumOverrideRole)
+	}
+	if _, ok := accessLevels[c.TokenRole]; !ok {
+		return fmt.Errorf("unknown token role %q", c.TokenRole)
+	}
+	return nil
+}
+
+// mayPassVariables is GitLab's :set_pipeline_variables for the token's user.
+func (c CISettings) mayPassVariables() bool {
+	c = c.withDefaults()
+	if !c.RestrictUserDefinedVariables {
+		return true
+	}
+	if c.MinimumOverrideRole == RoleNoOneAllowed {
+		return false
+	}
+	return accessLevels[c.TokenRole] >= accessLevels[c.MinimumOverrideRole]
+}
+
+// SetCISettings changes a project's pipeline-variables settings and the
+// token's user's role on it.
+func (s *Server) SetCISettings(projectPath string, c CISettings) error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("set CI settings of %s: %w", projectPath, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(projectPath)
+	if !ok {
+		return fmt.Errorf("set CI settings of %s: project not found", projectPath)
+	}
+	p.ci = c.withDefaults()
+	return nil
+}
+
+// Messages GitLab answers a refused create with (400, {"message":{"base":[...]}}).
+const (
+	// Ci::CreatePipelineService's variables check.
+	msgVariablesRefused = "Insufficient permissions to set pipeline variables"
+	// Gitlab::Ci::Config::Yaml's interpolator, for inputs given to a
+	// configuration without a spec: header.
+	msgInputsWithoutSpec = "Given inputs not defined in the `spec` section of the included configuration file"
+)
+
+// ciConfigFile is the CI configuration GitLab reads by default.
+const ciConfigFile = ".gitlab-ci.yml"
+
+// declaredInputs returns the inputs the CI configuration's header declares
+// (spec: inputs:), each with whether it has a default, or hasSpec false
+// when the file has no header. A header is the first YAML document of a
+// file of two or more, holding spec.
+func declaredInputs(files map[string]string) (inputs map[string]bool, hasSpec bool, err error) {
+	content, ok := files[ciConfigFile]
+	if !ok {
+		return nil, false, nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(content)))
+	var docs []map[string]any
+	for {
+		var d map[string]any
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %w", ciConfigFile, err)
+		}
+		docs = append(docs, d)
+	}
+	if len(docs) < 2 {
+		return nil, false, nil
+	}
+	spec, ok := docs[0]["spec"].(map[string]any)
+	if !ok {
+		return nil, false, nil
+	}
+	declared, _ := spec["inputs"].(map[string]any)
+	inputs = map[string]bool{}
+	for name, v := range declared {
+		m, _ := v.(map[string]any)
+		_, hasDefault := m["default"]
+		inputs[name] = hasDefault
+	}
+	return inputs, true, nil
+}
+
+// checkInputs is GitLab's check of the inputs of a new pipeline against
+// the CI configuration at the commit: "" when they are accepted, else the
+// error GitLab puts in message.base (Gitlab::Ci::Config::Interpolation::
+// Inputs: "unknown input arguments: a, b"). An input declared without a
+// default must be given ("`name` input: required value has not been provided").
+func checkInputs(files map[string]string, given map[string]any) string {
+	declared, hasSpec, err := declaredInputs(files)
+	if err != nil {
+		return err.Error()
+	}
+	if !hasSpec {
+		if len(given) > 0 {
+			return msgInputsWithoutSpec
+		}
+		return ""
+	}
+	var unknown []string
+	for k := range given {
+		if _, ok := declared[k]; !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	if len(unknown) > 0 {
+		return "unknown input arguments: " + strings.Join(unknown, ", ")
+	}
+	for _, name := range slices.Sorted(maps.Keys(declared)) {
+		if _, ok := given[name]; !ok && !declared[name] {
+			return "`" + name + "` input: required value has not been provided"
+		}
+	}
+	return ""
+}
+
+// inputBlock is an interpolation block of an input: $[[ inputs.name ]].
+var inputBlock = regexp.MustCompile(`\$\[\[\s*inputs\.([A-Za-z0-9_-]+)\s*\]\]`)
+
+// pipelineName is the name a new pipeline gets from the configuration's
+// workflow:name, its inputs interpolated (the given value, else the
+// default); nil without one.
+func pipelineName(files map[string]string, given map[string]any) *string {
+	dec := yaml.NewDecoder(strings.NewReader(files[ciConfigFile]))
+	var docs []map[string]any
+	for {
+		var d map[string]any
+		if err := dec.Decode(&d); err != nil {
+			break
+		}
+		docs = append(docs, d)
+	}
+	if len(docs) == 0 {
+		return nil
+	}
+	body, defaults := docs[0], map[string]any{}
+	if len(docs) > 1 {
+		if spec, ok := docs[0]["spec"].(map[string]any); ok {
+			body = docs[1]
+			inputs, _ := spec["inputs"].(map[string]any)
+			for k, v := range inputs {
+				if m, ok := v.(map[string]any); ok {
+					defaults[k] = m["default"]
+				}
+			}
+		}
+	}
+	wf, _ := body["workflow"].(map[string]any)
+	name, ok := wf["name"].(string)
+	if !ok {
+		return nil
+	}
+	name = inputBlock.ReplaceAllStringFunc(name, func(b string) string {
+		k := inputBlock.FindStringSubmatch(b)[1]
+		if v, ok := given[k]; ok {
+			return fmt.Sprint(v)
+		}
+		return fmt.Sprint(defaults[k])
+	})
+	return &name
+}
+
+// refuseCreate writes GitLab's 400 for a pipeline that cannot be created.
+func refuseCreate(w http.ResponseWriter, msg string) {
+	writeJSON(w, http.StatusBadRequest, map[string]any{"message": map[string][]string{"base": {msg}}})
+}
