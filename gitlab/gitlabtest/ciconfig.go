@@ -11,9 +11,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// ciConfigFile is where GitLab reads a project's CI configuration.
-const ciConfigFile = ".gitlab-ci.yml"
-
 // ciImage is an image or a service of a job, as .gitlab-ci.yml writes it
 // (a name, or a hash with name, alias, entrypoint and command).
 type ciImage struct {
@@ -55,18 +52,27 @@ var ciKeywords = []string{"stages", "variables", "default", "image", "services",
 // and have no effect on a fake with one runner.
 var ciJobKeys = []string{"stage", "image", "services", "variables", "before_script", "script", "after_script", "tags"}
 
-// parseCIConfig reads a .gitlab-ci.yml. Errors read as GitLab's
-// yaml_errors do.
-func parseCIConfig(src string) (ciConfig, error) {
+// parseCIConfig reads a .gitlab-ci.yml, with the pipeline's inputs
+// interpolated into its values ($[[ inputs.name ]]: the given value, else
+// the header's default). Errors read as GitLab's yaml_errors do.
+func parseCIConfig(src string, inputs map[string]any) (ciConfig, error) {
 	docs, err := yamlDocuments(src)
 	if err != nil {
 		return ciConfig{}, err
 	}
 	if len(docs) == 2 {
-		if _, ok := mapping(docs[0])["spec"]; !ok {
+		spec, ok := mapping(docs[0])["spec"]
+		if !ok {
 			return ciConfig{}, errors.New("the first document of a file with two must be a header with spec:")
 		}
+		defaults := map[string]any{}
+		for name, decl := range mapping(mapping(spec)["inputs"]) {
+			if d, ok := mapping(decl)["default"]; ok {
+				defaults[name] = d.Value
+			}
+		}
 		docs = docs[1:]
+		interpolateNode(docs[0], inputs, defaults)
 	}
 	if len(docs) != 1 {
 		return ciConfig{}, fmt.Errorf("a CI configuration has one document (or a spec: header and one), not %d", len(docs))
@@ -138,6 +144,16 @@ func parseCIConfig(src string) (ciConfig, error) {
 		return slices.Index(cfg.Stages, a.Stage) - slices.Index(cfg.Stages, b.Stage)
 	})
 	return cfg, nil
+}
+
+// interpolateNode interpolates inputs into every scalar below n.
+func interpolateNode(n *yaml.Node, given, defaults map[string]any) {
+	if n.Kind == yaml.ScalarNode {
+		n.Value = interpolateInputs(n.Value, given, defaults)
+	}
+	for _, c := range n.Content {
+		interpolateNode(c, given, defaults)
+	}
 }
 
 // yamlDocuments splits src into its YAML documents.

@@ -11,6 +11,8 @@ func TestParseCIConfig(t *testing.T) {
   inputs:
     depsd_action_id:
       default: ""
+    depsd_no_cache:
+      default: "false"
 ---
 stages: [build, push]
 variables:
@@ -38,8 +40,9 @@ build:
   script:
     - buildah build .
     - [echo a, echo b]
+    - echo $[[ inputs.depsd_action_id ]] $[[ inputs.depsd_no_cache ]]
   after_script: [echo done]
-`)
+`, map[string]any{"depsd_action_id": "a-123"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,7 @@ build:
 		Services:     []ciImage{{Name: "localhost/registry"}, {Name: "localhost/db", Alias: "db"}},
 		Variables:    [][2]string{{"GLOBAL", "2"}, {"OWN", "x"}},
 		BeforeScript: []string{"echo default"},
-		Script:       []string{"buildah build .", "echo a", "echo b"},
+		Script:       []string{"buildah build .", "echo a", "echo b", "echo a-123 false"},
 		AfterScript:  []string{"echo done"},
 	}
 	if !reflect.DeepEqual(b, want) {
@@ -74,7 +77,7 @@ func TestParseCIConfigRefusesWhatGitLabWouldRunDifferently(t *testing.T) {
 		{"build: [x]\n", "jobs:build config should be a hash"},
 		{"a: [\n", "Invalid configuration format"},
 	} {
-		_, err := parseCIConfig(tc.src)
+		_, err := parseCIConfig(tc.src, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parseCIConfig(%q) = %v, want an error containing %q", tc.src, err, tc.want)
 		}

@@ -227,14 +227,20 @@ func pipelineName(files map[string]string, given map[string]any) *string {
 	if !ok {
 		return nil
 	}
-	name = inputBlock.ReplaceAllStringFunc(name, func(b string) string {
+	name = interpolateInputs(name, given, defaults)
+	return &name
+}
+
+// interpolateInputs replaces the $[[ inputs.name ]] blocks of s by the
+// given value, else the declared default.
+func interpolateInputs(s string, given, defaults map[string]any) string {
+	return inputBlock.ReplaceAllStringFunc(s, func(b string) string {
 		k := inputBlock.FindStringSubmatch(b)[1]
 		if v, ok := given[k]; ok {
 			return fmt.Sprint(v)
 		}
 		return fmt.Sprint(defaults[k])
 	})
-	return &name
 }
 
 // refuseCreate writes GitLab's 400 for a pipeline that cannot be created.

@@ -101,13 +101,14 @@ func (s *Server) jobByToken(token string) (*job, bool) {
 	return nil, false
 }
 
-// ciConfigAt reads and parses the CI configuration of a commit.
-func ciConfigAt(c *commit) (ciConfig, error) {
+// ciConfigAt reads and parses the CI configuration of a commit for a
+// pipeline with these inputs.
+func ciConfigAt(c *commit, inputs map[string]any) (ciConfig, error) {
 	src, ok := c.files[ciConfigFile]
 	if !ok {
 		return ciConfig{}, fmt.Errorf("Missing %s file", ciConfigFile)
 	}
-	return parseCIConfig(src)
+	return parseCIConfig(src, inputs)
 }
 
 // startJobs creates pl's jobs from its commit's CI configuration and
@@ -121,7 +122,7 @@ func (s *Server) startJobs(p *project, pl *pipeline) {
 	if !ok {
 		err = fmt.Errorf("commit %s not found", pl.sha)
 	} else {
-		cfg, err = ciConfigAt(c)
+		cfg, err = ciConfigAt(c, pl.inputs)
 	}
 	if err != nil {
 		pl.yamlErrors = err.Error()
