@@ -59,6 +59,7 @@ func (s *Server) ClearFaults() {
 //	POST /projects/:id/hooks
 //	PUT /projects/:id/hooks/:hook_id
 //	DELETE /projects/:id/hooks/:hook_id
+//	POST /api/graphql (GraphQLEndpoint)
 //	unknown
 func (s *Server) Requests(endpoint string) int64 {
 	s.stats.mu.Lock()

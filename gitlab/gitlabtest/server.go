@@ -32,6 +32,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vektah/gqlparser/v2/ast"
 )
 
 // DefaultToken is the API token the server accepts when Options.Token is empty.
@@ -124,6 +126,9 @@ type Server struct {
 	hooksOut        hookState
 	createLimit     PipelineCreationLimit
 	createCounts    *createThrottle
+	gqlSchema       *ast.Schema // graphQLSchema, or the old GitLab's (SetOldGraphQL)
+	graphQLAdmin    bool
+	graphQLTimeouts []string
 }
 
 // New starts a fake GitLab on a loopback port.
@@ -169,6 +174,7 @@ func New(opts Options) *Server {
 	s.createLimit = opts.PipelineCreationLimit
 	s.behaviors = map[int64]*behaviorState{}
 	s.hooksOut.init()
+	s.gqlSchema = loadGraphQLSchema(false)
 	s.http = httptest.NewServer(s.routes())
 	s.URL = s.http.URL
 	return s
@@ -249,6 +255,7 @@ func (s *Server) routes() http.Handler {
 	} {
 		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
 	}
+	mux.Handle(GraphQLEndpoint, s.middleware(GraphQLEndpoint, s.graphQL))
 	mux.Handle("/", s.middleware("unknown", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "404 Not Found"})
 	}))
@@ -280,7 +287,13 @@ func (s *Server) middleware(name string, h http.HandlerFunc) http.Handler {
 			s.writeFault(w, f)
 			return
 		}
-		if !s.authorized(r) {
+		switch {
+		case name == GraphQLEndpoint && requestToken(r) == "":
+			// GraphQL without a token is anonymous, not refused.
+		case name == GraphQLEndpoint && !s.authorized(r):
+			graphQLErrors(w, http.StatusUnauthorized, "Invalid token")
+			return
+		case !s.authorized(r):
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "401 Unauthorized"})
 			return
 		}
@@ -289,6 +302,12 @@ func (s *Server) middleware(name string, h http.HandlerFunc) http.Handler {
 }
 
 func (s *Server) authorized(r *http.Request) bool {
+	tok := requestToken(r)
+	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.Token)) == 1
+}
+
+// requestToken is the token a request carries, if any.
+func requestToken(r *http.Request) string {
 	tok := r.Header.Get("PRIVATE-TOKEN")
 	if tok == "" {
 		if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
@@ -298,7 +317,7 @@ func (s *Server) authorized(r *http.Request) bool {
 	if tok == "" {
 		tok = r.URL.Query().Get("private_token")
 	}
-	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.Token)) == 1
+	return tok
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
