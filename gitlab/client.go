@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
@@ -150,6 +151,9 @@ type Client struct {
 	pause     *pauseGate
 	log       *slog.Logger
 	red       redactor
+	// namesPerQuery is how many file names one GraphQL read may ask for,
+	// learnt when GitLab refuses one as too complex; 0: all.
+	namesPerQuery atomic.Int64
 }
 
 // New validates cfg and builds a Client. It sends no request.

@@ -46,6 +46,13 @@ type GitLab interface {
 	Requests() int64
 }
 
+// BatchReader is what a GitLab offers to read the files of many projects
+// in one request (GraphQL); *gitlab.Client has it. See
+// gitlab.Client.ReadFilesBatch.
+type BatchReader interface {
+	ReadFilesBatch(ctx context.Context, paths, names []string) (map[string]gitlab.ProjectBlobs, error)
+}
+
 // Store is where scans keep their results; *store.Store has it.
 type Store interface {
 	Projects(ctx context.Context) ([]Project, error)
@@ -71,8 +78,12 @@ type Options struct {
 	InstanceHost string
 	// Concurrency bounds the file reads in flight. Default 8.
 	Concurrency int
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// RESTOnly reads every project's files through REST (a tree listing
+	// and a blob read each) even when GitLab can read them in batches
+	// through GraphQL (BatchReader), as it does by default.
+	RESTOnly bool
+	Now      func() time.Time
+	Logger   *slog.Logger
 	// Progress, if set, is told how many of the listed projects are done,
 	// once the list is known and after each project. Calls do not overlap;
 	// it must return quickly (the CLI draws a progress bar with it).
@@ -82,7 +93,8 @@ type Options struct {
 // Result summarises a scan.
 type Result struct {
 	Meta
-	FilesFetched int // projects whose files were looked up on GitLab (one tree listing each)
+	FilesFetched int // projects whose files were looked up on GitLab (a tree listing each, or a share of a GraphQL batch)
+	Batches      int // GraphQL requests that read files of many projects
 	BlobsRead    int // file contents read from GitLab (each distinct blob once)
 	Unchanged    int // projects whose stored files were reused without a request
 	CyclePaths   [][]string
@@ -133,8 +145,35 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	if opts.Progress != nil {
 		opts.Progress(0, len(listed))
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(opts.Concurrency)
+	// record stores what reading project i's files gave. Callers hold mu.
+	record := func(i int, files []File, version string, read int, err error) error {
+		lp := listed[i]
+		prev := prevByID[lp.ID]
+		defer progress()
+		res.BlobsRead += read
+		p := &projects[i]
+		switch {
+		case err == nil:
+			p.Files, p.SearchedFiles = files, opts.Containerfiles
+			p.HeadCommit, p.HeadCheckedAt = version, started
+			res.FilesFetched++
+		case errors.Is(err, gitlab.ErrNotFound):
+			// The default branch vanished, or the repository is empty:
+			// nothing to read, and the next scan asks again.
+			opts.Logger.Warn("default branch not found", "project", lp.Path, "project_id", lp.ID, "ref", lp.DefaultBranch)
+		case errors.Is(err, gitlab.ErrUnauthorized) || ctx.Err() != nil:
+			return err
+		default:
+			// Keep what we had and make the next scan try again: no
+			// version, so Unchanged cannot vouch for it, whatever
+			// last_activity_at says.
+			opts.Logger.Warn("cannot read dependency files", "project", lp.Path, "project_id", lp.ID, "err", err)
+			p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
+			p.Warnings = append(p.Warnings, deps.Warning{Message: fmt.Sprintf("dependency files not read (kept from the last scan): %v", err)})
+		}
+		return nil
+	}
+	var pending []int
 	for i, lp := range listed {
 		prev, hadPrev := prevByID[lp.ID]
 		projects[i] = Project{
@@ -151,34 +190,58 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			mu.Unlock()
 			continue
 		}
-		g.Go(func() error {
-			files, version, read, err := readFiles(gctx, gl, blobs, lp, opts.Containerfiles, names)
+		pending = append(pending, i)
+	}
+	readREST := func(gctx context.Context, i int) error {
+		files, version, read, err := readFiles(gctx, gl, blobs, listed[i], opts.Containerfiles, names)
+		mu.Lock()
+		defer mu.Unlock()
+		return record(i, files, version, read, err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Concurrency)
+	br, batched := gl.(BatchReader)
+	batched = batched && !opts.RESTOnly && len(pending) > 0
+	var b batchReader
+	if batched {
+		b = batchReader{gl: gl, br: br, blobs: blobs, names: names, containerfiles: opts.Containerfiles, listed: listed, logger: opts.Logger}
+		first := pending[:min(len(pending), gitlab.MaxFilesBatch)]
+		// The first batch alone: an instance that cannot read files
+		// through GraphQL is found out once, and then read through REST.
+		err := b.read(ctx, first, true, readREST, func(i int, files []File, version string, read int, err error) error {
 			mu.Lock()
 			defer mu.Unlock()
-			defer progress()
-			res.BlobsRead += read
-			p := &projects[i]
-			switch {
-			case err == nil:
-				p.Files, p.SearchedFiles = files, opts.Containerfiles
-				p.HeadCommit, p.HeadCheckedAt = version, started
-				res.FilesFetched++
-			case errors.Is(err, gitlab.ErrNotFound):
-				// The default branch vanished, or the repository is empty:
-				// nothing to read, and the next scan asks again.
-				opts.Logger.Warn("default branch not found", "project", lp.Path, "project_id", lp.ID, "ref", lp.DefaultBranch)
-			case errors.Is(err, gitlab.ErrUnauthorized) || ctx.Err() != nil:
-				return err
-			default:
-				// Keep what we had and make the next scan try again: no
-				// version, so Unchanged cannot vouch for it, whatever
-				// last_activity_at says.
-				opts.Logger.Warn("cannot read dependency files", "project", lp.Path, "project_id", lp.ID, "err", err)
-				p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
-				p.Warnings = append(p.Warnings, deps.Warning{Message: fmt.Sprintf("dependency files not read (kept from the last scan): %v", err)})
-			}
-			return nil
+			return record(i, files, version, read, err)
 		})
+		switch {
+		case errors.Is(err, gitlab.ErrGraphQLUnsupported):
+			opts.Logger.Warn("GitLab cannot read repository files through GraphQL; reading them through REST for this scan", "err", err)
+			batched = false
+		case err != nil:
+			return Result{}, fmt.Errorf("read dependency files: %w", err)
+		default:
+			res.Batches++
+			pending = pending[len(first):]
+		}
+	}
+	if batched {
+		for len(pending) > 0 {
+			batch := pending[:min(len(pending), gitlab.MaxFilesBatch)]
+			pending = pending[len(batch):]
+			res.Batches++
+			g.Go(func() error {
+				return b.read(gctx, batch, false, readREST, func(i int, files []File, version string, read int, err error) error {
+					mu.Lock()
+					defer mu.Unlock()
+					return record(i, files, version, read, err)
+				})
+			})
+		}
+	}
+	if !batched {
+		for _, i := range pending {
+			g.Go(func() error { return readREST(gctx, i) })
+		}
 	}
 	if err := g.Wait(); err != nil {
 		return Result{}, fmt.Errorf("read dependency files: %w", err)
@@ -197,7 +260,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	}
 	opts.Logger.Info("scan finished", "projects", res.Projects, "edges", res.Edges, "external", res.External,
 		"warnings", res.Warnings, "cycles", res.Cycles, "requests", res.Requests,
-		"files_fetched", res.FilesFetched, "unchanged", res.Unchanged, "duration", res.Duration)
+		"files_fetched", res.FilesFetched, "graphql_batches", res.Batches, "unchanged", res.Unchanged, "duration", res.Duration)
 	return res, nil
 }
 
@@ -322,6 +385,20 @@ func (c *blobCache) read(ctx context.Context, gl GitLab, projectID int64, id str
 	}
 	close(e.done)
 	return e.data, true, e.err
+}
+
+// put records content read another way (GraphQL) under its blob id and
+// reports whether the cache did not know it.
+func (c *blobCache) put(id string, data []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[id]; ok {
+		return false
+	}
+	done := make(chan struct{})
+	close(done)
+	c.entries[id] = &blobEntry{done: done, data: data}
+	return true
 }
 
 // blobID is git's object id of content: SHA-1 of "blob <size>\x00<content>".
