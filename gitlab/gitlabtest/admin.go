@@ -93,6 +93,7 @@ func (s *Server) AddProject(p Project) (int64, error) {
 		s.inst.commitFiles(pr, pr.defaultBranch, maps.Clone(p.Files), "Initial commit", pr.createdAt)
 	}
 	s.inst.projects[pr.id] = pr
+	s.inst.byID = nil
 	s.inst.projectPath[strings.ToLower(path)] = pr
 	return pr.id, nil
 }
@@ -220,6 +221,7 @@ func (s *Server) DeleteProject(path string) error {
 		return fmt.Errorf("delete %s: project not found", path)
 	}
 	delete(s.inst.projects, p.id)
+	s.inst.byID = nil
 	delete(s.inst.projectPath, strings.ToLower(p.path))
 	delete(s.behaviors, p.id)
 	for id, pl := range s.inst.pipelines {

@@ -45,6 +45,7 @@ func (s *Server) ClearFaults() {
 //
 //	GET /groups/:id
 //	GET /groups/:id/projects
+//	GET /projects
 //	GET /projects/:id
 //	GET /projects/:id/repository/files/:file_path/raw
 //	GET /projects/:id/repository/branches/:branch

@@ -1,10 +1,12 @@
 package gitlabtest
 
 import (
+	"cmp"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ type instance struct {
 	groupPath   map[string]*group // lower-case full path
 	projects    map[int64]*project
 	projectPath map[string]*project // lower-case path_with_namespace
+	byID        []*project          // projects by id; nil when it must be rebuilt (sortedProjects)
 	pipelines   map[int64]*pipeline
 }
 
@@ -81,6 +84,20 @@ func (p *project) resolve(ref string) (*commit, bool) {
 	}
 	c, ok := p.commits[ref]
 	return c, ok
+}
+
+// sortedProjects returns the projects ordered by id, kept until a project
+// is added or deleted: a keyset page of a large instance is then a binary
+// search, not a sort.
+func (in *instance) sortedProjects() []*project {
+	if in.byID == nil {
+		in.byID = make([]*project, 0, len(in.projects))
+		for _, p := range in.projects {
+			in.byID = append(in.byID, p)
+		}
+		slices.SortFunc(in.byID, func(a, b *project) int { return cmp.Compare(a.id, b.id) })
+	}
+	return in.byID
 }
 
 func (in *instance) id() int64 {

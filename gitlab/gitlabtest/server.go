@@ -129,6 +129,7 @@ type Server struct {
 	gqlSchema       *ast.Schema // graphQLSchema, or the old GitLab's (SetOldGraphQL)
 	graphQLAdmin    bool
 	graphQLTimeouts []string
+	offsetLimit     int // GET /projects offset pagination limit; <= 0: none
 }
 
 // New starts a fake GitLab on a loopback port.
@@ -175,6 +176,7 @@ func New(opts Options) *Server {
 	s.behaviors = map[int64]*behaviorState{}
 	s.hooksOut.init()
 	s.gqlSchema = loadGraphQLSchema(false)
+	s.offsetLimit = DefaultOffsetPaginationLimit
 	s.http = httptest.NewServer(s.routes())
 	s.URL = s.http.URL
 	return s
@@ -237,6 +239,7 @@ func (s *Server) routes() http.Handler {
 	for _, rt := range []route{
 		{"GET /groups/:id", s.getGroup},
 		{"GET /groups/:id/projects", s.listGroupProjects},
+		{"GET /projects", s.listProjects},
 		{"GET /projects/:id", s.getProject},
 		{"GET /projects/:id/repository/files/:file_path/raw", s.getRawFile},
 		{"GET /projects/:id/repository/branches/:branch", s.getBranch},
