@@ -82,3 +82,29 @@ func TestInstanceScopeListsSixtyThousand(t *testing.T) {
 		t.Errorf("listed %d projects, want 59,940 (60 empty repositories left out)", len(ps))
 	}
 }
+
+// TestGroupListsSixtyThousand: GitLab's offset pagination limit applies to
+// the listings it paginates "with strategies" (GET /projects, /groups,
+// /users), not to GET /groups/:id/projects (lib/api/groups.rb paginates it
+// with plain offset pagination), so a group of 60,000 projects lists
+// completely with offset pages; past 10,000 GitLab stops counting and the
+// client follows X-Next-Page. Skipped with -short.
+func TestGroupListsSixtyThousand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("60,000 projects")
+	}
+	srv := newFake(t, gitlabtest.Options{})
+	for i := range 60000 {
+		if _, err := srv.AddProject(gitlabtest.Project{Path: fmt.Sprintf("big/s%d/p%d", i%40, i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _ := newClient(t, srv, nil)
+	ps, err := c.ListProjects(context.Background(), Scope{Groups: []string{"big"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 60000 {
+		t.Errorf("listed %d projects, want 60,000", len(ps))
+	}
+}
