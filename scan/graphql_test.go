@@ -138,8 +138,9 @@ func TestGraphQLScanCostsAndEqualsREST(t *testing.T) {
 // TestGraphQLScanFallsBack: what GraphQL cannot give is read through REST
 // and the graph is the same: an old GitLab (detected on the first batch,
 // said once in the log, REST for the rest of the scan), a timeout of the
-// blobs field (those projects through REST), a query GitLab finds too
-// complex (many file names: asked in parts).
+// blobs field (errors next to the data: those projects through REST), of
+// the whole projects field (each batch through REST, with a warning), a
+// query GitLab finds too complex (many file names: asked in parts).
 func TestGraphQLScanFallsBack(t *testing.T) {
 	many := []string{"Containerfile", "Dockerfile"}
 	for i := range 200 {
@@ -152,13 +153,16 @@ func TestGraphQLScanFallsBack(t *testing.T) {
 		wantGraphQL    int64 // requests to /api/graphql
 		wantTrees      int64
 		wantLog        string
+		wantLogs       int // times wantLog is said
 	}{
 		{"old GitLab", func(s *gitlabtest.Server) { s.SetOldGraphQL(true) }, nil, 1, 120,
-			"GitLab cannot read repository files through GraphQL; reading them through REST for this scan"},
-		{"blobs time out", func(s *gitlabtest.Server) { s.SetGraphQLTimeouts("Repository.blobs") }, nil, 3, 120, ""},
+			"GitLab cannot read repository files through GraphQL; reading them through REST for this scan", 1},
+		{"blobs time out", func(s *gitlabtest.Server) { s.SetGraphQLTimeouts("Repository.blobs") }, nil, 3, 120, "", 0},
+		{"projects time out", func(s *gitlabtest.Server) { s.SetGraphQLTimeouts("Query.projects") }, nil, 3, 120,
+			"GraphQL read failed; reading these projects through REST", 3},
 		// 203 names: 201 refused, then 101 refused, then parts of 50:
 		// 5 for the first batch, 5 for each of the two others.
-		{"too complex", nil, many, 2 + 5 + 5 + 5, 0, ""},
+		{"too complex", nil, many, 2 + 5 + 5 + 5, 0, "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,8 +182,8 @@ func TestGraphQLScanFallsBack(t *testing.T) {
 			if counts[gitlabtest.GraphQLEndpoint] != tt.wantGraphQL || counts["GET /projects/:id/repository/tree"] != tt.wantTrees {
 				t.Errorf("requests %v; want %d GraphQL, %d trees", counts, tt.wantGraphQL, tt.wantTrees)
 			}
-			if tt.wantLog != "" && strings.Count(logs.String(), tt.wantLog) != 1 {
-				t.Errorf("log should say once %q:\n%s", tt.wantLog, logs.String())
+			if tt.wantLog != "" && strings.Count(logs.String(), tt.wantLog) != tt.wantLogs {
+				t.Errorf("log should say %d times %q:\n%s", tt.wantLogs, tt.wantLog, logs.String())
 			}
 			got, err := c.st.Projects(context.Background())
 			if err != nil {
