@@ -196,6 +196,7 @@ func (s *Server) MoveProject(oldPath, newPath string) error {
 	}
 	delete(s.inst.projectPath, strings.ToLower(p.path))
 	p.path = newPath
+	s.inst.byID = nil // and the group memberships built from it
 	s.inst.projectPath[strings.ToLower(newPath)] = p
 	return nil
 }

@@ -38,16 +38,9 @@ func (s *Server) listGroupProjects(w http.ResponseWriter, r *http.Request) {
 	var list []*project
 	// By id, the kept order: a large group's pages need no sort each.
 	byID := q.Get("order_by") == "id"
-	for _, p := range s.inst.sortedProjects() {
-		ns := strings.ToLower(p.namespace())
-		in := ns == gpath || (subgroups && strings.HasPrefix(ns, gpath+"/"))
-		if !in && withShared && slices.Contains(p.sharedWith, gpath) {
-			in = true
-		}
-		if !in {
-			continue
-		}
-		if a := q.Get("archived"); a != "" && (a == "true") != p.archived {
+	archived := q.Get("archived")
+	for _, p := range s.inst.groupMembers(gpath, subgroups, withShared) {
+		if archived != "" && (archived == "true") != p.archived {
 			continue
 		}
 		list = append(list, p)
