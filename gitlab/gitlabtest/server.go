@@ -130,6 +130,7 @@ type Server struct {
 	graphQLAdmin    bool
 	graphQLTimeouts []string
 	offsetLimit     int // GET /projects offset pagination limit; <= 0: none
+	countLimit      int // records past which listings are not counted (maxCountedRecords)
 }
 
 // New starts a fake GitLab on a loopback port.
@@ -177,6 +178,7 @@ func New(opts Options) *Server {
 	s.hooksOut.init()
 	s.gqlSchema = loadGraphQLSchema(false)
 	s.offsetLimit = DefaultOffsetPaginationLimit
+	s.countLimit = maxCountedRecords
 	s.http = httptest.NewServer(s.routes())
 	s.URL = s.http.URL
 	return s
