@@ -3,6 +3,8 @@ package gitlab
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,5 +40,36 @@ func TestReadFilesBatchIsAnAPIRequest(t *testing.T) {
 	srv.Fail(gitlabtest.Fault{Endpoint: gitlabtest.GraphQLEndpoint, Status: 404})
 	if _, err := c.ReadFilesBatch(context.Background(), []string{"g/app"}, []string{"Containerfile"}); !errors.Is(err, ErrGraphQLUnsupported) {
 		t.Errorf("no GraphQL endpoint: %v, want ErrGraphQLUnsupported", err)
+	}
+}
+
+// TestFilesQueryComplexity: what GitLab's rules (the fake's
+// graphql_complexity.go) make of the batch read: 39 with the three default
+// names, three more a name: 73 names (249) fit under 250 whatever the
+// number of projects (fullPaths does not count).
+func TestFilesQueryComplexity(t *testing.T) {
+	srv := newFake(t, gitlabtest.Options{})
+	c, _ := newClient(t, srv, nil)
+	q := strings.Replace(filesQuery, "{\n  projects(", "{\n  queryComplexity { score }\n  projects(", 1)
+	for _, tt := range []struct{ names, score int }{{3, 39 + 2}, {72, 246 + 2}} {
+		names := make([]any, tt.names)
+		for i := range names {
+			names[i] = fmt.Sprint("f", i)
+		}
+		paths := make([]any, MaxFilesBatch)
+		for i := range paths {
+			paths[i] = fmt.Sprint("g/p", i)
+		}
+		var ans struct {
+			Data struct {
+				QueryComplexity struct{ Score int } `json:"queryComplexity"`
+			} `json:"data"`
+		}
+		if err := c.graphQL(context.Background(), q, map[string]any{"paths": paths, "names": names}, &ans); err != nil {
+			t.Fatal(err)
+		}
+		if ans.Data.QueryComplexity.Score != tt.score {
+			t.Errorf("%d names: complexity %d, want %d (queryComplexity itself counts 2)", tt.names, ans.Data.QueryComplexity.Score, tt.score)
+		}
 	}
 }
