@@ -54,7 +54,12 @@ func (s *Server) graphQL(w http.ResponseWriter, r *http.Request) {
 		OperationName string         `json:"operationName"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		graphQLErrors(w, http.StatusUnprocessableEntity, "Unexpected end of document")
+		// Rails refuses a body it cannot parse before GraphQL sees it.
+		graphQLErrors(w, http.StatusBadRequest, "Invalid JSON body")
+		return
+	}
+	if strings.TrimSpace(req.Query) == "" {
+		graphQLErrors(w, http.StatusOK, "No query string was present")
 		return
 	}
 	if utf8.RuneCountInString(req.Query) > graphQLMaxQuerySize {
