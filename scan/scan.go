@@ -1,11 +1,15 @@
 // Package scan reads the dependency declarations of every project in scope
 // from GitLab into the store.
 //
-// A project costs one request to list its repository tree at the default
-// branch (which dependency files exist, and their blob ids), plus one per
-// file whose content the scan does not hold yet: blob ids are content
-// hashes, so a file already stored, or read for another project in the same
-// scan, is not read again. Scans are incremental: a project whose default
+// The files of projects that may have changed are read through GitLab's
+// GraphQL API, 50 projects a request (batchReader), REST doing what GraphQL
+// cannot (see docs/scale.md). Through REST (Options.RESTOnly, an old
+// GitLab) a project costs one request to list its repository tree at the
+// default branch (which dependency files exist, and their blob ids), plus
+// one per file whose content the scan does not hold yet: blob ids are
+// content hashes, so a file already stored, or read for another project in
+// the same scan, is not read again. Both ways give the same files and the
+// same version digest. Scans are incremental: a project whose default
 // branch provably did not move (gitlab.Client.Unchanged) keeps the files
 // stored at the last scan without a request, so a rescan of an unchanged
 // instance costs about one request per page of projects. Every scan
