@@ -50,9 +50,14 @@ type GitLab interface {
 	Requests() int64
 }
 
-// BatchReader is what a GitLab offers to read the files of many projects
-// in one request (GraphQL); *gitlab.Client has it. See
-// gitlab.Client.ReadFilesBatch.
+// BatchReader is what a GitLab may offer besides GitLab: reading the
+// files of many projects in one request (GraphQL); *gitlab.Client has it
+// (gitlab.Client.ReadFilesBatch). Run calls it concurrently with at most
+// gitlab.MaxFilesBatch paths (path_with_namespace) and the file names
+// looked for; the answer is keyed by lower-case path, a project it lacks or
+// whose Err is set is read through REST, and errors.Is(err,
+// gitlab.ErrGraphQLUnsupported) on the first call makes the whole scan use
+// REST.
 type BatchReader interface {
 	ReadFilesBatch(ctx context.Context, paths, names []string) (map[string]gitlab.ProjectBlobs, error)
 }
