@@ -136,7 +136,8 @@ func (c *Client) readFilesPart(ctx context.Context, paths, names []string, out m
 	nodeErrs := map[int]error{}
 	for _, e := range ans.Errors {
 		switch {
-		case e.Extensions["code"] == "undefinedField":
+		case e.Extensions["code"] == "undefinedField" || e.Extensions["code"] == "argumentNotAccepted":
+			// A GitLab older than the fields and arguments this reads.
 			return fmt.Errorf("%w: %s", ErrGraphQLUnsupported, e.Message)
 		case strings.HasPrefix(e.Message, "Query has complexity of"):
 			return fmt.Errorf("%w: %s", errTooComplex, e.Message)

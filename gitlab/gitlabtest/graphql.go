@@ -119,10 +119,14 @@ func graphQLErrors(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]any{"errors": []map[string]any{{"message": msg}}})
 }
 
-var undefinedField = regexp.MustCompile(`^Cannot query field "([^"]+)" on type "([^"]+)"\.`)
+var (
+	undefinedField = regexp.MustCompile(`^Cannot query field "([^"]+)" on type "([^"]+)"\.`)
+	unknownArg     = regexp.MustCompile(`^Unknown argument "([^"]+)" on field "([^".]+)\.([^"]+)"\.`)
+)
 
 // graphQLValidationErrors words gqlparser's validation errors as
-// graphql-ruby does where depsd looks at them (an unknown field).
+// graphql-ruby does where depsd looks at them (an unknown field, an
+// unknown argument: what an older GitLab answers).
 func graphQLValidationErrors(errs gqlerror.List) []map[string]any {
 	out := make([]map[string]any, 0, len(errs))
 	for _, e := range errs {
@@ -133,6 +137,10 @@ func graphQLValidationErrors(errs gqlerror.List) []map[string]any {
 		if sub := undefinedField.FindStringSubmatch(e.Message); sub != nil {
 			m["message"] = fmt.Sprintf("Field '%s' doesn't exist on type '%s'", sub[1], sub[2])
 			m["extensions"] = map[string]any{"code": "undefinedField", "typeName": sub[2], "fieldName": sub[1]}
+		}
+		if sub := unknownArg.FindStringSubmatch(e.Message); sub != nil {
+			m["message"] = fmt.Sprintf("Field '%s' doesn't accept argument '%s'", sub[3], sub[1])
+			m["extensions"] = map[string]any{"code": "argumentNotAccepted", "name": sub[3], "typeName": "Field", "argumentName": sub[1]}
 		}
 		out = append(out, m)
 	}

@@ -80,6 +80,8 @@ func TestGraphQLAnswersAsGitLab(t *testing.T) {
 			[]string{`"projects":null`, `"queryComplexity":{"limit":250}`, `"message":"You cannot provide more than 50 full_paths"`, `"path":["projects"]`}, nil},
 		{"unknown field as graphql-ruby words it", s.Token, `{ projects { nodes { id nope } } }`, nil, 200,
 			[]string{`"message":"Field 'nope' doesn't exist on type 'Project'"`, `"code":"undefinedField"`}, []string{`"data"`}},
+		{"unknown argument as graphql-ruby words it", s.Token, `{ projects(nope: 1) { nodes { id } } }`, nil, 200,
+			[]string{`"message":"Field 'projects' doesn't accept argument 'nope'"`, `"code":"argumentNotAccepted"`}, []string{`"data"`}},
 		{"query too large", s.Token, "{ projects { nodes { id } } }" + strings.Repeat(" ", 10000), nil, 422,
 			[]string{`{"errors":[{"message":"Query too large"}]}`}, nil},
 		{"invalid token", "nope", `{ queryComplexity { limit } }`, nil, 401, []string{`{"errors":[{"message":"Invalid token"}]}`}, nil},
