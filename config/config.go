@@ -73,10 +73,16 @@ type GitLab struct {
 	RequestsPerMinute int           `yaml:"requests_per_minute"`
 	MaxRetries        int           `yaml:"max_retries"`
 	Timeout           time.Duration `yaml:"timeout"`
+	// GraphQL, when false, makes scans read dependency files through REST
+	// only (a tree listing and a blob read per project) instead of in
+	// batches of 50 projects through GitLab's GraphQL API. Default true.
+	GraphQL *bool `yaml:"graphql"`
 }
 
 // Scope is the part of the instance depsd watches.
 type Scope struct {
+	// Instance is every project the token can see on the instance.
+	Instance bool     `yaml:"instance"`
 	Groups   []string `yaml:"groups"`
 	Projects []string `yaml:"projects"`
 	Exclude  []string `yaml:"exclude"`
@@ -299,8 +305,8 @@ func (c *Config) missingGitLab() Problems {
 // RequireScope checks that commands working on the whole scope (scan,
 // hooks sync, serve) have one.
 func (c *Config) RequireScope() error {
-	if len(c.Scope.Groups) == 0 && len(c.Scope.Projects) == 0 {
-		return errors.New("scope is empty: name at least one group (--group, scope.groups) or project (--project, scope.projects)")
+	if !c.Scope.Instance && len(c.Scope.Groups) == 0 && len(c.Scope.Projects) == 0 {
+		return errors.New("scope is empty: name at least one group (--group, scope.groups) or project (--project, scope.projects), or the whole instance (scope.instance)")
 	}
 	return nil
 }

@@ -239,3 +239,28 @@ func TestPlatformReachesTheAnalysis(t *testing.T) {
 		t.Errorf("default platform %q", d)
 	}
 }
+
+func TestInstanceScopeAndGraphQLSwitch(t *testing.T) {
+	tests := []struct {
+		file         string
+		wantInstance bool
+		wantRESTOnly bool
+	}{
+		{"scope: {instance: true}\n", true, false},
+		{"scope: {groups: [g]}\ngitlab: {graphql: false}\n", false, true},
+		{"scope: {groups: [g]}\ngitlab: {graphql: true}\n", false, false},
+	}
+	for _, tt := range tests {
+		cfg, err := Load(Source{ReadFile: fakeFS{"depsd.yaml": tt.file}.read})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.RequireScope(); err != nil {
+			t.Errorf("%q: %v", tt.file, err)
+		}
+		o := cfg.ScanOptions(nil, nil)
+		if o.Scope.Instance != tt.wantInstance || o.RESTOnly != tt.wantRESTOnly {
+			t.Errorf("%q: instance %v, REST only %v", tt.file, o.Scope.Instance, o.RESTOnly)
+		}
+	}
+}

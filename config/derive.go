@@ -26,7 +26,7 @@ func (c Config) ChainMode() chain.Mode {
 
 // GitLabScope is the configured scope in the gitlab package's terms.
 func (c Config) GitLabScope() gitlab.Scope {
-	return gitlab.Scope{Groups: c.Scope.Groups, Projects: c.Scope.Projects, Exclude: c.Scope.Exclude}
+	return gitlab.Scope{Instance: c.Scope.Instance, Groups: c.Scope.Groups, Projects: c.Scope.Projects, Exclude: c.Scope.Exclude}
 }
 
 // InstanceHost is the host of gitlab.url, lower case, which .gitlab-deps
@@ -49,6 +49,7 @@ func (c Config) ScanOptions(log *slog.Logger, now func() time.Time) scan.Options
 	return scan.Options{
 		Scope: c.GitLabScope(), Containerfiles: c.Containerfiles, Registry: c.Registry, Analysis: c.Analysis(),
 		InstanceHost: c.InstanceHost(), Concurrency: c.GitLab.Concurrency, Now: now, Logger: log,
+		RESTOnly: c.GitLab.GraphQL != nil && !*c.GitLab.GraphQL,
 	}
 }
 

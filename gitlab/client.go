@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go/v2"
@@ -154,6 +155,9 @@ type Client struct {
 
 	userMu sync.Mutex
 	user   *User // the token's user, once read (CurrentUser)
+	// namesPerQuery is how many file names one GraphQL read may ask for,
+	// learnt when GitLab refuses one as too complex; 0: all.
+	namesPerQuery atomic.Int64
 }
 
 // New validates cfg and builds a Client. It sends no request.

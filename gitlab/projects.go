@@ -36,8 +36,8 @@ type Project struct {
 // project that does not exist is an error (errors.Is ErrNotFound), so a typo
 // in the scope is not silently an empty scan.
 //
-// It costs one request per page of 100 projects per group plus one per
-// single project.
+// It costs one request per page of 100 projects per group (and of the
+// instance, with Scope.Instance) plus one per single project.
 func (c *Client) ListProjects(ctx context.Context, scope Scope) ([]Project, error) {
 	ex, err := newExcluder(scope.Exclude)
 	if err != nil {
@@ -55,6 +55,16 @@ func (c *Client) ListProjects(ctx context.Context, scope Scope) ([]Project, erro
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	if scope.Instance {
+		g.Go(func() error {
+			ps, err := c.instanceProjects(gctx)
+			if err != nil {
+				return fmt.Errorf("list the instance's projects: %w", err)
+			}
+			add(ps)
+			return nil
+		})
+	}
 	for _, grp := range scope.Groups {
 		g.Go(func() error {
 			ps, err := c.groupProjects(gctx, grp)
@@ -183,6 +193,43 @@ func (c *Client) groupProjects(ctx context.Context, group string) ([]listedProje
 			}
 			return all, err
 		}
+	}
+}
+
+// instanceProjects lists every project the token can see with keyset
+// pagination (GET /projects?pagination=keyset&order_by=id&sort=asc,
+// following Link rel="next"): GitLab refuses offset pagination of this
+// listing past 50,000 rows, and keyset pages do not shift when a project
+// of an earlier page is deleted. One request per 100 projects, one after
+// another.
+func (c *Client) instanceProjects(ctx context.Context) ([]listedProject, error) {
+	opt := &gl.ListProjectsOptions{
+		ListOptions: gl.ListOptions{Pagination: "keyset", PerPage: int64(c.cfg.PerPage), OrderBy: "id", Sort: "asc"},
+		Archived:    gl.Ptr(false),
+	}
+	var all []listedProject
+	next := ""
+	for {
+		var ps []*gl.Project
+		var resp *gl.Response
+		err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+			if next != "" {
+				o = append(o, gl.WithKeysetPaginationParameters(next))
+			}
+			var err error
+			ps, resp, err = c.gl.Projects.ListProjects(opt, o...)
+			return resp, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			all = append(all, reduce(p))
+		}
+		if resp.NextLink == "" || len(ps) == 0 {
+			return all, nil
+		}
+		next = resp.NextLink
 	}
 }
 

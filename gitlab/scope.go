@@ -8,6 +8,9 @@ import (
 
 // Scope says which projects depsd manages.
 type Scope struct {
+	// Instance is every project the token can see on the instance (GET
+	// /projects, read with keyset pagination: it has no 50,000-row limit).
+	Instance bool
 	// Groups are full group paths (or numeric ids); all their subgroups are
 	// included.
 	Groups []string

@@ -28,6 +28,8 @@ func TestFailedReadIsRetriedAfterActivityWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.now = c.now.Add(2 * time.Hour) // e.g. depsd was down; the next scan is later
+	// GraphQL fails, and so does REST, which the scan falls back to.
+	srv.Fail(gitlabtest.Fault{Endpoint: gitlabtest.GraphQLEndpoint, Status: 500, Times: 1000})
 	srv.Fail(gitlabtest.Fault{Endpoint: "GET /projects/:id/repository/blobs/:sha/raw", Status: 500, Times: 1000})
 	if _, err := scan.Run(ctx, gl, st, o); err != nil {
 		t.Fatal(err)

@@ -1,11 +1,15 @@
 // Package scan reads the dependency declarations of every project in scope
 // from GitLab into the store.
 //
-// A project costs one request to list its repository tree at the default
-// branch (which dependency files exist, and their blob ids), plus one per
-// file whose content the scan does not hold yet: blob ids are content
-// hashes, so a file already stored, or read for another project in the same
-// scan, is not read again. Scans are incremental: a project whose default
+// The files of projects that may have changed are read through GitLab's
+// GraphQL API, 50 projects a request (batchReader), REST doing what GraphQL
+// cannot (see docs/scale.md). Through REST (Options.RESTOnly, an old
+// GitLab) a project costs one request to list its repository tree at the
+// default branch (which dependency files exist, and their blob ids), plus
+// one per file whose content the scan does not hold yet: blob ids are
+// content hashes, so a file already stored, or read for another project in
+// the same scan, is not read again. Both ways give the same files and the
+// same version digest. Scans are incremental: a project whose default
 // branch provably did not move (gitlab.Client.Unchanged) keeps the files
 // stored at the last scan without a request, so a rescan of an unchanged
 // instance costs about one request per page of projects. Every scan
@@ -46,6 +50,18 @@ type GitLab interface {
 	Requests() int64
 }
 
+// BatchReader is what a GitLab may offer besides GitLab: reading the
+// files of many projects in one request (GraphQL); *gitlab.Client has it
+// (gitlab.Client.ReadFilesBatch). Run calls it concurrently with at most
+// gitlab.MaxFilesBatch paths (path_with_namespace) and the file names
+// looked for; the answer is keyed by lower-case path, a project it lacks or
+// whose Err is set is read through REST, and errors.Is(err,
+// gitlab.ErrGraphQLUnsupported) on the first call makes the whole scan use
+// REST.
+type BatchReader interface {
+	ReadFilesBatch(ctx context.Context, paths, names []string) (map[string]gitlab.ProjectBlobs, error)
+}
+
 // Store is where scans keep their results; *store.Store has it.
 type Store interface {
 	Projects(ctx context.Context) ([]Project, error)
@@ -71,8 +87,12 @@ type Options struct {
 	InstanceHost string
 	// Concurrency bounds the file reads in flight. Default 8.
 	Concurrency int
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// RESTOnly reads every project's files through REST (a tree listing
+	// and a blob read each) even when GitLab can read them in batches
+	// through GraphQL (BatchReader), as it does by default.
+	RESTOnly bool
+	Now      func() time.Time
+	Logger   *slog.Logger
 	// Progress, if set, is told how many of the listed projects are done,
 	// once the list is known and after each project. Calls do not overlap;
 	// it must return quickly (the CLI draws a progress bar with it).
@@ -82,7 +102,8 @@ type Options struct {
 // Result summarises a scan.
 type Result struct {
 	Meta
-	FilesFetched int // projects whose files were looked up on GitLab (one tree listing each)
+	FilesFetched int // projects whose files were looked up on GitLab (a tree listing each, or a share of a GraphQL batch)
+	Batches      int // GraphQL requests that read files of many projects
 	BlobsRead    int // file contents read from GitLab (each distinct blob once)
 	Unchanged    int // projects whose stored files were reused without a request
 	CyclePaths   [][]string
@@ -119,8 +140,8 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		return Result{}, fmt.Errorf("list projects: %w", err)
 	}
 
-	// The CI configuration is listed (at no cost: it sits at the root)
-	// and read only where needsCI says so.
+	// The CI configuration is asked for too (at no cost: it sits at the
+	// root) and read only where needsCI says so.
 	names := append(slices.Clone(opts.Containerfiles), deps.GitLabDepsFile, CIConfigFile)
 	projects := make([]Project, len(listed))
 	var res Result
@@ -135,8 +156,36 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	if opts.Progress != nil {
 		opts.Progress(0, len(listed))
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(opts.Concurrency)
+	// record stores what reading project i's files gave. Callers hold mu.
+	record := func(i int, r filesRead) error {
+		lp := listed[i]
+		prev := prevByID[lp.ID]
+		defer progress()
+		res.BlobsRead += r.read
+		p := &projects[i]
+		switch err := r.err; {
+		case err == nil:
+			p.Files, p.SearchedFiles = r.files, opts.Containerfiles
+			p.HeadCommit, p.HeadCheckedAt = r.version, started
+			p.PipelineIdent = identify(lp.Variables, prev.PipelineIdent, r.ci)
+			res.FilesFetched++
+		case errors.Is(err, gitlab.ErrNotFound):
+			// The default branch vanished, or the repository is empty:
+			// nothing to read, and the next scan asks again.
+			opts.Logger.Warn("default branch not found", "project", lp.Path, "project_id", lp.ID, "ref", lp.DefaultBranch)
+		case errors.Is(err, gitlab.ErrUnauthorized) || ctx.Err() != nil:
+			return err
+		default:
+			// Keep what we had and make the next scan try again: no
+			// version, so Unchanged cannot vouch for it, whatever
+			// last_activity_at says.
+			opts.Logger.Warn("cannot read dependency files", "project", lp.Path, "project_id", lp.ID, "err", err)
+			p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
+			p.Warnings = append(p.Warnings, deps.Warning{Message: fmt.Sprintf("dependency files not read (kept from the last scan): %v", err)})
+		}
+		return nil
+	}
+	var pending []int
 	for i, lp := range listed {
 		prev, hadPrev := prevByID[lp.ID]
 		projects[i] = Project{
@@ -154,46 +203,59 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			mu.Unlock()
 			continue
 		}
-		g.Go(func() error {
-			files, version, ciBlob, read, err := readFiles(gctx, gl, blobs, lp, opts.Containerfiles, names)
-			var ci ciRead
-			if err == nil && needsCI(lp.Variables, prev.PipelineIdent) {
-				ci.read = true
-				if ciBlob != "" {
-					b, fetched, cerr := blobs.get(gctx, gl, lp.ID, ciBlob)
-					if fetched {
-						read++
-					}
-					ci.read, ci.declares = cerr == nil, cerr == nil && DeclaresActionIDInput(b)
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			defer progress()
-			res.BlobsRead += read
-			p := &projects[i]
-			switch {
-			case err == nil:
-				p.Files, p.SearchedFiles = files, opts.Containerfiles
-				p.HeadCommit, p.HeadCheckedAt = version, started
-				p.PipelineIdent = identify(lp.Variables, prev.PipelineIdent, ci)
-				res.FilesFetched++
-			case errors.Is(err, gitlab.ErrNotFound):
-				// The default branch vanished, or the repository is empty:
-				// nothing to read, and the next scan asks again.
-				opts.Logger.Warn("default branch not found", "project", lp.Path, "project_id", lp.ID, "ref", lp.DefaultBranch)
-			case errors.Is(err, gitlab.ErrUnauthorized) || ctx.Err() != nil:
-				return err
-			default:
-				// Keep what we had and make the next scan try again: no
-				// version, so Unchanged cannot vouch for it, whatever
-				// last_activity_at says.
-				opts.Logger.Warn("cannot read dependency files", "project", lp.Path, "project_id", lp.ID, "err", err)
-				p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
-				p.Warnings = append(p.Warnings, deps.Warning{Message: fmt.Sprintf("dependency files not read (kept from the last scan): %v", err)})
-			}
-			return nil
-		})
+		pending = append(pending, i)
+	}
+	// needCI says whether project i's CI configuration is read (needsCI).
+	needCI := func(i int) bool {
+		return needsCI(listed[i].Variables, prevByID[listed[i].ID].PipelineIdent)
+	}
+	readREST := func(gctx context.Context, i int) error {
+		r := readFiles(gctx, gl, blobs, listed[i], opts.Containerfiles, names, needCI(i))
+		mu.Lock()
+		defer mu.Unlock()
+		return record(i, r)
+	}
+	recordBatch := func(i int, r filesRead) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return record(i, r)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Concurrency)
+	br, batched := gl.(BatchReader)
+	batched = batched && !opts.RESTOnly && len(pending) > 0
+	var b batchReader
+	if batched {
+		b = batchReader{gl: gl, br: br, blobs: blobs, names: names, containerfiles: opts.Containerfiles, listed: listed, needCI: needCI, logger: opts.Logger}
+		first := pending[:min(len(pending), gitlab.MaxFilesBatch)]
+		// The first batch alone: an instance that cannot read files
+		// through GraphQL is found out once, and then read through REST.
+		err := b.read(ctx, first, true, readREST, recordBatch)
+		switch {
+		case errors.Is(err, gitlab.ErrGraphQLUnsupported):
+			opts.Logger.Warn("GitLab cannot read repository files through GraphQL; reading them through REST for this scan", "err", err)
+			batched = false
+		case err != nil:
+			return Result{}, fmt.Errorf("read dependency files: %w", err)
+		default:
+			res.Batches++
+			pending = pending[len(first):]
+		}
+	}
+	if batched {
+		for len(pending) > 0 {
+			batch := pending[:min(len(pending), gitlab.MaxFilesBatch)]
+			pending = pending[len(batch):]
+			res.Batches++
+			g.Go(func() error {
+				return b.read(gctx, batch, false, readREST, recordBatch)
+			})
+		}
+	}
+	if !batched {
+		for _, i := range pending {
+			g.Go(func() error { return readREST(gctx, i) })
+		}
 	}
 	if err := g.Wait(); err != nil {
 		return Result{}, fmt.Errorf("read dependency files: %w", err)
@@ -212,7 +274,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	}
 	opts.Logger.Info("scan finished", "projects", res.Projects, "edges", res.Edges, "external", res.External,
 		"warnings", res.Warnings, "cycles", res.Cycles, "requests", res.Requests,
-		"files_fetched", res.FilesFetched, "unchanged", res.Unchanged, "duration", res.Duration)
+		"files_fetched", res.FilesFetched, "graphql_batches", res.Batches, "unchanged", res.Unchanged, "duration", res.Duration)
 	return res, nil
 }
 
@@ -231,16 +293,25 @@ func (o *Options) setDefaults() {
 	}
 }
 
+// filesRead is what reading a project's files gave: the files, a version
+// naming them (a digest of their names and blob ids, kept as the
+// project's HeadCommit), how many blobs were read from GitLab, what was
+// read of the CI configuration, or why nothing could be read.
+type filesRead struct {
+	files   []File
+	version string
+	read    int
+	ci      ciRead
+	err     error
+}
+
 // readFiles lists the project's tree at its default branch and reads the
 // first Containerfile present and .gitlab-deps, by blob id, so both come
-// from the same tree. It returns the files, a version naming them (a digest
-// of their names and blob ids, kept as the project's HeadCommit), the blob
-// id of the CI configuration ("" if there is none; not read), and how
-// many blobs it read from GitLab.
-func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Project, containerfiles, names []string) ([]File, string, string, int, error) {
+// from the same tree, and the CI configuration when withCI.
+func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Project, containerfiles, names []string, withCI bool) filesRead {
 	found, err := gl.ListFiles(ctx, p.ID, p.DefaultBranch, names)
 	if err != nil {
-		return nil, "", "", 0, err
+		return filesRead{err: err}
 	}
 	var chosen []string
 	for _, name := range containerfiles {
@@ -252,22 +323,32 @@ func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Projec
 	if _, ok := found[deps.GitLabDepsFile]; ok {
 		chosen = append(chosen, deps.GitLabDepsFile)
 	}
-	files := make([]File, 0, len(chosen))
+	r := filesRead{files: make([]File, 0, len(chosen))}
 	version := sha1.New()
-	read := 0
 	for _, name := range chosen {
 		id := found[name]
 		b, fetched, err := blobs.get(ctx, gl, p.ID, id)
 		if fetched {
-			read++
+			r.read++
 		}
 		if err != nil {
-			return nil, "", "", read, fmt.Errorf("read %s: %w", name, err)
+			return filesRead{read: r.read, err: fmt.Errorf("read %s: %w", name, err)}
 		}
-		files = append(files, File{Name: name, Content: b})
+		r.files = append(r.files, File{Name: name, Content: b})
 		fmt.Fprintf(version, "%s\x00%s\n", name, id)
 	}
-	return files, "blobs:" + hex.EncodeToString(version.Sum(nil)), found[CIConfigFile], read, nil
+	r.version = "blobs:" + hex.EncodeToString(version.Sum(nil))
+	if withCI {
+		r.ci.read = true
+		if id := found[CIConfigFile]; id != "" {
+			b, fetched, err := blobs.get(ctx, gl, p.ID, id)
+			if fetched {
+				r.read++
+			}
+			r.ci.read, r.ci.declares = err == nil, err == nil && DeclaresActionIDInput(b)
+		}
+	}
+	return r
 }
 
 // blobCache holds file contents by git blob id for one scan: the files
@@ -338,6 +419,20 @@ func (c *blobCache) read(ctx context.Context, gl GitLab, projectID int64, id str
 	}
 	close(e.done)
 	return e.data, true, e.err
+}
+
+// put records content read another way (GraphQL) under its blob id and
+// reports whether the cache did not know it.
+func (c *blobCache) put(id string, data []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[id]; ok {
+		return false
+	}
+	done := make(chan struct{})
+	close(done)
+	c.entries[id] = &blobEntry{done: done, data: data}
+	return true
 }
 
 // blobID is git's object id of content: SHA-1 of "blob <size>\x00<content>".

@@ -174,9 +174,23 @@ func hasWarning(p scan.Project, substr string) bool {
 }
 
 func TestRescanIsIncremental(t *testing.T) {
+	for _, mode := range []struct {
+		name          string
+		restOnly      bool
+		firstRequests int64
+	}{
+		{"rest", true, 1 + 2 + 2}, // a page, a tree and a blob each
+		{"graphql", false, 1 + 1}, // a page, one batch
+	} {
+		t.Run(mode.name, func(t *testing.T) { testRescanIsIncremental(t, mode.restOnly, mode.firstRequests) })
+	}
+}
+
+func testRescanIsIncremental(t *testing.T, restOnly bool, firstRequests int64) {
 	c := newClocked(t,
 		gitlabtest.Project{Path: "g/base", Files: map[string]string{"Containerfile": "FROM debian\n"}},
 		gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM registry.example.com/g/base\n"}})
+	c.opts.RESTOnly = restOnly
 	srv, gl, st, o := c.srv, c.gl, c.st, c.opts
 	ctx := context.Background()
 
@@ -184,7 +198,7 @@ func TestRescanIsIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.FilesFetched != 2 || first.BlobsRead != 2 || first.Requests != 1+2+2 {
+	if first.FilesFetched != 2 || first.BlobsRead != 2 || first.Requests != firstRequests {
 		t.Errorf("first scan: %+v", first)
 	}
 	c.now = c.now.Add(time.Minute)
@@ -261,6 +275,7 @@ func TestScanKeepsFilesWhenReadFails(t *testing.T) {
 	if _, err := srv.SetFile("infra/ruby", "README.md", "hi"); err != nil {
 		t.Fatal(err)
 	}
+	srv.Fail(gitlabtest.Fault{Endpoint: gitlabtest.GraphQLEndpoint, Status: 500, Times: 100})
 	srv.Fail(gitlabtest.Fault{Endpoint: "GET /projects/:id/repository/tree", Status: 500, Times: 100})
 	if _, err := scan.Run(ctx, gl, st, opts()); err != nil {
 		t.Fatal(err)

@@ -480,6 +480,35 @@ mutant "a resend in a project without variables never adopts (kill -9 between cr
 	'		return e.findSentWithoutID(ctx, a)' \
 	'		return gitlab.Pipeline{}, false, nil' \
 	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+mutant "the fake's complexity ignores GitLab's 1 % a page item (a query GitLab refuses passes the fake)" \
+	gitlab/gitlabtest/graphql_complexity.go \
+	'		c += c * float64(limit) * 0.01' \
+	'		c += 0' \
+	-- go test -count=1 -run 'TestGraphQLComplexity' ./gitlab/gitlabtest/
+
+mutant "a blob GraphQL gave no text of (binary) is taken as read, its content lost" \
+	scan/batch.go \
+	'		if blob.Complete {' \
+	'		if true || blob.Complete {' \
+	-- go test -count=1 -run 'TestGraphQLScanCostsAndEqualsREST' ./scan/
+
+mutant "an old GitLab without Repository.blobs is asked again for every batch" \
+	scan/batch.go \
+	'	case giveUp && errors.Is(err, gitlab.ErrGraphQLUnsupported):' \
+	'	case false:' \
+	-- go test -count=1 -run 'TestGraphQLScanFallsBack/old' ./scan/
+
+mutant "a query GitLab finds too complex is not asked in parts (every batch read through REST)" \
+	gitlab/graphql.go \
+	'		if errors.Is(err, errTooComplex) && n > 1 {' \
+	'		if false {' \
+	-- go test -count=1 -run 'TestGraphQLScanFallsBack/too' ./scan/
+
+mutant "the instance scope lists with offset pages, refused past GitLab's offset limit" \
+	gitlab/projects.go \
+	'Pagination: "keyset", ' \
+	'Pagination: "", ' \
+	-- go test -count=1 -short -run 'TestInstanceScopeListsPastTheOffsetLimit' ./gitlab/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

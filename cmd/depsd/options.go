@@ -84,7 +84,7 @@ func (s *settings) load(a *app) (config.Config, error) {
 	}
 	if len(s.groups) > 0 || len(s.projects) > 0 {
 		// A scope on the command line replaces the configured one.
-		cfg.Scope.Groups, cfg.Scope.Projects = s.groups, s.projects
+		cfg.Scope.Instance, cfg.Scope.Groups, cfg.Scope.Projects = false, s.groups, s.projects
 	}
 	if len(s.excludes) > 0 {
 		cfg.Scope.Exclude = s.excludes

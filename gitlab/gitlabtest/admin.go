@@ -100,6 +100,7 @@ func (s *Server) AddProject(p Project) (int64, error) {
 		s.inst.commitFiles(pr, pr.defaultBranch, maps.Clone(p.Files), "Initial commit", pr.createdAt)
 	}
 	s.inst.projects[pr.id] = pr
+	s.inst.byID = nil
 	s.inst.projectPath[strings.ToLower(path)] = pr
 	return pr.id, nil
 }
@@ -202,6 +203,7 @@ func (s *Server) MoveProject(oldPath, newPath string) error {
 	}
 	delete(s.inst.projectPath, strings.ToLower(p.path))
 	p.path = newPath
+	s.inst.byID = nil // and the group memberships built from it
 	s.inst.projectPath[strings.ToLower(newPath)] = p
 	return nil
 }
@@ -227,6 +229,7 @@ func (s *Server) DeleteProject(path string) error {
 		return fmt.Errorf("delete %s: project not found", path)
 	}
 	delete(s.inst.projects, p.id)
+	s.inst.byID = nil
 	delete(s.inst.projectPath, strings.ToLower(p.path))
 	delete(s.behaviors, p.id)
 	for id, pl := range s.inst.pipelines {

@@ -45,6 +45,7 @@ func (s *Server) ClearFaults() {
 //
 //	GET /groups/:id
 //	GET /groups/:id/projects
+//	GET /projects
 //	GET /projects/:id
 //	GET /projects/:id/repository/files/:file_path/raw
 //	GET /projects/:id/repository/branches/:branch
@@ -59,6 +60,7 @@ func (s *Server) ClearFaults() {
 //	POST /projects/:id/hooks
 //	PUT /projects/:id/hooks/:hook_id
 //	DELETE /projects/:id/hooks/:hook_id
+//	POST /api/graphql (GraphQLEndpoint)
 //	unknown
 func (s *Server) Requests(endpoint string) int64 {
 	s.stats.mu.Lock()

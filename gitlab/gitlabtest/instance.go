@@ -1,10 +1,12 @@
 package gitlabtest
 
 import (
+	"cmp"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +20,9 @@ type instance struct {
 	groups      map[int64]*group
 	groupPath   map[string]*group // lower-case full path
 	projects    map[int64]*project
-	projectPath map[string]*project // lower-case path_with_namespace
+	projectPath map[string]*project   // lower-case path_with_namespace
+	byID        []*project            // projects by id; nil when it must be rebuilt (sortedProjects)
+	members     map[string][]*project // groupMembers, valid while byID is
 	pipelines   map[int64]*pipeline
 }
 
@@ -82,6 +86,48 @@ func (p *project) resolve(ref string) (*commit, bool) {
 	}
 	c, ok := p.commits[ref]
 	return c, ok
+}
+
+// sortedProjects returns the projects ordered by id, kept until a project
+// is added or deleted: a keyset page of a large instance is then a binary
+// search, not a sort.
+func (in *instance) sortedProjects() []*project {
+	if in.byID == nil {
+		in.members = nil
+		in.byID = make([]*project, 0, len(in.projects))
+		for _, p := range in.projects {
+			in.byID = append(in.byID, p)
+		}
+		slices.SortFunc(in.byID, func(a, b *project) int { return cmp.Compare(a.id, b.id) })
+	}
+	return in.byID
+}
+
+// groupMembers returns the projects of group gpath (lower case) by id: its
+// own, its subgroups' with subgroups, those shared with it with shared.
+// Kept like sortedProjects: a large group's pages then need no scan of the
+// instance each.
+func (in *instance) groupMembers(gpath string, subgroups, shared bool) []*project {
+	all := in.sortedProjects()
+	key := fmt.Sprintf("%s\x00%t\x00%t", gpath, subgroups, shared)
+	if list, ok := in.members[key]; ok {
+		return list
+	}
+	prefix := gpath + "/"
+	list := []*project{}
+	for _, p := range all {
+		ns := p.namespace()
+		in := strings.EqualFold(ns, gpath) ||
+			(subgroups && len(ns) > len(prefix) && strings.EqualFold(ns[:len(prefix)], prefix))
+		if in || (shared && slices.Contains(p.sharedWith, gpath)) {
+			list = append(list, p)
+		}
+	}
+	if in.members == nil {
+		in.members = map[string][]*project{}
+	}
+	in.members[key] = list
+	return list
 }
 
 func (in *instance) id() int64 {

@@ -1,6 +1,7 @@
 package gitlabtest
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,6 +12,15 @@ import (
 // maxCountedRecords is where GitLab stops counting: past it, X-Total and
 // X-Total-Pages are omitted (and so is the rel="last" link).
 const maxCountedRecords = 10000
+
+// SetCountLimit changes where the fake stops counting a listing (GitLab:
+// 10,000 records; 0 restores it), so a test reaches an uncounted listing
+// with few projects.
+func (s *Server) SetCountLimit(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.countLimit = cmp.Or(n, maxCountedRecords)
+}
 
 // paginate answers offset pagination the way GitLab does: page and per_page
 // (default 20, at most 100), X-Page, X-Per-Page, X-Total, X-Total-Pages,
@@ -42,7 +52,7 @@ func paginate[T any](s *Server, w http.ResponseWriter, r *http.Request, items []
 	}
 	h.Set("X-Next-Page", next)
 	h.Set("X-Prev-Page", prev)
-	counted := total <= maxCountedRecords
+	counted := total <= s.countLimit
 	if counted {
 		h.Set("X-Total", strconv.Itoa(total))
 		h.Set("X-Total-Pages", strconv.Itoa(pages))

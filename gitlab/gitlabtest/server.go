@@ -37,6 +37,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vektah/gqlparser/v2/ast"
 )
 
 // DefaultToken is the API token the server accepts when Options.Token is empty.
@@ -142,13 +144,18 @@ type Server struct {
 	createCounts    *createThrottle
 
 	// Real jobs (jobs.go, githttp.go); guarded by mu.
-	runnerToken  string
-	jobsLongPoll time.Duration
-	jobs         map[int64]*job
-	nextJob      int64
-	gitRoot      string
-	gitRootOwned bool
-	gitRepos     map[int64]*gitRepo // by project id
+	runnerToken     string
+	jobsLongPoll    time.Duration
+	jobs            map[int64]*job
+	nextJob         int64
+	gitRoot         string
+	gitRootOwned    bool
+	gitRepos        map[int64]*gitRepo // by project id
+	gqlSchema       *ast.Schema        // graphQLSchema, or the old GitLab's (SetOldGraphQL)
+	graphQLAdmin    bool
+	graphQLTimeouts []string
+	offsetLimit     int // GET /projects offset pagination limit; <= 0: none
+	countLimit      int // records past which listings are not counted (maxCountedRecords)
 }
 
 // New starts a fake GitLab on a loopback port.
@@ -199,6 +206,9 @@ func New(opts Options) *Server {
 	s.jobs = map[int64]*job{}
 	s.gitRoot = opts.GitDir
 	s.gitRepos = map[int64]*gitRepo{}
+	s.gqlSchema = loadGraphQLSchema(false)
+	s.offsetLimit = DefaultOffsetPaginationLimit
+	s.countLimit = maxCountedRecords
 	s.http = httptest.NewServer(s.routes())
 	s.URL = s.http.URL
 	return s
@@ -264,6 +274,7 @@ func (s *Server) routes() http.Handler {
 		{"GET /user", s.currentUser},
 		{"GET /groups/:id", s.getGroup},
 		{"GET /groups/:id/projects", s.listGroupProjects},
+		{"GET /projects", s.listProjects},
 		{"GET /projects/:id", s.getProject},
 		{"GET /projects/:id/repository/files/:file_path/raw", s.getRawFile},
 		{"GET /projects/:id/repository/branches/:branch", s.getBranch},
@@ -282,6 +293,7 @@ func (s *Server) routes() http.Handler {
 	} {
 		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
 	}
+	mux.Handle(GraphQLEndpoint, s.middleware(GraphQLEndpoint, s.graphQL))
 	// GitLab's runner-facing API: authenticated by runner and job tokens.
 	for _, rt := range []route{
 		{"POST /jobs/request", s.requestJob},
@@ -327,7 +339,13 @@ func (s *Server) middleware(name string, h http.HandlerFunc) http.Handler {
 			s.writeFault(w, f)
 			return
 		}
-		if !s.authorized(r) {
+		switch {
+		case name == GraphQLEndpoint && requestToken(r) == "":
+			// GraphQL without a token is anonymous, not refused.
+		case name == GraphQLEndpoint && !s.authorized(r):
+			graphQLErrors(w, http.StatusUnauthorized, "Invalid token")
+			return
+		case !s.authorized(r):
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "401 Unauthorized"})
 			return
 		}
@@ -336,6 +354,12 @@ func (s *Server) middleware(name string, h http.HandlerFunc) http.Handler {
 }
 
 func (s *Server) authorized(r *http.Request) bool {
+	tok := requestToken(r)
+	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.Token)) == 1
+}
+
+// requestToken is the token a request carries, if any.
+func requestToken(r *http.Request) string {
 	tok := r.Header.Get("PRIVATE-TOKEN")
 	if tok == "" {
 		if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
@@ -345,7 +369,7 @@ func (s *Server) authorized(r *http.Request) bool {
 	if tok == "" {
 		tok = r.URL.Query().Get("private_token")
 	}
-	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.Token)) == 1
+	return tok
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
