@@ -419,6 +419,21 @@ mutant "a slot freed before its claimer noted the claim ran out of slots asks fo
 	'		return false' \
 	-- go test -count=1 -run 'TestSlotFreedBeforeTheClaimerSawItsClaimFull' ./chain/
 
+mutant "a wrong webhook signature falls back to X-Gitlab-Token in auto mode" \
+	webhook/handler.go \
+	'		if err != nil {
+			h.refuse(w, r, kind, eventType, err.Error())' \
+	'		if err != nil && h.unsignedRefusal(r) != "" {
+			h.refuse(w, r, kind, eventType, err.Error())' \
+	-- go test -count=1 -run 'TestHandlerSigningModes' ./webhook/
+
+mutant "a signed delivery of any age is accepted (no replay window)" \
+	webhook/signature.go \
+	'		return ErrTimestamp
+	}' \
+	'	}' \
+	-- go test -count=1 -run 'TestVerify$|TestHandlerSigningModes' ./webhook/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
