@@ -172,11 +172,13 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
+	signingTokens := cfg.Hooks.SigningTokens()
 	d.recorder = d.engine.NewRecorder()
 	d.outbox = d.engine.RunOutbox
 	hook, err := webhook.NewHandler(webhook.Options{
-		Secret: cfg.Hooks.Secret, DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
-		Recorder: recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
+		Secret: cfg.Hooks.Secret, Signing: cfg.Hooks.Signing, SigningTokens: signingTokens,
+		DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
+		Recorder:        recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
 		Observe: func(kind, outcome string) { d.metrics.events.WithLabelValues(kind, outcome).Inc() },
 		Now:     opts.Now, Logger: opts.Logger.With("component", "webhook"),
 	})
