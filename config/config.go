@@ -339,7 +339,7 @@ func (c *Config) checkSigningTokens() Problems {
 		if t.value == "" {
 			continue
 		}
-		if _, err := webhook.ParseSigningToken(t.value); err != nil {
+		if err := webhook.CheckGitLabSigningToken(t.value); err != nil {
 			errs = append(errs, fmt.Errorf("signing token (%s or %s): %v", t.key, t.env, err))
 		}
 	}

@@ -37,6 +37,7 @@ func TestSigningSettings(t *testing.T) {
 		{name: "bad hooks mode", file: "hooks:\n  mode: instance\n", wantErr: `hooks.mode "instance": want project or group`},
 		{name: "no prefix", env: map[string]string{"DEPSD_WEBHOOK_SIGNING_TOKEN": strings.TrimPrefix(cur, "whsec_")}, wantErr: `DEPSD_WEBHOOK_SIGNING_TOKEN): a signing token starts with "whsec_"`},
 		{name: "short key", env: map[string]string{"DEPSD_WEBHOOK_SIGNING_TOKEN": signingToken('a', 16)}, wantErr: "16 bytes; want at least 24"},
+		{name: "24-byte key: Standard Webhooks accepts it, GitLab does not", env: map[string]string{"DEPSD_WEBHOOK_SIGNING_TOKEN": signingToken('a', 24)}, wantErr: "24 bytes; GitLab accepts only 32"},
 		{name: "short key in a file", file: "hooks:\n  signing_token_previous_file: /p\n  signing_token_file: /t\n", files: fakeFS{"/t": cur, "/p": signingToken('c', 8)},
 			wantErr: "hooks.signing_token_previous_file or DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS): the key after \"whsec_\" is 8 bytes"},
 		{name: "previous without a current one", env: map[string]string{"DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS": prev}, wantErr: "previous token only verifies during a rotation"},

@@ -66,6 +66,24 @@ func ParseSigningToken(token string) ([]byte, error) {
 	return key, nil
 }
 
+// GitLabKeySize is the only key size GitLab accepts for a hook's
+// signing_token ("whsec_<base64> format encoding a 32-byte key").
+const GitLabKeySize = 32
+
+// CheckGitLabSigningToken checks a token depsd will install on GitLab
+// hooks: ParseSigningToken's rules, and a key of exactly GitLabKeySize
+// bytes, since GitLab refuses any other.
+func CheckGitLabSigningToken(token string) error {
+	key, err := ParseSigningToken(token)
+	if err != nil {
+		return err
+	}
+	if len(key) != GitLabKeySize {
+		return fmt.Errorf("the key after %q is %d bytes; GitLab accepts only %d (generate one with: printf 'whsec_%%s\n' \"$(head -c 32 /dev/urandom | base64)\")", SigningTokenPrefix, len(key), GitLabKeySize)
+	}
+	return nil
+}
+
 // Verifier checks the signature of deliveries against one or more signing
 // tokens: during a rotation both the new and the previous token verify. It
 // does no I/O and keeps no state; it is safe for concurrent use.
