@@ -123,6 +123,7 @@ type Server struct {
 	runs            int                      // simulated pipelines not yet finished
 	hooksOut        hookState
 	createLimit     PipelineCreationLimit
+	signing         WebhookSigning
 	createCounts    *createThrottle
 }
 

@@ -3,12 +3,16 @@ package gitlabtest
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -208,7 +212,10 @@ func (s *Server) drain(q *hookQueue) {
 		}
 		// GitLab's worker loads the hook when it runs: current URL and token.
 		d.URL, d.WebhookUUID, d.State, d.SentAt = h.url, newUUID(), DeliverySending, s.now()
-		req := outgoing{url: h.url, token: h.token, d: *d}
+		req := outgoing{url: h.url, token: h.token, d: *d, at: s.now()}
+		if s.signing == SigningSupported {
+			req.signingToken = h.signingToken
+		}
 		s.notify()
 		s.mu.Unlock()
 		started := time.Now()
@@ -239,8 +246,10 @@ func (s *Server) drain(q *hookQueue) {
 }
 
 type outgoing struct {
-	url, token string
-	d          Delivery
+	url, token   string
+	signingToken string // "" for an unsigned delivery
+	at           time.Time
+	d            Delivery
 }
 
 // send posts one delivery with GitLab's headers and returns the status.
@@ -261,6 +270,14 @@ func (s *Server) send(o outgoing) (int, error) {
 	h.Set("Idempotency-Key", o.d.IdempotencyKey)
 	if o.token != "" {
 		h.Set("X-Gitlab-Token", o.token)
+	}
+	if o.signingToken != "" {
+		// Standard Webhooks, as GitLab 19.0 signs: webhook-id is the
+		// Idempotency-Key, the timestamp the time of this attempt.
+		ts := strconv.FormatInt(o.at.Unix(), 10)
+		h.Set("webhook-id", o.d.IdempotencyKey)
+		h.Set("webhook-timestamp", ts)
+		h.Set("webhook-signature", signature(o.signingToken, o.d.IdempotencyKey, ts, o.d.Payload))
 	}
 	resp, err := s.hookClient.Do(req)
 	if err != nil {
@@ -393,6 +410,17 @@ func (s *Server) WaitDeliveries(ctx context.Context, n int) ([]Delivery, error) 
 		return s.Deliveries(), fmt.Errorf("wait for %d webhook deliveries: %w", n, err)
 	}
 	return s.Deliveries(), nil
+}
+
+// signature is the webhook-signature value of a delivery: "v1," and the
+// base64 HMAC-SHA256, keyed by the token's decoded key, of
+// "{webhook-id}.{webhook-timestamp}.{body}".
+func signature(token, id, ts string, body []byte) string {
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(token, "whsec_"))
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "%s.%s.", id, ts)
+	m.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
 // branchMatches applies a hook's push_events_branch_filter (wildcard
