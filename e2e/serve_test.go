@@ -408,3 +408,35 @@ func TestLateCreateAnswerDoesNotReviveFailedMember(t *testing.T) {
 		return len(w.apiPipelines(app)) == 1
 	})
 }
+
+// Signed webhooks under hooks.signing: required: the fake, as GitLab 19.0,
+// signs base's success with the signing token hooks sync installed, and the
+// chain runs; the same body without a signature, with the right secret,
+// is refused with 401 and the signing token shows nowhere.
+func TestSignedWebhooksUnderRequired(t *testing.T) {
+	t.Parallel()
+	const token = "whsec_ZTJlLXNpZ25pbmcta2V5LW9mLTMyLWJ5dGVzLWxvbmc="
+	w := startDaemon(t, newGitLab(t, linear()...), daemonConfig{signing: "required", signingToken: token})
+	for _, p := range []string{base, ruby, app} {
+		if h := w.srv.Hooks(p); len(h) != 1 || h[0].SigningToken != token {
+			t.Fatalf("test setup: %s has no signing token: %+v", p, h)
+		}
+	}
+	rootID := w.runPipeline(base)
+	w.onlyChain("finished", inState(chain.Finished))
+	d, ok := w.deliveryOf(rootID, "success")
+	if !ok || d.State != gitlabtest.DeliveryDelivered {
+		t.Fatalf("base's success delivery: %+v", d)
+	}
+	if n := w.metric(`depsd_webhook_events_total{kind="pipeline",outcome="unauthorized"}`); n != 0 {
+		t.Fatalf("%v signed deliveries refused\n%s", n, w.dump())
+	}
+
+	code, body := w.postHook(d.Payload, secret)
+	if code != http.StatusUnauthorized || !strings.Contains(body, "unsigned") {
+		t.Errorf("unsigned delivery under required: %d %s", code, body)
+	}
+	if logs := w.logs.String(); strings.Contains(logs, token[len("whsec_"):]) || strings.Contains(body, token[len("whsec_"):]) {
+		t.Error("the signing token shows in depsd's logs or answer")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"log/slog"
 	"net/http"
@@ -150,6 +151,9 @@ type Client struct {
 	pause     *pauseGate
 	log       *slog.Logger
 	red       redactor
+	// signingIgnored: this GitLab answered a hook write that carried a
+	// signing token without keeping it (SyncHooks).
+	signingIgnored atomic.Bool
 }
 
 // New validates cfg and builds a Client. It sends no request.

@@ -44,6 +44,10 @@ type HookChange struct {
 	// Reasons say why, e.g. "pipeline_events off", "token not set",
 	// "disabled by GitLab (temporarily_disabled)".
 	Reasons []string
+	// Unsigned: depsd asked for a signing token but GitLab does not keep
+	// one on this hook (before 19.0, or the webhook_signing_token flag
+	// off): its deliveries are not signed. Not an error.
+	Unsigned bool
 }
 
 // HookReport lists per project what SyncHooks did, sorted by project path
@@ -64,6 +68,31 @@ func (r HookReport) Changed() int {
 	}
 	return n
 }
+
+// Unsigned counts the hooks GitLab does not sign although depsd asked.
+func (r HookReport) Unsigned() int {
+	n := 0
+	for _, c := range r.Changes {
+		if c.Unsigned {
+			n++
+		}
+	}
+	return n
+}
+
+// UnsignedNote says what Unsigned hooks mean for the operator, or "".
+func (r HookReport) UnsignedNote() string {
+	n := r.Unsigned()
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d hooks are not signed: this GitLab ignores signing_token (it needs 19.0 with the webhook_signing_token flag on); "+
+		"their deliveries are checked by X-Gitlab-Token, and hooks.signing: required would refuse them", n)
+}
+
+// signingIgnoredReason is the reason a write's answer adds when GitLab
+// kept no signing token.
+const signingIgnoredReason = "GitLab ignored signing_token (before 19.0, or the webhook_signing_token flag is off)"
 
 // Count counts the entries with action a.
 func (r HookReport) Count(a HookAction) int {
@@ -140,7 +169,7 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 	if err != nil {
 		return nil, err
 	}
-	plan := planHooks(hooks, spec, c.cfg.Now())
+	plan := planHooks(hooks, spec, c.cfg.Now(), c.signingIgnored.Load())
 	var done []HookChange
 	for _, st := range plan {
 		step := st.HookChange
@@ -153,11 +182,14 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 					return done, err
 				}
 				step.HookID = h.ID
+				c.noteSigning(&step, h, spec)
 			case HookUpdated, HookReenabled:
 				if st.edit {
-					if _, err := c.EditHook(ctx, p.ID, step.HookID, spec); err != nil {
+					h, err := c.EditHook(ctx, p.ID, step.HookID, spec)
+					if err != nil {
 						return done, err
 					}
+					c.noteSigning(&step, h, spec)
 				}
 				if st.test {
 					if err := c.reenableHook(ctx, p.ID, spec.URL, &step); err != nil {
@@ -181,6 +213,28 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 		done = append(done, step)
 	}
 	return done, nil
+}
+
+// noteSigning reads GitLab's answer to a create or edit that carried a
+// signing token: when GitLab kept none (signing_token_present false or
+// absent), the hook is Unsigned, and the client stops counting a missing
+// signing token as drift, so that later syncs do not edit every hook
+// again for a token this GitLab will not keep.
+func (c *Client) noteSigning(step *HookChange, h Hook, spec HookSpec) {
+	if spec.SigningToken == "" {
+		return
+	}
+	if h.SigningTokenPresent != nil && *h.SigningTokenPresent {
+		step.Unsigned = false
+		return
+	}
+	step.Unsigned = true
+	if !slices.Contains(step.Reasons, signingIgnoredReason) {
+		step.Reasons = append(step.Reasons, signingIgnoredReason)
+	}
+	if !c.signingIgnored.Swap(true) {
+		c.log.Warn("GitLab ignores the webhook signing token: deliveries are not signed", "reason", signingIgnoredReason)
+	}
 }
 
 // reenableHook sends a test delivery to a permanently disabled hook and
@@ -229,7 +283,10 @@ type hookStep struct {
 // planHooks decides, from a project's hooks, what to do so that exactly one
 // correct hook with spec.URL remains. Creates and edits come before
 // deletions so the project is never left without a hook.
-func planHooks(hooks []Hook, spec HookSpec, now time.Time) []hookStep {
+//
+// signingIgnored says this GitLab was seen ignoring signing_token: a hook
+// without one is then not drift.
+func planHooks(hooks []Hook, spec HookSpec, now time.Time, signingIgnored bool) []hookStep {
 	var mine []Hook
 	for _, h := range hooks {
 		if h.URL == spec.URL {
@@ -241,8 +298,12 @@ func planHooks(hooks []Hook, spec HookSpec, now time.Time) []hookStep {
 	}
 	slices.SortFunc(mine, func(a, b Hook) int { return cmp.Compare(a.ID, b.ID) })
 	keep := mine[0]
-	drift := hookDrift(keep, spec)
-	st := hookStep{HookChange: HookChange{HookID: keep.ID, Action: HookUnchanged}, edit: len(drift) > 0}
+	drift := hookDrift(keep, spec, signingIgnored)
+	// Unsigned until a write says otherwise: GitLab does not report a
+	// signing token (before 19.0), or keeps none although this GitLab was
+	// seen ignoring it.
+	unsigned := spec.SigningToken != "" && (keep.SigningTokenPresent == nil || (!*keep.SigningTokenPresent && signingIgnored))
+	st := hookStep{HookChange: HookChange{HookID: keep.ID, Action: HookUnchanged, Unsigned: unsigned}, edit: len(drift) > 0}
 	switch {
 	case keep.AlertStatus == "disabled":
 		// Only a successful delivery re-enables it: a test request.
@@ -267,7 +328,7 @@ func planHooks(hooks []Hook, spec HookSpec, now time.Time) []hookStep {
 }
 
 // hookDrift lists how h differs from what spec asks for.
-func hookDrift(h Hook, spec HookSpec) []string {
+func hookDrift(h Hook, spec HookSpec, signingIgnored bool) []string {
 	var r []string
 	if !h.PushEvents {
 		r = append(r, "push_events off")
@@ -286,6 +347,9 @@ func hookDrift(h Hook, spec HookSpec) []string {
 	}
 	if h.TokenPresent != nil && !*h.TokenPresent {
 		r = append(r, "token not set")
+	}
+	if spec.SigningToken != "" && h.SigningTokenPresent != nil && !*h.SigningTokenPresent && !signingIgnored {
+		r = append(r, "signing token not set")
 	}
 	if spec.RotateToken {
 		r = append(r, "token rotation requested")

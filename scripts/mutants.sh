@@ -434,6 +434,12 @@ mutant "a signed delivery of any age is accepted (no replay window)" \
 	'	}' \
 	-- go test -count=1 -run 'TestVerify$|TestHandlerSigningModes' ./webhook/
 
+mutant "hooks sync edits every hook again on a GitLab that ignores signing tokens" \
+	gitlab/hooksync.go \
+	'!*h.SigningTokenPresent && !signingIgnored {' \
+	'!*h.SigningTokenPresent {' \
+	-- go test -count=1 -run 'TestSyncHooksSigningToken' ./gitlab/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

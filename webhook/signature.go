@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -54,7 +55,7 @@ var (
 func ParseSigningToken(token string) ([]byte, error) {
 	rest, ok := strings.CutPrefix(token, SigningTokenPrefix)
 	if !ok {
-		return nil, fmt.Errorf("a signing token starts with %q followed by base64 (generate one with: printf 'whsec_%%s\\n' \"$(head -c 32 /dev/urandom | base64)\")", SigningTokenPrefix)
+		return nil, fmt.Errorf("a signing token starts with %q followed by base64 (generate one with: echo \"whsec_$(head -c 32 /dev/urandom | base64)\")", SigningTokenPrefix)
 	}
 	key, err := base64.StdEncoding.DecodeString(rest)
 	if err != nil {
@@ -79,7 +80,7 @@ func CheckGitLabSigningToken(token string) error {
 		return err
 	}
 	if len(key) != GitLabKeySize {
-		return fmt.Errorf("the key after %q is %d bytes; GitLab accepts only %d (generate one with: printf 'whsec_%%s\n' \"$(head -c 32 /dev/urandom | base64)\")", SigningTokenPrefix, len(key), GitLabKeySize)
+		return fmt.Errorf("the key after %q is %d bytes; GitLab accepts only %d (generate one with: echo \"whsec_$(head -c 32 /dev/urandom | base64)\")", SigningTokenPrefix, len(key), GitLabKeySize)
 	}
 	return nil
 }
@@ -166,6 +167,16 @@ func sum(key []byte, id, timestamp string, body []byte) []byte {
 	m.Write([]byte{'.'})
 	m.Write(body)
 	return m.Sum(nil)
+}
+
+// NewSigningToken makes a signing token as GitLab's documentation does:
+// "whsec_" + base64 of 32 random bytes.
+func NewSigningToken() (string, error) {
+	key := make([]byte, GitLabKeySize)
+	if _, err := rand.Read(key); err != nil {
+		return "", err
+	}
+	return SigningTokenPrefix + base64.StdEncoding.EncodeToString(key), nil
 }
 
 // Sign returns the webhook-signature value GitLab sends for a delivery

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/webhook"
 )
 
 // fakeInstance starts a fake GitLab with base → ruby → app and a
@@ -165,9 +166,24 @@ func TestHooksSyncIsIdempotent(t *testing.T) {
 		hooks[0].Token != "hook-secret" || !hooks[0].EnableSSLVerification {
 		t.Errorf("hook: %+v", hooks)
 	}
+	// No signing token configured: one is generated, kept in the state,
+	// installed on every hook, and never printed.
+	signing := hooks[0].SigningToken
+	if _, err := webhook.ParseSigningToken(signing); err != nil || srv.Hooks("infra/base")[0].SigningToken != signing {
+		t.Errorf("signing token %v: %+v", err, srv.Hooks("infra/base"))
+	}
+	if strings.Contains(out+errOut, signing[len("whsec_"):]) {
+		t.Errorf("the signing token is printed:\n%s%s", out, errOut)
+	}
 	code, out, _ = depsd(t, args...)
-	if code != exitOK || !strings.Contains(out, "nothing to change") {
+	if code != exitOK || !strings.Contains(out, "nothing to change") || srv.Hooks("apps/docs")[0].SigningToken != signing {
 		t.Errorf("second sync: exit %d\n%s", code, out)
+	}
+	// A GitLab that ignores signing tokens: a note, not an error.
+	srv.SetWebhookSigning(gitlabtest.SigningUnsupported)
+	code, out, errOut = depsd(t, args...)
+	if code != exitOK || !strings.Contains(out, "note: 4 hooks are not signed") {
+		t.Errorf("old GitLab: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Setenv("DEPSD_WEBHOOK_SECRET", "")
 	if code, _, errOut := depsd(t, args...); code != exitFail || !strings.Contains(errOut, "no webhook secret") {

@@ -73,7 +73,7 @@ func TestConfigErrorsInUserTerms(t *testing.T) {
 func TestConfigCheck(t *testing.T) {
 	_, dir := fakeInstance(t)
 	t.Setenv("GITLAB_TOKEN", "glpat-very-secret")
-	const signing = "whsec_c2lnbmluZy10b2tlbi1vZi10aGlydHktdHdvLWJ5dGVzIQ=="
+	const signing = "whsec_c2lnbmluZy10b2tlbi1vZi10aGlydHktdHdvLWJ5dGU="
 	t.Setenv("DEPSD_WEBHOOK_SIGNING_TOKEN", signing)
 	secret := filepath.Join(dir, "secret")
 	os.WriteFile(secret, []byte("hook-secret-value\n"), 0o600)
