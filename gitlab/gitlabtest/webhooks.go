@@ -41,7 +41,10 @@ const (
 type Delivery struct {
 	ID        int64
 	ProjectID int64
-	HookID    int64
+	// GroupID is the group of a group hook's delivery; 0 for a project
+	// hook's.
+	GroupID int64
+	HookID  int64
 	// Event is the X-Gitlab-Event header, e.g. "Pipeline Hook".
 	Event string
 	// URL the request was (or will be) sent to.
@@ -121,15 +124,37 @@ func (h *hook) executable(now time.Time) bool {
 // fire queues a delivery of payload to every executable hook of p that
 // subscribes to the event (scope is the hook's JSON switch, e.g.
 // "pipeline_events"); accept filters hooks further. Callers hold s.mu.
+//
+// The project's group hooks (those of its group and every ancestor, when
+// the instance is Premium) get the event too, each its own delivery with
+// its own Idempotency-Key, as GitLab runs each hook on its own: a project
+// with a project hook and a group hook to the same URL gets two deliveries
+// of one event, with different keys.
 func (s *Server) fire(p *project, event, scope string, accept func(*hook) bool, payload []byte, meta Delivery) {
 	now := s.now()
 	eventUUID := newUUID()
+	type target struct {
+		h       *hook
+		groupID int64
+	}
+	var targets []target
 	for _, h := range p.hooks {
+		targets = append(targets, target{h, 0})
+	}
+	if s.premium {
+		for _, g := range s.inst.ancestors(p) {
+			for _, h := range g.hooks {
+				targets = append(targets, target{h, g.id})
+			}
+		}
+	}
+	for _, t := range targets {
+		h := t.h
 		if !h.events[scope] || !h.executable(now) || (accept != nil && !accept(h)) {
 			continue
 		}
 		d := meta
-		d.ProjectID, d.HookID, d.Event, d.URL = p.id, h.id, event, h.url
+		d.ProjectID, d.GroupID, d.HookID, d.Event, d.URL = p.id, t.groupID, h.id, event, h.url
 		d.IdempotencyKey, d.EventUUID = newUUID(), eventUUID
 		d.Payload = payload
 		d.QueuedAt = now
@@ -203,7 +228,7 @@ func (s *Server) drain(q *hookQueue) {
 			s.notify()
 			continue
 		}
-		h := s.findHookByID(d.ProjectID, d.HookID)
+		h := s.deliveryHook(d)
 		if h == nil {
 			d.State, d.Err = DeliveryDropped, "hook deleted"
 			s.hooksOut.busy--
@@ -238,7 +263,7 @@ func (s *Server) drain(q *hookQueue) {
 		default:
 			d.State = DeliveryFailed
 		}
-		s.hookResult(d.ProjectID, d.HookID, ok)
+		s.hookResult(d, ok)
 		s.hooksOut.busy--
 		s.notify()
 	}
@@ -288,13 +313,25 @@ func (s *Server) send(o outgoing) (int, error) {
 	return resp.StatusCode, nil
 }
 
-func (s *Server) findHookByID(projectID, hookID int64) *hook {
-	p, ok := s.inst.projects[projectID]
-	if !ok {
-		return nil
+// deliveryHook is the hook a delivery goes to (a group hook when
+// d.GroupID is set), or nil when it was deleted. Callers hold s.mu.
+func (s *Server) deliveryHook(d *Delivery) *hook {
+	var hooks []*hook
+	if d.GroupID != 0 {
+		g, ok := s.inst.groups[d.GroupID]
+		if !ok {
+			return nil
+		}
+		hooks = g.hooks
+	} else {
+		p, ok := s.inst.projects[d.ProjectID]
+		if !ok {
+			return nil
+		}
+		hooks = p.hooks
 	}
-	for _, h := range p.hooks {
-		if h.id == hookID {
+	for _, h := range hooks {
+		if h.id == d.HookID {
 			return h
 		}
 	}
@@ -305,8 +342,8 @@ func (s *Server) findHookByID(projectID, hookID int64) *hook {
 // does: a success resets the hook; after failThreshold consecutive failures
 // the hook is disabled for one minute, doubling with each further failure
 // up to a day, and for good after 40. Callers hold s.mu.
-func (s *Server) hookResult(projectID, hookID int64, ok bool) {
-	h := s.findHookByID(projectID, hookID)
+func (s *Server) hookResult(d *Delivery, ok bool) {
+	h := s.deliveryHook(d)
 	if h == nil {
 		return
 	}
@@ -359,7 +396,7 @@ func (s *Server) Resend(deliveryID int64) (int64, error) {
 		return 0, fmt.Errorf("resend delivery %d: not found", deliveryID)
 	}
 	old := s.hooksOut.deliveries[deliveryID-1]
-	if s.findHookByID(old.ProjectID, old.HookID) == nil {
+	if s.deliveryHook(old) == nil {
 		return 0, fmt.Errorf("resend delivery %d: hook %d not found", deliveryID, old.HookID)
 	}
 	d := *old
