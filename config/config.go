@@ -114,6 +114,15 @@ const (
 	HooksGroup   = "group"
 )
 
+// HookGroups are the groups that get a group hook: scope.groups in
+// hooks.mode: group, none in project mode.
+func (c Config) HookGroups() []string {
+	if c.Hooks.Mode != HooksGroup {
+		return nil
+	}
+	return c.Scope.Groups
+}
+
 // SigningTokens are the configured signing tokens, the current one first.
 func (h Hooks) SigningTokens() []string {
 	var out []string

@@ -85,7 +85,8 @@ func (d *Daemon) syncHooks(ctx context.Context, dryRun bool) (gitlab.HookReport,
 	if err != nil {
 		return gitlab.HookReport{}, fmt.Errorf("hooks sync: %w", err)
 	}
-	rep, err := d.gitlab.SyncHooks(ctx, projects, gitlab.HookSpec{URL: hooks.URL, SecretToken: hooks.Secret, SigningToken: firstToken(d.signingTokens)}, dryRun)
+	rep, err := d.gitlab.SyncHooks(ctx, projects, gitlab.HookSpec{URL: hooks.URL, SecretToken: hooks.Secret,
+		SigningToken: firstToken(d.signingTokens), Groups: cfg.HookGroups()}, dryRun)
 	checked := store.HookCheck{URL: hooks.URL, CheckedAt: d.opts.Now(), Report: rep}
 	if err != nil {
 		checked.Err = err.Error()

@@ -398,6 +398,12 @@ func hookState(c gitlab.HookChange, dryRun bool) (state, done string) {
 		return "ok", "settings repaired"
 	case gitlab.HookDeletedDuplicate:
 		return "ok", "duplicate deleted"
+	case gitlab.HookGroupRefused:
+		return "missing", "GitLab refused the group hook: project hooks kept"
+	case gitlab.HookReplacedByGroup:
+		return "ok", "project hook replaced by the group hook"
+	case gitlab.HookCoveredByGroup:
+		return "ok", "the group hook delivers its events"
 	}
 	return "ok", ""
 }

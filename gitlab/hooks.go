@@ -138,6 +138,13 @@ type HookSpec struct {
 	// SigningToken, when set, is installed as the hook's signing_token
 	// (GitLab 19.0+ then signs deliveries); GitLab never returns it.
 	SigningToken string
+	// Groups, when set (hooks.mode: group), each get one group hook (the
+	// topmost of them: a group below another is covered by its hook). The
+	// projects below a group whose hook works lose their depsd project
+	// hooks once it answers a test delivery; a group where GitLab refuses
+	// group hooks (403/404) is reported and its projects keep project
+	// hooks. Projects outside the groups always get project hooks.
+	Groups []string
 	// RotateToken makes SyncHooks re-set the token on every existing depsd
 	// hook. GitLab never returns a hook's token, so a changed secret cannot
 	// be detected; use this after changing it.

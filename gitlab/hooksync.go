@@ -37,7 +37,10 @@ const (
 
 // HookChange is one line of a HookReport.
 type HookChange struct {
-	Project   string
+	// Project is the project's path, or the group's for a group hook.
+	Project string
+	// Group: the entry is a group hook (hooks.mode: group).
+	Group     bool
 	ProjectID int64
 	HookID    int64 // 0 for a hook not created yet (dry run)
 	Action    HookAction
@@ -62,7 +65,9 @@ type HookReport struct {
 func (r HookReport) Changed() int {
 	n := 0
 	for _, c := range r.Changes {
-		if c.Action != HookUnchanged && c.Action != HookTemporarilyDisabled {
+		switch c.Action {
+		case HookUnchanged, HookTemporarilyDisabled, HookGroupRefused, HookCoveredByGroup:
+		default:
 			n++
 		}
 	}
@@ -136,6 +141,27 @@ func (c *Client) SyncHooks(ctx context.Context, projects []Project, spec HookSpe
 		changes []HookChange
 		errs    []error
 	)
+	// Group mode: each group's hook first (sequentially: they are few),
+	// then the projects, below a working group hook or not.
+	var covering []*groupHook
+	for _, group := range topGroups(spec.Groups) {
+		ch, gh, err := c.syncGroupHook(ctx, group, spec, dryRun)
+		changes = append(changes, ch...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sync the hook of group %s: %w", group, err))
+		}
+		if gh.ok {
+			covering = append(covering, gh)
+		}
+	}
+	coveredBy := func(p Project) *groupHook {
+		for _, gh := range covering {
+			if hasPathPrefix(p.Path, gh.path) {
+				return gh
+			}
+		}
+		return nil
+	}
 	var g errgroup.Group // no shared context: one project's failure does not cancel the rest
 	g.SetLimit(c.cfg.Concurrency)
 	done := 0
@@ -144,7 +170,13 @@ func (c *Client) SyncHooks(ctx context.Context, projects []Project, spec HookSpe
 	}
 	for _, p := range projects {
 		g.Go(func() error {
-			ch, err := c.syncProjectHooks(ctx, p, spec, dryRun)
+			var ch []HookChange
+			var err error
+			if gh := coveredBy(p); gh != nil {
+				ch, err = c.syncCoveredProject(ctx, p, gh, spec, dryRun)
+			} else {
+				ch, err = c.syncProjectHooks(ctx, p, spec, dryRun)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if done++; spec.Progress != nil {
@@ -159,9 +191,20 @@ func (c *Client) SyncHooks(ctx context.Context, projects []Project, spec HookSpe
 	}
 	_ = g.Wait()
 	slices.SortFunc(changes, func(a, b HookChange) int {
-		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.HookID, b.HookID))
+		return cmp.Or(compareBool(b.Group, a.Group), cmp.Compare(a.Project, b.Project), cmp.Compare(a.HookID, b.HookID))
 	})
 	return HookReport{DryRun: dryRun, Changes: changes}, errors.Join(errs...)
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec, dryRun bool) ([]HookChange, error) {
@@ -169,11 +212,20 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 	if err != nil {
 		return nil, err
 	}
+	return c.syncProjectHooksListed(ctx, p, hooks, spec, dryRun, "")
+}
+
+// syncProjectHooksListed plans and carries out the project's hooks from
+// its listed hooks; note, if set, is added to the reasons of the kept hook.
+func (c *Client) syncProjectHooksListed(ctx context.Context, p Project, hooks []Hook, spec HookSpec, dryRun bool, note string) ([]HookChange, error) {
 	plan := planHooks(hooks, spec, c.cfg.Now(), c.signingIgnored.Load())
 	var done []HookChange
 	for _, st := range plan {
 		step := st.HookChange
 		step.Project, step.ProjectID = p.Path, p.ID
+		if note != "" && step.Action != HookDeletedDuplicate {
+			step.Reasons = append(step.Reasons, note)
+		}
 		if !dryRun {
 			switch step.Action {
 			case HookCreated:
@@ -192,7 +244,7 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 					c.noteSigning(&step, h, spec)
 				}
 				if st.test {
-					if err := c.reenableHook(ctx, p.ID, spec.URL, &step); err != nil {
+					if err := c.reenable(ctx, projectHooks(p.ID), spec.URL, &step); err != nil {
 						return done, err
 					}
 				}
@@ -237,13 +289,13 @@ func (c *Client) noteSigning(step *HookChange, h Hook, spec HookSpec) {
 	}
 }
 
-// reenableHook sends a test delivery to a permanently disabled hook and
+// reenable sends a test delivery to a permanently disabled hook and
 // reads it back: step becomes HookReenabled if GitLab now runs the hook,
 // HookStillDisabled (with the reason) if not. A failed delivery is not an
 // error; failing API calls are.
-func (c *Client) reenableHook(ctx context.Context, projectID int64, url string, step *HookChange) error {
+func (c *Client) reenable(ctx context.Context, o hookOwner, url string, step *HookChange) error {
 	failure := ""
-	if err := c.TestHook(ctx, projectID, step.HookID); err != nil {
+	if err := c.testHook(ctx, o, step.HookID); err != nil {
 		var ae *APIError
 		if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity {
 			return err
@@ -251,13 +303,13 @@ func (c *Client) reenableHook(ctx context.Context, projectID int64, url string, 
 		// 422: GitLab made the delivery and the receiver did not answer 2xx.
 		failure = ae.Message
 	}
-	hooks, err := c.ListHooks(ctx, projectID)
+	hooks, err := c.listHooks(ctx, o)
 	if err != nil {
 		return err
 	}
 	i := slices.IndexFunc(hooks, func(h Hook) bool { return h.ID == step.HookID })
 	if i < 0 {
-		return fmt.Errorf("hook %d of project %d: %w after the test delivery", step.HookID, projectID, ErrNotFound)
+		return fmt.Errorf("hook %d of %s: %w after the test delivery", step.HookID, o.name, ErrNotFound)
 	}
 	if !hooks[i].Disabled(c.cfg.Now()) {
 		step.Action = HookReenabled

@@ -440,6 +440,14 @@ mutant "hooks sync edits every hook again on a GitLab that ignores signing token
 	'!*h.SigningTokenPresent {' \
 	-- go test -count=1 -run 'TestSyncHooksSigningToken' ./gitlab/
 
+mutant "group mode removes project hooks although the group hook did not answer its test delivery" \
+	gitlab/grouphooksync.go \
+	'	if !ok {
+		// Both hooks deliver meanwhile' \
+	'	if false && !ok {
+		// Both hooks deliver meanwhile' \
+	-- go test -count=1 -run 'TestSyncGroupHooksFallBack' ./gitlab/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

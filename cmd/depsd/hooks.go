@@ -95,7 +95,7 @@ be seen: after changing either, run sync with --rotate-token.`,
 			}
 			pr := newProgress("hooks sync", a.stderr, log, gl.Requests, nil)
 			rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: cfg.Hooks.URL, SecretToken: cfg.Hooks.Secret,
-				SigningToken: signing, RotateToken: rotate, Progress: pr.update}, dryRun)
+				SigningToken: signing, Groups: cfg.HookGroups(), RotateToken: rotate, Progress: pr.update}, dryRun)
 			pr.finish()
 			printHookReport(a.stdout, rep)
 			if err != nil {
@@ -144,10 +144,14 @@ func printHookReport(w io.Writer, rep gitlab.HookReport) {
 		fmt.Fprintln(w, "dry run: nothing is changed; the plan:")
 	}
 	for _, ch := range rep.Changes {
-		if ch.Action == gitlab.HookUnchanged {
+		if ch.Action == gitlab.HookUnchanged || ch.Action == gitlab.HookCoveredByGroup {
 			continue
 		}
-		fmt.Fprintf(w, "%s: %s%s", ch.Project, verb, ch.Action)
+		name := ch.Project
+		if ch.Group {
+			name = "group " + name
+		}
+		fmt.Fprintf(w, "%s: %s%s", name, verb, ch.Action)
 		if len(ch.Reasons) > 0 {
 			fmt.Fprintf(w, " (%s)", strings.Join(ch.Reasons, "; "))
 		}
