@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -121,6 +122,37 @@ func TestSyncHooksRotatesSigningToken(t *testing.T) {
 	for _, p := range []string{"g/a", "g/b"} {
 		if h := srv.Hooks(p); len(h) != 1 || h[0].SigningToken != newSigningToken || !slices.Contains(rep.Changes[0].Reasons, "token rotation requested") {
 			t.Fatalf("%s: %+v", p, h)
+		}
+	}
+}
+
+// Neither the signing token nor the secret shows in hooks sync's logs (at
+// debug level) or errors, also when GitLab refuses the token.
+func TestSyncHooksKeepsTokensOutOfLogsAndErrors(t *testing.T) {
+	srv := newFake(t, gitlabtest.Options{})
+	must(srv.AddProject(gitlabtest.Project{Path: "g/a", Files: map[string]string{"a": "b"}}))
+	var logs bytes.Buffer
+	c, _ := newClient(t, srv, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	ctx := context.Background()
+	projects := must(c.ListProjects(ctx, Scope{Groups: []string{"g"}}))
+	// GitLab takes only 32-byte keys: this one is refused with a 400.
+	refused := "whsec_" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 24))
+	_, err := c.SyncHooks(ctx, projects, HookSpec{URL: hookURL, SecretToken: "s3cret-value", SigningToken: refused}, false)
+	if err == nil || !strings.Contains(err.Error(), "signing_token") {
+		t.Fatalf("error %v, want GitLab's refusal of signing_token", err)
+	}
+	if _, err := c.SyncHooks(ctx, projects, HookSpec{URL: hookURL, SecretToken: "s3cret-value", SigningToken: signingToken, RotateToken: true}, false); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String() + err.Error()
+	if !strings.Contains(logs.String(), "hook synced") {
+		t.Fatalf("test setup: nothing logged: %s", out)
+	}
+	for _, secret := range []string{refused[6:], signingToken[6:], "s3cret-value"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("%q shows in the logs or the error:\n%s", secret, out)
 		}
 	}
 }
