@@ -191,6 +191,25 @@ func TestHooksSyncIsIdempotent(t *testing.T) {
 	}
 }
 
+// hooks.mode: group from the command line: a hook on infra; apps, where
+// the token's user is not Owner, is reported with what to do and keeps
+// project hooks. Not an error.
+func TestHooksSyncGroupMode(t *testing.T) {
+	srv, _ := fakeInstance(t)
+	srv.SetPremium(true)
+	srv.SetGroupOwner("apps", false)
+	t.Setenv("DEPSD_WEBHOOK_SECRET", "hook-secret")
+	t.Setenv("DEPSD_HOOKS_MODE", "group")
+	code, out, errOut := depsd(t, "hooks", "sync", "--group", "infra", "--group", "apps", "--url", "https://depsd.example.com/hooks/gitlab")
+	if code != exitOK || !strings.Contains(out, "group infra: created") || !strings.Contains(out, "group apps: group-hook-refused (GitLab answered 403") ||
+		!strings.Contains(out, "Owner role") || !strings.Contains(out, "apps/app: created") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if len(srv.GroupHooks("infra")) != 1 || len(srv.Hooks("infra/base")) != 0 || len(srv.Hooks("apps/docs")) != 1 {
+		t.Errorf("group hooks %+v, infra/base %+v, apps/docs %+v", srv.GroupHooks("infra"), srv.Hooks("infra/base"), srv.Hooks("apps/docs"))
+	}
+}
+
 func TestRebuildChainsSchedules(t *testing.T) {
 	srv, dir := fakeInstance(t)
 	if code, out, errOut := depsd(t, "scan", "--group", "infra", "--group", "apps"); code != exitOK {

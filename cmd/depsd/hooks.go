@@ -57,6 +57,11 @@ gets the signing token GitLab 19.0 signs deliveries with: the configured one
 once and kept in depsd's state. A GitLab that ignores it is reported, not an
 error.
 
+With hooks.mode: group (GitLab Premium, Owner role), each group of the scope
+gets one group hook instead, and depsd's project hooks below it are removed
+once it answers a test delivery; where GitLab refuses (403/404) the projects
+keep project hooks and the report says what to do. See docs/webhooks.md.
+
 GitLab never shows a hook's secret or signing token, so a changed one cannot
 be seen: after changing either, run sync with --rotate-token.`,
 		Example: `  depsd hooks sync --url https://depsd.example.com/hooks/gitlab --dry-run
