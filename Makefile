@@ -92,6 +92,7 @@ fuzz:
 	for f in FuzzAnalyzeContainerfile FuzzParseGitLabDeps FuzzRegistryMap; do \
 		go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./deps/ || exit 1; done
 	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME) ./webhook/
+	go test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./webhook/
 
 ## soak: the replicas e2e test with 20 chains (each with a replica SIGKILLed)
 SOAK_CHAINS ?= 20

@@ -24,6 +24,7 @@ import (
 
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/webhook"
 )
 
 // Config is everything depsd can be configured with.
@@ -96,6 +97,47 @@ type Hooks struct {
 	// SecretFile holds the X-Gitlab-Token secret.
 	SecretFile string `yaml:"secret_file"`
 	Secret     string `yaml:"-"`
+	// Mode is where depsd installs its hook: HooksProject (one per project)
+	// or HooksGroup (one per group of scope.groups: Premium, Owner role).
+	Mode string `yaml:"mode"`
+	// Signing is how deliveries' Standard Webhooks signatures are treated:
+	// webhook.SigningAuto, SigningRequired or SigningOff.
+	Signing string `yaml:"signing"`
+	// SigningTokenFile holds the signing token hooks sync installs and the
+	// receiver verifies ("whsec_" + base64 of 32 random bytes). Without
+	// one, depsd generates a token once and keeps it in its state.
+	SigningTokenFile string `yaml:"signing_token_file"`
+	SigningToken     string `yaml:"-"`
+	// SigningTokenPreviousFile holds the token being rotated out: its
+	// signatures are still accepted until every hook carries the new one.
+	SigningTokenPreviousFile string `yaml:"signing_token_previous_file"`
+	SigningTokenPrevious     string `yaml:"-"`
+}
+
+// The values of Hooks.Mode.
+const (
+	HooksProject = "project"
+	HooksGroup   = "group"
+)
+
+// HookGroups are the groups that get a group hook: scope.groups in
+// hooks.mode: group, none in project mode.
+func (c Config) HookGroups() []string {
+	if c.Hooks.Mode != HooksGroup {
+		return nil
+	}
+	return c.Scope.Groups
+}
+
+// SigningTokens are the configured signing tokens, the current one first.
+func (h Hooks) SigningTokens() []string {
+	var out []string
+	for _, t := range []string{h.SigningToken, h.SigningTokenPrevious} {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // The values of Mode; the names are those of the chain engine, which the
@@ -137,6 +179,7 @@ func Defaults() Config {
 		State:           "depsd.db",
 		CatchUpInterval: 5 * time.Minute,
 		Mode:            ModeFull,
+		Hooks:           Hooks{Mode: HooksProject, Signing: webhook.SigningAuto},
 	}
 }
 
@@ -256,6 +299,12 @@ func applyEnv(cfg *Config, env func(string) (string, bool)) {
 	set("DEPSD_HOOK_URL", &cfg.Hooks.URL)
 	set("DEPSD_WEBHOOK_SECRET", &cfg.Hooks.Secret)
 	set("DEPSD_WEBHOOK_SECRET_FILE", &cfg.Hooks.SecretFile)
+	set("DEPSD_WEBHOOK_SIGNING", &cfg.Hooks.Signing)
+	set("DEPSD_WEBHOOK_SIGNING_TOKEN", &cfg.Hooks.SigningToken)
+	set("DEPSD_WEBHOOK_SIGNING_TOKEN_FILE", &cfg.Hooks.SigningTokenFile)
+	set("DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS", &cfg.Hooks.SigningTokenPrevious)
+	set("DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS_FILE", &cfg.Hooks.SigningTokenPreviousFile)
+	set("DEPSD_HOOKS_MODE", &cfg.Hooks.Mode)
 	set("DEPSD_MODE", &cfg.Mode)
 }
 
@@ -282,7 +331,37 @@ func (c *Config) ResolveSecrets(readFile func(string) ([]byte, error)) error {
 	if err := read("gitlab.token_file", c.GitLab.TokenFile, &c.GitLab.Token); err != nil {
 		return err
 	}
-	return read("hooks.secret_file", c.Hooks.SecretFile, &c.Hooks.Secret)
+	if err := read("hooks.secret_file", c.Hooks.SecretFile, &c.Hooks.Secret); err != nil {
+		return err
+	}
+	if err := read("hooks.signing_token_file", c.Hooks.SigningTokenFile, &c.Hooks.SigningToken); err != nil {
+		return err
+	}
+	if err := read("hooks.signing_token_previous_file", c.Hooks.SigningTokenPreviousFile, &c.Hooks.SigningTokenPrevious); err != nil {
+		return err
+	}
+	return c.checkSigningTokens().orNil()
+}
+
+// checkSigningTokens checks the format of the signing tokens that are set,
+// naming where each comes from and never repeating it.
+func (c *Config) checkSigningTokens() Problems {
+	var errs Problems
+	for _, t := range []struct{ key, env, value string }{
+		{"hooks.signing_token_file", "DEPSD_WEBHOOK_SIGNING_TOKEN", c.Hooks.SigningToken},
+		{"hooks.signing_token_previous_file", "DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS", c.Hooks.SigningTokenPrevious},
+	} {
+		if t.value == "" {
+			continue
+		}
+		if err := webhook.CheckGitLabSigningToken(t.value); err != nil {
+			errs = append(errs, fmt.Errorf("signing token (%s or %s): %v", t.key, t.env, err))
+		}
+	}
+	if c.Hooks.SigningTokenPrevious != "" && c.Hooks.SigningToken == "" {
+		errs = append(errs, errors.New("hooks.signing_token_previous_file is set without hooks.signing_token_file: the previous token only verifies during a rotation to a new one"))
+	}
+	return errs
 }
 
 // RequireGitLab checks what commands that talk to GitLab need on top of
@@ -389,6 +468,16 @@ func (c *Config) Validate() error {
 	if c.Mode != ModeFull && c.Mode != ModeFirstLevel {
 		errs = append(errs, fmt.Errorf("mode %q: want %s", c.Mode, strings.Join(Modes(), " or ")))
 	}
+	if !slices.Contains(webhook.SigningModes(), c.Hooks.Signing) {
+		errs = append(errs, fmt.Errorf("hooks.signing %q: want %s", c.Hooks.Signing, strings.Join(webhook.SigningModes(), ", ")))
+	}
+	if c.Hooks.Mode != HooksProject && c.Hooks.Mode != HooksGroup {
+		errs = append(errs, fmt.Errorf("hooks.mode %q: want %s or %s", c.Hooks.Mode, HooksProject, HooksGroup))
+	}
+	if c.Hooks.Mode == HooksGroup && len(c.Scope.Groups) == 0 {
+		c.warnf("hooks.mode: group has no effect without scope.groups: every project gets a project hook")
+	}
+	errs = append(errs, c.checkSigningTokens()...)
 	if c.Hooks.URL != "" {
 		if u, err := url.Parse(c.Hooks.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("hooks.url %q: want the http(s) URL GitLab should post to", c.Hooks.URL))

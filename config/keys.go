@@ -40,8 +40,11 @@ func (p Problems) orNil() error {
 // notInFile are keys of the configuration that are deliberately not read
 // from the file, with what to write instead.
 var notInFile = map[string]string{
-	"gitlab.token": "gitlab.token is never read from the file (it would end up in backups and version control): write token_file: /path/to/token, or set GITLAB_TOKEN",
-	"hooks.secret": "hooks.secret is never read from the file: write secret_file: /path/to/secret, or set DEPSD_WEBHOOK_SECRET",
+	"gitlab.token":                 "gitlab.token is never read from the file (it would end up in backups and version control): write token_file: /path/to/token, or set GITLAB_TOKEN",
+	"hooks.secret":                 "hooks.secret is never read from the file: write secret_file: /path/to/secret, or set DEPSD_WEBHOOK_SECRET",
+	"webhook":                      "webhook is not a known key: the webhook settings are under hooks: (hooks.signing, hooks.signing_token_file, hooks.mode)",
+	"hooks.signing_token":          "hooks.signing_token is never read from the file: write signing_token_file: /path/to/token, or set DEPSD_WEBHOOK_SIGNING_TOKEN",
+	"hooks.signing_token_previous": "hooks.signing_token_previous is never read from the file: write signing_token_previous_file: /path/to/token, or set DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS",
 }
 
 var (

@@ -106,6 +106,9 @@ type Daemon struct {
 	// outbox is the work run while the liveness lease safely holds:
 	// engine.RunOutbox (tests watch it).
 	outbox func(context.Context) error
+	// signingTokens verify signed deliveries; the first is installed on
+	// the hooks (SigningTokens).
+	signingTokens []string
 }
 
 // New opens the store and builds the pieces; nothing runs yet.
@@ -175,11 +178,16 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
+	if d.signingTokens, err = SigningTokens(ctx, cfg, st); err != nil {
+		st.Close()
+		return nil, err
+	}
 	d.recorder = d.engine.NewRecorder()
 	d.outbox = d.engine.RunOutbox
 	hook, err := webhook.NewHandler(webhook.Options{
-		Secret: cfg.Hooks.Secret, DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
-		Recorder: recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
+		Secret: cfg.Hooks.Secret, Signing: cfg.Hooks.Signing, SigningTokens: d.signingTokens,
+		DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
+		Recorder:        recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
 		Observe: func(kind, outcome string) { d.metrics.events.WithLabelValues(kind, outcome).Inc() },
 		Now:     opts.Now, Logger: opts.Logger.With("component", "webhook"),
 	})

@@ -65,6 +65,9 @@ func (d *Daemon) maintenance(ctx context.Context) error {
 		return nil
 	}
 	rep, err := d.syncHooks(ctx, false)
+	if note := rep.UnsignedNote(); note != "" {
+		d.log.Warn("webhooks not signed", "unsigned", rep.Unsigned(), "note", note)
+	}
 	if n := rep.Changed(); n > 0 {
 		d.log.Warn("hooks repaired", "changed", n, "reenabled", rep.Count(gitlab.HookReenabled), "created", rep.Count(gitlab.HookCreated),
 			"still_disabled", rep.Count(gitlab.HookStillDisabled))
@@ -82,7 +85,8 @@ func (d *Daemon) syncHooks(ctx context.Context, dryRun bool) (gitlab.HookReport,
 	if err != nil {
 		return gitlab.HookReport{}, fmt.Errorf("hooks sync: %w", err)
 	}
-	rep, err := d.gitlab.SyncHooks(ctx, projects, gitlab.HookSpec{URL: hooks.URL, SecretToken: hooks.Secret}, dryRun)
+	rep, err := d.gitlab.SyncHooks(ctx, projects, gitlab.HookSpec{URL: hooks.URL, SecretToken: hooks.Secret,
+		SigningToken: firstToken(d.signingTokens), Groups: cfg.HookGroups()}, dryRun)
 	checked := store.HookCheck{URL: hooks.URL, CheckedAt: d.opts.Now(), Report: rep}
 	if err != nil {
 		checked.Err = err.Error()

@@ -381,7 +381,7 @@ func hookState(c gitlab.HookChange, dryRun bool) (state, done string) {
 		case gitlab.HookUnchanged, gitlab.HookTemporarilyDisabled:
 			return state, ""
 		case gitlab.HookUpdated:
-			return "ok", "settings differ: the maintenance run repairs them"
+			return state, "settings differ: the maintenance run repairs them"
 		}
 		return state, "the maintenance run repairs it"
 	}
@@ -395,9 +395,20 @@ func hookState(c gitlab.HookChange, dryRun bool) (state, done string) {
 	case gitlab.HookTemporarilyDisabled:
 		return "failing", "GitLab retries it by itself"
 	case gitlab.HookUpdated:
+		// A paused hook with drifted settings (e.g. no signing token yet,
+		// after an upgrade) is edited but stays paused.
+		if slices.ContainsFunc(c.Reasons, func(r string) bool { return strings.HasPrefix(r, "disabled until ") }) {
+			return "failing", "settings repaired; GitLab retries it by itself"
+		}
 		return "ok", "settings repaired"
 	case gitlab.HookDeletedDuplicate:
 		return "ok", "duplicate deleted"
+	case gitlab.HookGroupRefused:
+		return "missing", "GitLab refused the group hook: project hooks kept"
+	case gitlab.HookReplacedByGroup:
+		return "ok", "project hook replaced by the group hook"
+	case gitlab.HookCoveredByGroup:
+		return "ok", "the group hook delivers its events"
 	}
 	return "ok", ""
 }

@@ -67,17 +67,24 @@ func TestFilesMarkTheLinesThatMatter(t *testing.T) {
 }
 
 func TestHookStates(t *testing.T) {
+	paused := []string{"signing token not set", "disabled until 2026-11-27T22:00:00Z, GitLab retries then"}
 	for _, tc := range []struct {
-		action gitlab.HookAction
-		dry    bool
-		state  string
+		action  gitlab.HookAction
+		dry     bool
+		state   string
+		reasons []string
 	}{
-		{gitlab.HookCreated, true, "missing"}, {gitlab.HookCreated, false, "missing"},
-		{gitlab.HookReenabled, true, "disabled"}, {gitlab.HookStillDisabled, false, "disabled"},
-		{gitlab.HookTemporarilyDisabled, true, "failing"}, {gitlab.HookUnchanged, true, "ok"},
-		{gitlab.HookUpdated, false, "ok"},
+		{gitlab.HookCreated, true, "missing", nil}, {gitlab.HookCreated, false, "missing", nil},
+		{gitlab.HookReenabled, true, "disabled", nil}, {gitlab.HookStillDisabled, false, "disabled", nil},
+		{gitlab.HookTemporarilyDisabled, true, "failing", nil}, {gitlab.HookUnchanged, true, "ok", nil},
+		{gitlab.HookUpdated, false, "ok", nil},
+		// A paused hook that drifted (no signing token yet after an
+		// upgrade) is edited and still paused.
+		{gitlab.HookUpdated, false, "failing", paused}, {gitlab.HookUpdated, true, "failing", paused},
+		{gitlab.HookGroupRefused, false, "missing", nil}, {gitlab.HookReplacedByGroup, false, "ok", nil},
+		{gitlab.HookCoveredByGroup, true, "ok", nil},
 	} {
-		if state, _ := hookState(gitlab.HookChange{Action: tc.action}, tc.dry); state != tc.state {
+		if state, _ := hookState(gitlab.HookChange{Action: tc.action, Reasons: tc.reasons}, tc.dry); state != tc.state {
 			t.Errorf("%s (dry run %v): %s, want %s", tc.action, tc.dry, state, tc.state)
 		}
 	}

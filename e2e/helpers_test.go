@@ -112,6 +112,8 @@ type world struct {
 	logs *syncBuffer
 	// client is the test's own HTTP client of depsd.
 	client *http.Client
+	// signingToken is installed on the hooks by syncHooks, if set.
+	signingToken string
 }
 
 // newHTTPClient is a client of depsd's API whose connections the test can
@@ -137,6 +139,9 @@ type daemonConfig struct {
 	// apiURL, if set, is where the daemon sends its GitLab API requests
 	// instead of the fake itself (a proxy in front of it).
 	apiURL string
+	// signing is hooks.signing (default auto); signingToken, if set, is
+	// the configured signing token, installed on every hook.
+	signing, signingToken string
 }
 
 // startDaemon runs depsd serve in process (daemon.New/Run, as `depsd serve`
@@ -160,6 +165,10 @@ func startDaemon(t *testing.T, srv *gitlabtest.Server, dc daemonConfig) *world {
 	cfg.Scope.Groups = []string{scopeGroup}
 	cfg.State = filepath.Join(t.TempDir(), "depsd.db")
 	cfg.Hooks.Secret = secret
+	if dc.signing != "" {
+		cfg.Hooks.Signing = dc.signing
+	}
+	cfg.Hooks.SigningToken = dc.signingToken
 	if dc.reconcile == 0 {
 		dc.reconcile = time.Minute
 	}
@@ -200,7 +209,7 @@ func startDaemon(t *testing.T, srv *gitlabtest.Server, dc daemonConfig) *world {
 	case <-time.After(stepTimeout):
 		t.Fatalf("daemon not listening after %s\nlogs:\n%s", stepTimeout, logs.tail(40))
 	}
-	w := &world{t: t, srv: srv, url: "http://" + addr, engine: d.Engine(), logs: logs, client: client}
+	w := &world{t: t, srv: srv, url: "http://" + addr, engine: d.Engine(), logs: logs, client: client, signingToken: dc.signingToken}
 	w.syncHooks(gl)
 	return w
 }
@@ -226,7 +235,7 @@ func (w *world) syncHooks(gl *gitlab.Client) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: w.hookURL(), SecretToken: secret}, false)
+	rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: w.hookURL(), SecretToken: secret, SigningToken: w.signingToken}, false)
 	if err != nil {
 		w.t.Fatal(err)
 	}

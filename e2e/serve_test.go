@@ -1,10 +1,14 @@
 package e2e_test
 
 import (
+	"bytes"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -407,4 +411,108 @@ func TestLateCreateAnswerDoesNotReviveFailedMember(t *testing.T) {
 	w.waitUntil("app was triggered after ruby's new pipeline succeeded", stepTimeout, func() bool {
 		return len(w.apiPipelines(app)) == 1
 	})
+}
+
+// Signed webhooks under hooks.signing: required: the fake, as GitLab 19.0,
+// signs base's success with the signing token hooks sync installed, and the
+// chain runs; the same body without a signature, with the right secret,
+// is refused with 401 and the signing token shows nowhere.
+func TestSignedWebhooksUnderRequired(t *testing.T) {
+	t.Parallel()
+	const token = "whsec_ZTJlLXNpZ25pbmcta2V5LW9mLTMyLWJ5dGVzLWxvbmc="
+	w := startDaemon(t, newGitLab(t, linear()...), daemonConfig{signing: "required", signingToken: token})
+	for _, p := range []string{base, ruby, app} {
+		if h := w.srv.Hooks(p); len(h) != 1 || h[0].SigningToken != token {
+			t.Fatalf("test setup: %s has no signing token: %+v", p, h)
+		}
+	}
+	rootID := w.runPipeline(base)
+	w.onlyChain("finished", inState(chain.Finished))
+	d, ok := w.deliveryOf(rootID, "success")
+	if !ok || d.State != gitlabtest.DeliveryDelivered {
+		t.Fatalf("base's success delivery: %+v", d)
+	}
+	if n := w.metric(`depsd_webhook_events_total{kind="pipeline",outcome="unauthorized"}`); n != 0 {
+		t.Fatalf("%v signed deliveries refused\n%s", n, w.dump())
+	}
+
+	code, body := w.postHook(d.Payload, secret)
+	if code != http.StatusUnauthorized || !strings.Contains(body, "unsigned") {
+		t.Errorf("unsigned delivery under required: %d %s", code, body)
+	}
+	if logs := w.logs.String(); strings.Contains(logs, token[len("whsec_"):]) || strings.Contains(body, token[len("whsec_"):]) {
+		t.Error("the signing token shows in depsd's logs or answer")
+	}
+}
+
+// During a switch to group hooks a project has both depsd's project hook
+// and the group's: GitLab delivers every event twice, with different
+// Idempotency-Keys (each hook runs on its own). depsd counts each
+// pipeline's status once: one chain, one pipeline per downstream project,
+// also when the group hook's copies arrive after the chain finished (held
+// back here until then).
+func TestProjectAndGroupHookDeliverTwiceAndTriggerOnce(t *testing.T) {
+	t.Parallel()
+	srv := newGitLab(t, linear()...)
+	w := startDaemon(t, srv, daemonConfig{})
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	held := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		req, _ := http.NewRequest(http.MethodPost, w.hookURL(), bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := w.client.Do(req)
+		if err != nil {
+			rw.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		rw.WriteHeader(resp.StatusCode)
+	}))
+	t.Cleanup(held.Close)
+	t.Cleanup(open)
+	srv.SetPremium(true)
+	if _, err := srv.AddGroupHook(scopeGroup, gitlabtest.Hook{URL: held.URL, Token: secret,
+		Events: []string{"pipeline_events", "push_events"}, EnableSSLVerification: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	rootID := w.runPipeline(base)
+	w.onlyChain("finished", inState(chain.Finished))
+	open()
+	w.waitUntil("every delivery was made", chainTimeout, func() bool {
+		for _, d := range srv.Deliveries() {
+			if d.State == gitlabtest.DeliveryQueued || d.State == gitlabtest.DeliverySending {
+				return false
+			}
+		}
+		return true
+	})
+	w.quiet()
+	keys := map[string]bool{}
+	for _, d := range srv.Deliveries() {
+		if d.PipelineID == rootID && d.PipelineStatus == "success" {
+			keys[d.IdempotencyKey] = true
+			if d.State != gitlabtest.DeliveryDelivered {
+				t.Errorf("delivery %d: %s %d", d.ID, d.State, d.StatusCode)
+			}
+		}
+	}
+	if len(keys) != 2 {
+		t.Fatalf("test setup: base's success was delivered with %d keys, want 2\n%s", len(keys), w.dump())
+	}
+	for _, p := range []string{ruby, app} {
+		if got := len(w.apiPipelines(p)); got != 1 {
+			t.Errorf("%s: %d pipelines, want 1\n%s", p, got, w.dump())
+		}
+	}
+	if cs, err := w.chains(); err != nil || len(cs) != 1 {
+		t.Errorf("%d chains (%v), want 1\n%s", len(cs), err, w.dump())
+	}
 }

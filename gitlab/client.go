@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -158,6 +157,9 @@ type Client struct {
 	// namesPerQuery is how many file names one GraphQL read may ask for,
 	// learnt when GitLab refuses one as too complex; 0: all.
 	namesPerQuery atomic.Int64
+	// signingIgnored: this GitLab answered a hook write that carried a
+	// signing token without keeping it (SyncHooks).
+	signingIgnored atomic.Bool
 }
 
 // New validates cfg and builds a Client. It sends no request.

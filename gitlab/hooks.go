@@ -27,8 +27,13 @@ type Hook struct {
 	AlertStatus   string
 	DisabledUntil time.Time
 	// TokenPresent says whether a secret token is set; nil when this GitLab
-	// version does not report it.
+	// version does not report it (before 19.0).
 	TokenPresent *bool
+	// SigningTokenPresent says whether a signing token is set (GitLab
+	// 19.0+); nil when this GitLab does not report it. It stays false on a
+	// GitLab that ignores signing_token (the webhook_signing_token flag
+	// off).
+	SigningTokenPresent *bool
 }
 
 // Disabled reports whether GitLab stopped delivering to the hook.
@@ -42,17 +47,41 @@ func (h Hook) Disabled(now time.Time) bool {
 	return h.DisabledUntil.After(now)
 }
 
+// hookOwner is where a hook lives: a project or a group. base is its API
+// path ("projects/12", "groups/infra%2Fimages"), name how errors say it.
+type hookOwner struct {
+	base, name string
+	projectID  int64 // 0 for a group
+}
+
+func projectHooks(projectID int64) hookOwner {
+	return hookOwner{base: fmt.Sprintf("projects/%d", projectID), name: fmt.Sprintf("project %d", projectID), projectID: projectID}
+}
+
+func groupHooks(group string) hookOwner {
+	return hookOwner{base: "groups/" + gl.PathEscape(group), name: "group " + group}
+}
+
 // ListHooks returns a project's hooks (all pages).
 func (c *Client) ListHooks(ctx context.Context, projectID int64) ([]Hook, error) {
+	return c.listHooks(ctx, projectHooks(projectID))
+}
+
+// ListGroupHooks returns a group's hooks (all pages; GET
+// /groups/:id/hooks: Premium, Owner role).
+func (c *Client) ListGroupHooks(ctx context.Context, group string) ([]Hook, error) {
+	return c.listHooks(ctx, groupHooks(group))
+}
+
+func (c *Client) listHooks(ctx context.Context, o hookOwner) ([]Hook, error) {
 	var out []Hook
 	for page := int64(1); page != 0; {
 		var raw []map[string]any
 		var resp *gl.Response
-		err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+		err := c.call(ctx, true, func(ro ...gl.RequestOptionFunc) (*gl.Response, error) {
 			// Decoded by hand: client-go's struct cannot tell a missing
 			// token_present from false.
-			req, err := c.gl.NewRequest("GET", fmt.Sprintf("projects/%d/hooks", projectID),
-				&gl.ListOptions{PerPage: 100, Page: page}, o)
+			req, err := c.gl.NewRequest("GET", o.base+"/hooks", &gl.ListOptions{PerPage: 100, Page: page}, ro)
 			if err != nil {
 				return nil, err
 			}
@@ -61,10 +90,10 @@ func (c *Client) ListHooks(ctx context.Context, projectID int64) ([]Hook, error)
 			return resp, err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("list hooks of project %d: %w", projectID, err)
+			return nil, fmt.Errorf("list hooks of %s: %w", o.name, err)
 		}
 		for _, m := range raw {
-			out = append(out, hookFromMap(projectID, m))
+			out = append(out, hookFromMap(o.projectID, m))
 		}
 		page = resp.NextPage
 	}
@@ -88,6 +117,9 @@ func hookFromMap(projectID int64, m map[string]any) Hook {
 	if b, ok := m["token_present"].(bool); ok {
 		h.TokenPresent = &b
 	}
+	if b, ok := m["signing_token_present"].(bool); ok {
+		h.SigningTokenPresent = &b
+	}
 	for k, v := range m {
 		if on, _ := v.(bool); on && strings.HasSuffix(k, "_events") && k != "push_events" && k != "pipeline_events" {
 			h.OtherEvents = append(h.OtherEvents, k)
@@ -97,22 +129,22 @@ func hookFromMap(projectID int64, m map[string]any) Hook {
 	return h
 }
 
-func hookFromGL(h *gl.ProjectHook) Hook {
-	out := Hook{
-		ID: h.ID, ProjectID: h.ProjectID, URL: h.URL, PushEvents: h.PushEvents,
-		PipelineEvents: h.PipelineEvents, EnableSSLVerification: h.EnableSSLVerification,
-		PushEventsBranchFilter: h.PushEventsBranchFilter, AlertStatus: h.AlertStatus,
-		DisabledUntil: timeOf(h.DisabledUntil),
-	}
-	return out
-}
-
 // HookSpec is the one hook depsd wants on every project.
 type HookSpec struct {
 	// URL identifies depsd's hook: a hook with exactly this URL is depsd's.
 	URL string
 	// SecretToken is sent by GitLab as X-Gitlab-Token.
 	SecretToken string
+	// SigningToken, when set, is installed as the hook's signing_token
+	// (GitLab 19.0+ then signs deliveries); GitLab never returns it.
+	SigningToken string
+	// Groups, when set (hooks.mode: group), each get one group hook (the
+	// topmost of them: a group below another is covered by its hook). The
+	// projects below a group whose hook works lose their depsd project
+	// hooks once it answers a test delivery; a group where GitLab refuses
+	// group hooks (403/404) is reported and its projects keep project
+	// hooks. Projects outside the groups always get project hooks.
+	Groups []string
 	// RotateToken makes SyncHooks re-set the token on every existing depsd
 	// hook. GitLab never returns a hook's token, so a changed secret cannot
 	// be detected; use this after changing it.
@@ -122,72 +154,80 @@ type HookSpec struct {
 	Progress func(done, total int)
 }
 
-// AddHook creates depsd's hook on a project: push and pipeline events, the
-// secret token, SSL verification on.
-func (c *Client) AddHook(ctx context.Context, projectID int64, spec HookSpec) (Hook, error) {
-	opt := &gl.AddProjectHookOptions{
-		Name:                  gl.Ptr("depsd"),
-		Description:           gl.Ptr("Managed by depsd (hooks sync): rebuilds downstream projects"),
-		URL:                   gl.Ptr(spec.URL),
-		PushEvents:            gl.Ptr(true),
-		PipelineEvents:        gl.Ptr(true),
-		EnableSSLVerification: gl.Ptr(true),
-		Token:                 gl.Ptr(spec.SecretToken),
+// hookAttributes is what depsd sets on its hook, create or edit: URL,
+// tokens, push and pipeline events on, every other event off, no push
+// branch filter, SSL verification on. signing_token is not in client-go's
+// project hook options, hence a map.
+func hookAttributes(spec HookSpec, create bool) map[string]any {
+	a := map[string]any{
+		"url": spec.URL, "token": spec.SecretToken,
+		"push_events": true, "pipeline_events": true, "enable_ssl_verification": true,
 	}
-	var h *gl.ProjectHook
-	err := c.call(ctx, false, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
-		var resp *gl.Response
-		var err error
-		h, resp, err = c.gl.Projects.AddProjectHook(projectID, opt, o...)
-		return resp, err
-	})
-	if err != nil {
-		return Hook{}, fmt.Errorf("add hook to project %d: %w", projectID, err)
+	if spec.SigningToken != "" {
+		a["signing_token"] = spec.SigningToken
 	}
-	return hookFromGL(h), nil
+	if create {
+		a["name"] = "depsd"
+		a["description"] = "Managed by depsd (hooks sync): rebuilds downstream projects"
+		return a
+	}
+	a["push_events_branch_filter"] = ""
+	for _, e := range otherHookEvents {
+		a[e] = false
+	}
+	return a
 }
 
-// EditHook makes an existing hook match spec exactly: URL, token, push and
-// pipeline events on, every other event off, no push branch filter, SSL
-// verification on. Saving a hook does not re-enable it if GitLab disabled it
-// after failures: see TestHook.
+// otherHookEvents are the event switches depsd turns off on its hook.
+var otherHookEvents = []string{
+	"issues_events", "confidential_issues_events", "merge_requests_events", "tag_push_events",
+	"note_events", "confidential_note_events", "job_events", "wiki_page_events", "deployment_events",
+	"feature_flag_events", "releases_events", "milestone_events", "emoji_events", "vulnerability_events",
+	"resource_access_token_events", "resource_deploy_token_events",
+}
+
+// AddHook creates depsd's hook on a project (see hookAttributes).
+func (c *Client) AddHook(ctx context.Context, projectID int64, spec HookSpec) (Hook, error) {
+	return c.addHook(ctx, projectHooks(projectID), spec)
+}
+
+// EditHook makes an existing hook match spec exactly (see
+// hookAttributes). Saving a hook does not re-enable it if GitLab disabled
+// it after failures: see TestHook.
 func (c *Client) EditHook(ctx context.Context, projectID, hookID int64, spec HookSpec) (Hook, error) {
-	off := gl.Ptr(false)
-	opt := &gl.EditProjectHookOptions{
-		URL:                       gl.Ptr(spec.URL),
-		Token:                     gl.Ptr(spec.SecretToken),
-		PushEvents:                gl.Ptr(true),
-		PipelineEvents:            gl.Ptr(true),
-		EnableSSLVerification:     gl.Ptr(true),
-		PushEventsBranchFilter:    gl.Ptr(""),
-		IssuesEvents:              off,
-		ConfidentialIssuesEvents:  off,
-		MergeRequestsEvents:       off,
-		TagPushEvents:             off,
-		NoteEvents:                off,
-		ConfidentialNoteEvents:    off,
-		JobEvents:                 off,
-		WikiPageEvents:            off,
-		DeploymentEvents:          off,
-		FeatureFlagEvents:         off,
-		ReleasesEvents:            off,
-		MilestoneEvents:           off,
-		EmojiEvents:               off,
-		VulnerabilityEvents:       off,
-		ResourceAccessTokenEvents: off,
-		ResourceDeployTokenEvents: off,
+	return c.editHook(ctx, projectHooks(projectID), hookID, spec)
+}
+
+func (c *Client) addHook(ctx context.Context, o hookOwner, spec HookSpec) (Hook, error) {
+	h, err := c.sendHook(ctx, false, "POST", o.base+"/hooks", hookAttributes(spec, true), o.projectID)
+	if err != nil {
+		return Hook{}, fmt.Errorf("add hook to %s: %w", o.name, err)
 	}
-	var h *gl.ProjectHook
-	err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
-		var resp *gl.Response
-		var err error
-		h, resp, err = c.gl.Projects.EditProjectHook(projectID, hookID, opt, o...)
-		return resp, err
+	return h, nil
+}
+
+func (c *Client) editHook(ctx context.Context, o hookOwner, hookID int64, spec HookSpec) (Hook, error) {
+	h, err := c.sendHook(ctx, true, "PUT", fmt.Sprintf("%s/hooks/%d", o.base, hookID), hookAttributes(spec, false), o.projectID)
+	if err != nil {
+		return Hook{}, fmt.Errorf("edit hook %d of %s: %w", hookID, o.name, err)
+	}
+	return h, nil
+}
+
+func (c *Client) sendHook(ctx context.Context, idempotent bool, method, path string, body map[string]any, projectID int64) (Hook, error) {
+	var raw map[string]any
+	err := c.call(ctx, idempotent, func(ro ...gl.RequestOptionFunc) (*gl.Response, error) {
+		req, err := c.gl.NewRequest(method, path, body, ro)
+		if err != nil {
+			return nil, err
+		}
+		raw = nil
+		return c.gl.Do(req, &raw)
 	})
 	if err != nil {
-		return Hook{}, fmt.Errorf("edit hook %d of project %d: %w", hookID, projectID, err)
+		return Hook{}, err
 	}
-	return hookFromGL(h), nil
+	return hookFromMap(projectID, raw), nil
 }
 
 // TestHook asks GitLab to send a test push event to a hook now (POST
@@ -198,22 +238,38 @@ func (c *Client) EditHook(ctx context.Context, projectID, hookID int64, spec Hoo
 // 5xx, as it delivers an event. GitLab limits it to 5 requests a minute per
 // user and project.
 func (c *Client) TestHook(ctx context.Context, projectID, hookID int64) error {
-	err := c.call(ctx, false, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
-		return c.gl.Projects.TriggerTestProjectHook(projectID, hookID, gl.ProjectHookEventPush, o...)
+	return c.testHook(ctx, projectHooks(projectID), hookID)
+}
+
+func (c *Client) testHook(ctx context.Context, o hookOwner, hookID int64) error {
+	err := c.call(ctx, false, func(ro ...gl.RequestOptionFunc) (*gl.Response, error) {
+		req, err := c.gl.NewRequest("POST", fmt.Sprintf("%s/hooks/%d/test/push_events", o.base, hookID), nil, ro)
+		if err != nil {
+			return nil, err
+		}
+		return c.gl.Do(req, nil)
 	})
 	if err != nil {
-		return fmt.Errorf("test hook %d of project %d: %w", hookID, projectID, err)
+		return fmt.Errorf("test hook %d of %s: %w", hookID, o.name, err)
 	}
 	return nil
 }
 
 // DeleteHook removes a hook.
 func (c *Client) DeleteHook(ctx context.Context, projectID, hookID int64) error {
-	err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
-		return c.gl.Projects.DeleteProjectHook(projectID, hookID, o...)
+	return c.deleteHook(ctx, projectHooks(projectID), hookID)
+}
+
+func (c *Client) deleteHook(ctx context.Context, o hookOwner, hookID int64) error {
+	err := c.call(ctx, true, func(ro ...gl.RequestOptionFunc) (*gl.Response, error) {
+		req, err := c.gl.NewRequest("DELETE", fmt.Sprintf("%s/hooks/%d", o.base, hookID), nil, ro)
+		if err != nil {
+			return nil, err
+		}
+		return c.gl.Do(req, nil)
 	})
 	if err != nil {
-		return fmt.Errorf("delete hook %d of project %d: %w", hookID, projectID, err)
+		return fmt.Errorf("delete hook %d of %s: %w", hookID, o.name, err)
 	}
 	return nil
 }

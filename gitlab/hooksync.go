@@ -37,13 +37,20 @@ const (
 
 // HookChange is one line of a HookReport.
 type HookChange struct {
-	Project   string
+	// Project is the project's path, or the group's for a group hook.
+	Project string
+	// Group: the entry is a group hook (hooks.mode: group).
+	Group     bool
 	ProjectID int64
 	HookID    int64 // 0 for a hook not created yet (dry run)
 	Action    HookAction
 	// Reasons say why, e.g. "pipeline_events off", "token not set",
 	// "disabled by GitLab (temporarily_disabled)".
 	Reasons []string
+	// Unsigned: depsd asked for a signing token but GitLab does not keep
+	// one on this hook (before 19.0, or the webhook_signing_token flag
+	// off): its deliveries are not signed. Not an error.
+	Unsigned bool
 }
 
 // HookReport lists per project what SyncHooks did, sorted by project path
@@ -58,12 +65,39 @@ type HookReport struct {
 func (r HookReport) Changed() int {
 	n := 0
 	for _, c := range r.Changes {
-		if c.Action != HookUnchanged && c.Action != HookTemporarilyDisabled {
+		switch c.Action {
+		case HookUnchanged, HookTemporarilyDisabled, HookGroupRefused, HookCoveredByGroup:
+		default:
 			n++
 		}
 	}
 	return n
 }
+
+// Unsigned counts the hooks GitLab does not sign although depsd asked.
+func (r HookReport) Unsigned() int {
+	n := 0
+	for _, c := range r.Changes {
+		if c.Unsigned {
+			n++
+		}
+	}
+	return n
+}
+
+// UnsignedNote says what Unsigned hooks mean for the operator, or "".
+func (r HookReport) UnsignedNote() string {
+	n := r.Unsigned()
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d hooks are not signed: this GitLab ignores signing_token (it needs 19.0 with the webhook_signing_token flag on); "+
+		"their deliveries are checked by X-Gitlab-Token, and hooks.signing: required would refuse them", n)
+}
+
+// signingIgnoredReason is the reason a write's answer adds when GitLab
+// kept no signing token.
+const signingIgnoredReason = "GitLab ignored signing_token (before 19.0, or the webhook_signing_token flag is off)"
 
 // Count counts the entries with action a.
 func (r HookReport) Count(a HookAction) int {
@@ -107,6 +141,27 @@ func (c *Client) SyncHooks(ctx context.Context, projects []Project, spec HookSpe
 		changes []HookChange
 		errs    []error
 	)
+	// Group mode: each group's hook first (sequentially: they are few),
+	// then the projects, below a working group hook or not.
+	var covering []*groupHook
+	for _, group := range topGroups(spec.Groups) {
+		ch, gh, err := c.syncGroupHook(ctx, group, spec, dryRun)
+		changes = append(changes, ch...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sync the hook of group %s: %w", group, err))
+		}
+		if gh.ok {
+			covering = append(covering, gh)
+		}
+	}
+	coveredBy := func(p Project) *groupHook {
+		for _, gh := range covering {
+			if hasPathPrefix(p.Path, gh.path) {
+				return gh
+			}
+		}
+		return nil
+	}
 	var g errgroup.Group // no shared context: one project's failure does not cancel the rest
 	g.SetLimit(c.cfg.Concurrency)
 	done := 0
@@ -115,7 +170,13 @@ func (c *Client) SyncHooks(ctx context.Context, projects []Project, spec HookSpe
 	}
 	for _, p := range projects {
 		g.Go(func() error {
-			ch, err := c.syncProjectHooks(ctx, p, spec, dryRun)
+			var ch []HookChange
+			var err error
+			if gh := coveredBy(p); gh != nil {
+				ch, err = c.syncCoveredProject(ctx, p, gh, spec, dryRun)
+			} else {
+				ch, err = c.syncProjectHooks(ctx, p, spec, dryRun)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if done++; spec.Progress != nil {
@@ -130,9 +191,20 @@ func (c *Client) SyncHooks(ctx context.Context, projects []Project, spec HookSpe
 	}
 	_ = g.Wait()
 	slices.SortFunc(changes, func(a, b HookChange) int {
-		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.HookID, b.HookID))
+		return cmp.Or(compareBool(b.Group, a.Group), cmp.Compare(a.Project, b.Project), cmp.Compare(a.HookID, b.HookID))
 	})
 	return HookReport{DryRun: dryRun, Changes: changes}, errors.Join(errs...)
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec, dryRun bool) ([]HookChange, error) {
@@ -140,11 +212,20 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 	if err != nil {
 		return nil, err
 	}
-	plan := planHooks(hooks, spec, c.cfg.Now())
+	return c.syncProjectHooksListed(ctx, p, hooks, spec, dryRun, "")
+}
+
+// syncProjectHooksListed plans and carries out the project's hooks from
+// its listed hooks; note, if set, is added to the reasons of the kept hook.
+func (c *Client) syncProjectHooksListed(ctx context.Context, p Project, hooks []Hook, spec HookSpec, dryRun bool, note string) ([]HookChange, error) {
+	plan := planHooks(hooks, spec, c.cfg.Now(), c.signingIgnored.Load())
 	var done []HookChange
 	for _, st := range plan {
 		step := st.HookChange
 		step.Project, step.ProjectID = p.Path, p.ID
+		if note != "" && step.Action != HookDeletedDuplicate {
+			step.Reasons = append(step.Reasons, note)
+		}
 		if !dryRun {
 			switch step.Action {
 			case HookCreated:
@@ -153,14 +234,17 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 					return done, err
 				}
 				step.HookID = h.ID
+				c.noteSigning(&step, h, spec)
 			case HookUpdated, HookReenabled:
 				if st.edit {
-					if _, err := c.EditHook(ctx, p.ID, step.HookID, spec); err != nil {
+					h, err := c.EditHook(ctx, p.ID, step.HookID, spec)
+					if err != nil {
 						return done, err
 					}
+					c.noteSigning(&step, h, spec)
 				}
 				if st.test {
-					if err := c.reenableHook(ctx, p.ID, spec.URL, &step); err != nil {
+					if err := c.reenable(ctx, projectHooks(p.ID), spec.URL, &step); err != nil {
 						return done, err
 					}
 				}
@@ -183,13 +267,35 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 	return done, nil
 }
 
-// reenableHook sends a test delivery to a permanently disabled hook and
+// noteSigning reads GitLab's answer to a create or edit that carried a
+// signing token: when GitLab kept none (signing_token_present false or
+// absent), the hook is Unsigned, and the client stops counting a missing
+// signing token as drift, so that later syncs do not edit every hook
+// again for a token this GitLab will not keep.
+func (c *Client) noteSigning(step *HookChange, h Hook, spec HookSpec) {
+	if spec.SigningToken == "" {
+		return
+	}
+	if h.SigningTokenPresent != nil && *h.SigningTokenPresent {
+		step.Unsigned = false
+		return
+	}
+	step.Unsigned = true
+	if !slices.Contains(step.Reasons, signingIgnoredReason) {
+		step.Reasons = append(step.Reasons, signingIgnoredReason)
+	}
+	if !c.signingIgnored.Swap(true) {
+		c.log.Warn("GitLab ignores the webhook signing token: deliveries are not signed", "reason", signingIgnoredReason)
+	}
+}
+
+// reenable sends a test delivery to a permanently disabled hook and
 // reads it back: step becomes HookReenabled if GitLab now runs the hook,
 // HookStillDisabled (with the reason) if not. A failed delivery is not an
 // error; failing API calls are.
-func (c *Client) reenableHook(ctx context.Context, projectID int64, url string, step *HookChange) error {
+func (c *Client) reenable(ctx context.Context, o hookOwner, url string, step *HookChange) error {
 	failure := ""
-	if err := c.TestHook(ctx, projectID, step.HookID); err != nil {
+	if err := c.testHook(ctx, o, step.HookID); err != nil {
 		var ae *APIError
 		if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity {
 			return err
@@ -197,13 +303,13 @@ func (c *Client) reenableHook(ctx context.Context, projectID int64, url string, 
 		// 422: GitLab made the delivery and the receiver did not answer 2xx.
 		failure = ae.Message
 	}
-	hooks, err := c.ListHooks(ctx, projectID)
+	hooks, err := c.listHooks(ctx, o)
 	if err != nil {
 		return err
 	}
 	i := slices.IndexFunc(hooks, func(h Hook) bool { return h.ID == step.HookID })
 	if i < 0 {
-		return fmt.Errorf("hook %d of project %d: %w after the test delivery", step.HookID, projectID, ErrNotFound)
+		return fmt.Errorf("hook %d of %s: %w after the test delivery", step.HookID, o.name, ErrNotFound)
 	}
 	if !hooks[i].Disabled(c.cfg.Now()) {
 		step.Action = HookReenabled
@@ -229,7 +335,10 @@ type hookStep struct {
 // planHooks decides, from a project's hooks, what to do so that exactly one
 // correct hook with spec.URL remains. Creates and edits come before
 // deletions so the project is never left without a hook.
-func planHooks(hooks []Hook, spec HookSpec, now time.Time) []hookStep {
+//
+// signingIgnored says this GitLab was seen ignoring signing_token: a hook
+// without one is then not drift.
+func planHooks(hooks []Hook, spec HookSpec, now time.Time, signingIgnored bool) []hookStep {
 	var mine []Hook
 	for _, h := range hooks {
 		if h.URL == spec.URL {
@@ -241,8 +350,12 @@ func planHooks(hooks []Hook, spec HookSpec, now time.Time) []hookStep {
 	}
 	slices.SortFunc(mine, func(a, b Hook) int { return cmp.Compare(a.ID, b.ID) })
 	keep := mine[0]
-	drift := hookDrift(keep, spec)
-	st := hookStep{HookChange: HookChange{HookID: keep.ID, Action: HookUnchanged}, edit: len(drift) > 0}
+	drift := hookDrift(keep, spec, signingIgnored)
+	// Unsigned until a write says otherwise: GitLab does not report a
+	// signing token (before 19.0), or keeps none although this GitLab was
+	// seen ignoring it.
+	unsigned := spec.SigningToken != "" && (keep.SigningTokenPresent == nil || (!*keep.SigningTokenPresent && signingIgnored))
+	st := hookStep{HookChange: HookChange{HookID: keep.ID, Action: HookUnchanged, Unsigned: unsigned}, edit: len(drift) > 0}
 	switch {
 	case keep.AlertStatus == "disabled":
 		// Only a successful delivery re-enables it: a test request.
@@ -267,7 +380,7 @@ func planHooks(hooks []Hook, spec HookSpec, now time.Time) []hookStep {
 }
 
 // hookDrift lists how h differs from what spec asks for.
-func hookDrift(h Hook, spec HookSpec) []string {
+func hookDrift(h Hook, spec HookSpec, signingIgnored bool) []string {
 	var r []string
 	if !h.PushEvents {
 		r = append(r, "push_events off")
@@ -286,6 +399,9 @@ func hookDrift(h Hook, spec HookSpec) []string {
 	}
 	if h.TokenPresent != nil && !*h.TokenPresent {
 		r = append(r, "token not set")
+	}
+	if spec.SigningToken != "" && h.SigningTokenPresent != nil && !*h.SigningTokenPresent && !signingIgnored {
+		r = append(r, "signing token not set")
 	}
 	if spec.RotateToken {
 		r = append(r, "token rotation requested")

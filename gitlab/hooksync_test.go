@@ -260,7 +260,7 @@ func TestPlanHooks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []HookAction
-			for _, st := range planHooks(tt.hooks, spec, now) {
+			for _, st := range planHooks(tt.hooks, spec, now, false) {
 				got = append(got, st.Action)
 				if st.test != (st.Action == HookReenabled) {
 					t.Errorf("%s: test delivery = %v", st.Action, st.test)

@@ -509,6 +509,34 @@ mutant "the instance scope lists with offset pages, refused past GitLab's offset
 	'Pagination: "keyset", ' \
 	'Pagination: "", ' \
 	-- go test -count=1 -short -run 'TestInstanceScopeListsPastTheOffsetLimit' ./gitlab/
+mutant "a wrong webhook signature falls back to X-Gitlab-Token in auto mode" \
+	webhook/handler.go \
+	'		if err != nil {
+			h.refuse(w, r, kind, eventType, err.Error())' \
+	'		if err != nil && h.unsignedRefusal(r) != "" {
+			h.refuse(w, r, kind, eventType, err.Error())' \
+	-- go test -count=1 -run 'TestHandlerSigningModes' ./webhook/
+
+mutant "a signed delivery of any age is accepted (no replay window)" \
+	webhook/signature.go \
+	'		return ErrTimestamp
+	}' \
+	'	}' \
+	-- go test -count=1 -run 'TestVerify$|TestHandlerSigningModes' ./webhook/
+
+mutant "hooks sync edits every hook again on a GitLab that ignores signing tokens" \
+	gitlab/hooksync.go \
+	'!*h.SigningTokenPresent && !signingIgnored {' \
+	'!*h.SigningTokenPresent {' \
+	-- go test -count=1 -run 'TestSyncHooksSigningToken' ./gitlab/
+
+mutant "group mode removes project hooks although the group hook did not answer its test delivery" \
+	gitlab/grouphooksync.go \
+	'	if !ok {
+		// Both hooks deliver meanwhile' \
+	'	if false && !ok {
+		// Both hooks deliver meanwhile' \
+	-- go test -count=1 -run 'TestSyncGroupHooksFallBack' ./gitlab/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

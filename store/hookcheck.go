@@ -50,6 +50,8 @@ type hookCheckEntry struct {
 	HookID    int64    `json:"hook_id"`
 	Action    string   `json:"action"`
 	Reasons   []string `json:"reasons,omitempty"`
+	Unsigned  bool     `json:"unsigned,omitempty"`
+	Group     bool     `json:"group,omitempty"`
 }
 
 // SaveHookCheck replaces the stored webhook check with c.
@@ -57,7 +59,7 @@ func (s *Store) SaveHookCheck(ctx context.Context, c HookCheck) error {
 	entries := make([]hookCheckEntry, 0, len(c.Report.Changes))
 	for _, h := range c.Report.Changes {
 		entries = append(entries, hookCheckEntry{Project: h.Project, ProjectID: h.ProjectID, HookID: h.HookID,
-			Action: string(h.Action), Reasons: h.Reasons})
+			Action: string(h.Action), Reasons: h.Reasons, Unsigned: h.Unsigned, Group: h.Group})
 	}
 	hooks, err := json.Marshal(entries)
 	if err != nil {
@@ -107,7 +109,7 @@ func (s *Store) HookCheck(ctx context.Context) (c HookCheck, ok bool, err error)
 	}
 	for _, e := range entries {
 		c.Report.Changes = append(c.Report.Changes, gitlab.HookChange{Project: e.Project, ProjectID: e.ProjectID,
-			HookID: e.HookID, Action: gitlab.HookAction(e.Action), Reasons: e.Reasons})
+			HookID: e.HookID, Action: gitlab.HookAction(e.Action), Reasons: e.Reasons, Unsigned: e.Unsigned, Group: e.Group})
 	}
 	return c, true, nil
 }

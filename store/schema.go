@@ -238,5 +238,6 @@ func migrations() []migration {
 				`ALTER TABLE outbox ADD COLUMN claimed_at TEXT`,
 			},
 		},
+		signingTokenMigration(),
 	}
 }

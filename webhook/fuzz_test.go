@@ -46,3 +46,52 @@ func FuzzHandler(f *testing.F) {
 		}
 	})
 }
+
+// FuzzVerify: whatever the headers and body, Verify never panics; what it
+// accepts is signed by the token (a verifier with another token refuses
+// it); and a delivery signed by the token, within the window, verifies,
+// while the same with one byte of the body changed does not.
+func FuzzVerify(f *testing.F) {
+	f.Add("msg_1", "1793491200", "v1,AAAA v1,=", []byte(`{"a":1}`), int64(0))
+	f.Add("", "", "", []byte{}, int64(-301))
+	f.Add("id", "-1", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", []byte("x"), int64(299))
+	v, err := NewVerifier(tokenA)
+	if err != nil {
+		f.Fatal(err)
+	}
+	other, err := NewVerifier(tokenC)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte, skew int64) {
+		if v.Verify(id, ts, sig, body, signNow) == nil && other.Verify(id, ts, sig, body, signNow) == nil {
+			t.Fatalf("one signature verified under two tokens: id %q ts %q sig %q", id, ts, sig)
+		}
+		if id == "" {
+			return
+		}
+		skew %= 2 * int64(MaxClockSkew/time.Second)
+		at := signNow.Add(time.Duration(skew) * time.Second)
+		good, tsStr, err := Sign(tokenA, id, at, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = v.Verify(id, tsStr, sig+" "+good, body, signNow)
+		inWindow := skew <= int64(MaxClockSkew/time.Second) && skew >= -int64(MaxClockSkew/time.Second)
+		if inWindow != (err == nil) {
+			t.Fatalf("skew %ds: %v", skew, err)
+		}
+		if !inWindow {
+			return
+		}
+		changed := append([]byte{}, body...)
+		if len(changed) == 0 {
+			changed = []byte{0}
+		} else {
+			changed[len(changed)/2]++
+		}
+		if v.Verify(id, tsStr, good, changed, signNow) == nil {
+			t.Fatalf("a changed body verifies")
+		}
+	})
+}

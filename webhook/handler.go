@@ -1,5 +1,6 @@
-// Package webhook receives GitLab project webhooks: it checks the secret
-// token in constant time, caps the body, decodes Pipeline Hook and Push Hook
+// Package webhook receives GitLab webhooks (project and group hooks): it
+// checks the Standard Webhooks signature or the secret token in constant
+// time, caps the body, decodes Pipeline Hook and Push Hook
 // events, drops what depsd does not act on, records the rest durably and
 // acknowledges at once. It never calls GitLab: the recorded events are
 // processed after the answer, so GitLab (which waits 10 s and disables
@@ -13,9 +14,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -44,10 +47,31 @@ const (
 	OutcomeError        = "error"
 )
 
+// Signing modes: how the handler treats the webhook-signature header.
+const (
+	// SigningAuto verifies a signature when the delivery carries one (a
+	// wrong one is refused) and checks X-Gitlab-Token when it does not.
+	SigningAuto = "auto"
+	// SigningRequired refuses deliveries without a valid signature.
+	SigningRequired = "required"
+	// SigningOff ignores signatures: X-Gitlab-Token only.
+	SigningOff = "off"
+)
+
+// SigningModes are the accepted values of Options.Signing.
+func SigningModes() []string { return []string{SigningAuto, SigningRequired, SigningOff} }
+
 // Options configure a Handler.
 type Options struct {
-	// Secret is the X-Gitlab-Token every delivery must carry. Required.
+	// Secret is the X-Gitlab-Token an unsigned delivery must carry.
+	// Required unless Signing is SigningRequired.
 	Secret string
+	// Signing is SigningAuto (default), SigningRequired or SigningOff.
+	Signing string
+	// SigningTokens verify webhook-signature: the current token first, then
+	// the previous one while a rotation is rolled out. Required with
+	// SigningRequired; without any, SigningAuto checks the secret only.
+	SigningTokens []string
 	// MaxBody caps the request body. Default 4 MiB (pipeline events of big
 	// pipelines list every job).
 	MaxBody int64
@@ -66,11 +90,32 @@ type Options struct {
 type Handler struct {
 	opts       Options
 	secretHash [sha256.Size]byte
+	verifier   *Verifier // nil: signatures are not checked
 }
 
 // NewHandler checks the options and returns the handler.
 func NewHandler(opts Options) (*Handler, error) {
-	if opts.Secret == "" {
+	if opts.Signing == "" {
+		opts.Signing = SigningAuto
+	}
+	h := &Handler{}
+	switch opts.Signing {
+	case SigningAuto, SigningRequired:
+		if len(opts.SigningTokens) > 0 {
+			v, err := NewVerifier(opts.SigningTokens...)
+			if err != nil {
+				return nil, err
+			}
+			h.verifier = v
+		}
+	case SigningOff:
+	default:
+		return nil, fmt.Errorf("webhook: signing mode %q: want %s", opts.Signing, strings.Join(SigningModes(), ", "))
+	}
+	if opts.Signing == SigningRequired && h.verifier == nil {
+		return nil, errors.New("webhook: signing is required but no signing token is set")
+	}
+	if opts.Secret == "" && opts.Signing != SigningRequired {
 		return nil, errors.New("webhook: a secret token is required")
 	}
 	if opts.Recorder == nil {
@@ -88,7 +133,8 @@ func NewHandler(opts Options) (*Handler, error) {
 	if opts.Observe == nil {
 		opts.Observe = func(string, string) {}
 	}
-	return &Handler{opts: opts, secretHash: sha256.Sum256([]byte(opts.Secret))}, nil
+	h.opts, h.secretHash = opts, sha256.Sum256([]byte(opts.Secret))
+	return h, nil
 }
 
 // ServeHTTP follows verify → cap → decode → record → ack.
@@ -100,12 +146,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
-	if !h.tokenOK(r.Header.Get("X-Gitlab-Token")) {
-		// Never log or echo what was sent.
-		h.opts.Logger.Warn("webhook with a wrong or missing token", "remote", r.RemoteAddr, "event", eventType)
-		h.opts.Observe(kind, OutcomeUnauthorized)
-		http.Error(w, "invalid token", http.StatusUnauthorized)
-		return
+	// A signature covers the body, so it is checked after reading it; an
+	// unsigned delivery is refused before.
+	signed := h.verifier != nil && r.Header.Get(HeaderWebhookSignature) != ""
+	if !signed {
+		if why := h.unsignedRefusal(r); why != "" {
+			h.refuse(w, r, kind, eventType, why)
+			return
+		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBody))
 	if err != nil {
@@ -119,7 +167,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot read body", http.StatusBadRequest)
 		return
 	}
-	ev, err := Decode(eventType, body, h.opts.DependencyFiles, h.opts.Now())
+	now := h.opts.Now()
+	if signed {
+		err := h.verifier.Verify(r.Header.Get(HeaderWebhookID), r.Header.Get(HeaderWebhookTimestamp),
+			r.Header.Get(HeaderWebhookSignature), body, now)
+		if err != nil {
+			h.refuse(w, r, kind, eventType, err.Error())
+			return
+		}
+	}
+	ev, err := Decode(eventType, body, h.opts.DependencyFiles, now)
 	var ignored *Ignored
 	switch {
 	case errors.As(err, &ignored):
@@ -152,6 +209,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.answer(w, kind, OutcomeAccepted, "")
 }
 
+// unsignedRefusal says why a delivery without a signature that depsd can
+// check is refused, or "" when its X-Gitlab-Token is right.
+func (h *Handler) unsignedRefusal(r *http.Request) string {
+	if h.opts.Signing == SigningRequired {
+		return "unsigned delivery while webhook signing is required"
+	}
+	if !h.tokenOK(r.Header.Get("X-Gitlab-Token")) {
+		return "wrong or missing X-Gitlab-Token"
+	}
+	return ""
+}
+
+// refuse answers 401. The log and the answer name the reason only: never
+// a token, a key or a signature that was sent.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, kind, eventType, why string) {
+	h.opts.Logger.Warn("webhook refused", "remote", r.RemoteAddr, "event", eventType, "reason", why)
+	h.opts.Observe(kind, OutcomeUnauthorized)
+	http.Error(w, "unauthorized: "+why, http.StatusUnauthorized)
+}
+
 // tokenOK compares hashes so neither the content nor the length of the
 // secret leaks through timing.
 func (h *Handler) tokenOK(token string) bool {
@@ -172,9 +249,14 @@ func (h *Handler) answer(w http.ResponseWriter, kind, outcome, reason string) {
 }
 
 // deliveryKey is GitLab's Idempotency-Key, the same on every resend of a
-// delivery. Older GitLab versions do not send it; the body's hash is then
+// delivery; a signed delivery's webhook-id is the same value (and covered
+// by the signature, so a replay inside the timestamp window is a
+// duplicate). Older GitLab versions send neither; the body's hash is then
 // the key (a resend carries the same body).
 func deliveryKey(r *http.Request, body []byte) string {
+	if k := r.Header.Get(HeaderWebhookID); k != "" {
+		return k
+	}
 	if k := r.Header.Get("Idempotency-Key"); k != "" {
 		return k
 	}

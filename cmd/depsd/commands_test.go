@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/webhook"
 )
 
 // fakeInstance starts a fake GitLab with base → ruby → app and a
@@ -165,13 +166,47 @@ func TestHooksSyncIsIdempotent(t *testing.T) {
 		hooks[0].Token != "hook-secret" || !hooks[0].EnableSSLVerification {
 		t.Errorf("hook: %+v", hooks)
 	}
+	// No signing token configured: one is generated, kept in the state,
+	// installed on every hook, and never printed.
+	signing := hooks[0].SigningToken
+	if _, err := webhook.ParseSigningToken(signing); err != nil || srv.Hooks("infra/base")[0].SigningToken != signing {
+		t.Errorf("signing token %v: %+v", err, srv.Hooks("infra/base"))
+	}
+	if strings.Contains(out+errOut, signing[len("whsec_"):]) {
+		t.Errorf("the signing token is printed:\n%s%s", out, errOut)
+	}
 	code, out, _ = depsd(t, args...)
-	if code != exitOK || !strings.Contains(out, "nothing to change") {
+	if code != exitOK || !strings.Contains(out, "nothing to change") || srv.Hooks("apps/docs")[0].SigningToken != signing {
 		t.Errorf("second sync: exit %d\n%s", code, out)
+	}
+	// A GitLab that ignores signing tokens: a note, not an error.
+	srv.SetWebhookSigning(gitlabtest.SigningUnsupported)
+	code, out, errOut = depsd(t, args...)
+	if code != exitOK || !strings.Contains(out, "note: 4 hooks are not signed") {
+		t.Errorf("old GitLab: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Setenv("DEPSD_WEBHOOK_SECRET", "")
 	if code, _, errOut := depsd(t, args...); code != exitFail || !strings.Contains(errOut, "no webhook secret") {
 		t.Errorf("no secret: exit %d %s", code, errOut)
+	}
+}
+
+// hooks.mode: group from the command line: a hook on infra; apps, where
+// the token's user is not Owner, is reported with what to do and keeps
+// project hooks. Not an error.
+func TestHooksSyncGroupMode(t *testing.T) {
+	srv, _ := fakeInstance(t)
+	srv.SetPremium(true)
+	srv.SetGroupOwner("apps", false)
+	t.Setenv("DEPSD_WEBHOOK_SECRET", "hook-secret")
+	t.Setenv("DEPSD_HOOKS_MODE", "group")
+	code, out, errOut := depsd(t, "hooks", "sync", "--group", "infra", "--group", "apps", "--url", "https://depsd.example.com/hooks/gitlab")
+	if code != exitOK || !strings.Contains(out, "group infra: created") || !strings.Contains(out, "group apps: group-hook-refused (GitLab answered 403") ||
+		!strings.Contains(out, "Owner role") || !strings.Contains(out, "apps/app: created") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if len(srv.GroupHooks("infra")) != 1 || len(srv.Hooks("infra/base")) != 0 || len(srv.Hooks("apps/docs")) != 1 {
+		t.Errorf("group hooks %+v, infra/base %+v, apps/docs %+v", srv.GroupHooks("infra"), srv.Hooks("infra/base"), srv.Hooks("apps/docs"))
 	}
 }
 

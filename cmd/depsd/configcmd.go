@@ -114,6 +114,8 @@ func effectiveYAML(cfg config.Config) (string, error) {
 	}
 	addKey(&doc, "gitlab", "token", mask(cfg.GitLab.Token))
 	addKey(&doc, "hooks", "secret", mask(cfg.Hooks.Secret))
+	addKey(&doc, "hooks", "signing_token", mask(cfg.Hooks.SigningToken))
+	addKey(&doc, "hooks", "signing_token_previous", mask(cfg.Hooks.SigningTokenPrevious))
 	var b strings.Builder
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,7 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/daemon"
 	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/webhook"
 )
 
 func newHooksCmd(a *app) *cobra.Command {
@@ -47,8 +51,19 @@ webhook pointing at depsd's endpoint, with pipeline and push events, SSL
 verification and the webhook secret: it creates missing hooks, fixes drifted
 ones and removes duplicates. Running it again changes nothing.
 
-GitLab never shows a hook's secret token, so a changed secret cannot be
-seen: after changing it, run sync with --rotate-token.`,
+With hooks.signing auto or required (the default is auto), each hook also
+gets the signing token GitLab 19.0 signs deliveries with: the configured one
+(hooks.signing_token_file, DEPSD_WEBHOOK_SIGNING_TOKEN), else one generated
+once and kept in depsd's state. A GitLab that ignores it is reported, not an
+error.
+
+With hooks.mode: group (GitLab Premium, Owner role), each group of the scope
+gets one group hook instead, and depsd's project hooks below it are removed
+once it answers a test delivery; where GitLab refuses (403/404) the projects
+keep project hooks and the report says what to do. See docs/webhooks.md.
+
+GitLab never shows a hook's secret or signing token, so a changed one cannot
+be seen: after changing either, run sync with --rotate-token.`,
 		Example: `  depsd hooks sync --url https://depsd.example.com/hooks/gitlab --dry-run
   DEPSD_WEBHOOK_SECRET_FILE=/etc/depsd/secret depsd hooks sync --group infra --url https://depsd.example.com/hooks/gitlab`,
 		Args: noArgs,
@@ -79,8 +94,13 @@ seen: after changing it, run sync with --rotate-token.`,
 			if err != nil {
 				return explainGitLabError(err, cfg.GitLab.URL)
 			}
+			signing, err := signingToken(ctx, cfg)
+			if err != nil {
+				return err
+			}
 			pr := newProgress("hooks sync", a.stderr, log, gl.Requests, nil)
-			rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: cfg.Hooks.URL, SecretToken: cfg.Hooks.Secret, RotateToken: rotate, Progress: pr.update}, dryRun)
+			rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: cfg.Hooks.URL, SecretToken: cfg.Hooks.Secret,
+				SigningToken: signing, Groups: cfg.HookGroups(), RotateToken: rotate, Progress: pr.update}, dryRun)
 			pr.finish()
 			printHookReport(a.stdout, rep)
 			if err != nil {
@@ -94,8 +114,30 @@ seen: after changing it, run sync with --rotate-token.`,
 	s.addGitLab(fs)
 	fs.StringVar(&hookURL, "url", "", "public URL of depsd's webhook endpoint, e.g. https://depsd.example.com/hooks/gitlab (default hooks.url, $DEPSD_HOOK_URL)")
 	fs.BoolVar(&dryRun, "dry-run", false, "say what would change, change nothing")
-	fs.BoolVar(&rotate, "rotate-token", false, "set the secret token on every hook (after changing the secret: GitLab never shows a hook's token, so drift cannot be seen)")
+	fs.BoolVar(&rotate, "rotate-token", false, "set the secret and signing tokens on every hook (after changing either: GitLab never shows a hook's tokens, so drift cannot be seen)")
 	return cmd
+}
+
+// signingToken is the signing token hooks sync installs: "" with
+// hooks.signing: off, else the configured one or the one kept in the
+// state (generated there the first time), as serve uses.
+func signingToken(ctx context.Context, cfg config.Config) (string, error) {
+	if cfg.Hooks.Signing == webhook.SigningOff {
+		return "", nil
+	}
+	if t := cfg.Hooks.SigningTokens(); len(t) > 0 {
+		return t[0], nil
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	t, err := daemon.SigningTokens(ctx, cfg, st)
+	if err != nil || len(t) == 0 {
+		return "", err
+	}
+	return t[0], nil
 }
 
 // printHookReport writes what changed, or in a dry run the plan: one line
@@ -107,10 +149,14 @@ func printHookReport(w io.Writer, rep gitlab.HookReport) {
 		fmt.Fprintln(w, "dry run: nothing is changed; the plan:")
 	}
 	for _, ch := range rep.Changes {
-		if ch.Action == gitlab.HookUnchanged {
+		if ch.Action == gitlab.HookUnchanged || ch.Action == gitlab.HookCoveredByGroup {
 			continue
 		}
-		fmt.Fprintf(w, "%s: %s%s", ch.Project, verb, ch.Action)
+		name := ch.Project
+		if ch.Group {
+			name = "group " + name
+		}
+		fmt.Fprintf(w, "%s: %s%s", name, verb, ch.Action)
 		if len(ch.Reasons) > 0 {
 			fmt.Fprintf(w, " (%s)", strings.Join(ch.Reasons, "; "))
 		}
@@ -118,7 +164,10 @@ func printHookReport(w io.Writer, rep gitlab.HookReport) {
 	}
 	if rep.Changed() == 0 {
 		fmt.Fprintf(w, "all %d projects have their depsd hook: nothing to change\n", len(rep.Changes))
-		return
+	} else {
+		fmt.Fprintf(w, "%d projects, %d unchanged\n", len(rep.Changes), rep.Count(gitlab.HookUnchanged))
 	}
-	fmt.Fprintf(w, "%d projects, %d unchanged\n", len(rep.Changes), rep.Count(gitlab.HookUnchanged))
+	if note := rep.UnsignedNote(); note != "" {
+		fmt.Fprintln(w, "note: "+note)
+	}
 }

@@ -73,16 +73,19 @@ func TestConfigErrorsInUserTerms(t *testing.T) {
 func TestConfigCheck(t *testing.T) {
 	_, dir := fakeInstance(t)
 	t.Setenv("GITLAB_TOKEN", "glpat-very-secret")
+	const signing = "whsec_c2lnbmluZy10b2tlbi1vZi10aGlydHktdHdvLWJ5dGU="
+	t.Setenv("DEPSD_WEBHOOK_SIGNING_TOKEN", signing)
 	secret := filepath.Join(dir, "secret")
 	os.WriteFile(secret, []byte("hook-secret-value\n"), 0o600)
 	cfg := filepath.Join(dir, "depsd.yaml")
 	os.WriteFile(cfg, []byte("scope:\n  groups: [infra]\nhooks:\n  secret_file: "+secret+"\nmode: chain\n"), 0o600)
 	code, out, errOut := depsd(t, "config", "check", "--config", cfg)
 	if code != exitOK || !strings.Contains(out, "token: '******** (set)'") || !strings.Contains(out, "secret: '******** (set)'") ||
+		!strings.Contains(out, "signing_token: '******** (set)'") || !strings.Contains(out, "signing: auto") ||
 		!strings.Contains(out, "mode: full") || !strings.Contains(out, "catch_up: once") || !strings.Contains(out, "rescan: '@every 6h'") || !strings.Contains(out, "  groups:\n    - infra") || !strings.Contains(out, "configuration OK") {
 		t.Errorf("config check: exit %d\n%s%s", code, out, errOut)
 	}
-	if strings.Contains(out+errOut, "glpat-very-secret") || strings.Contains(out+errOut, "hook-secret-value") {
+	if strings.Contains(out+errOut, "glpat-very-secret") || strings.Contains(out+errOut, "hook-secret-value") || strings.Contains(out+errOut, signing[6:]) {
 		t.Errorf("secret printed:\n%s%s", out, errOut)
 	}
 	if !strings.Contains(errOut, `warning: mode: "chain" is the old name of "full"`) {

@@ -2,6 +2,7 @@ package gitlabtest
 
 import (
 	"cmp"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"slices"
@@ -27,6 +28,7 @@ type hook struct {
 	name          string
 	description   string
 	token         string
+	signingToken  string // whsec_...; "" when none
 	events        map[string]bool
 	branchFilter  string
 	enableSSL     bool
@@ -40,9 +42,12 @@ type hook struct {
 
 // Hook is a project hook as the fake stores it, token included.
 type Hook struct {
-	ID                     int64
-	URL                    string
-	Token                  string
+	ID    int64
+	URL   string
+	Token string
+	// SigningToken is the Standard Webhooks signing token (whsec_...),
+	// empty when none was set or GitLab ignored it.
+	SigningToken           string
 	Events                 []string // enabled events, e.g. "pipeline_events", sorted
 	PushEventsBranchFilter string
 	EnableSSLVerification  bool
@@ -59,7 +64,7 @@ func (h *hook) export() Hook {
 	}
 	slices.Sort(ev)
 	return Hook{
-		ID: h.id, URL: h.url, Token: h.token, Events: ev,
+		ID: h.id, URL: h.url, Token: h.token, SigningToken: h.signingToken, Events: ev,
 		PushEventsBranchFilter: h.branchFilter, EnableSSLVerification: h.enableSSL,
 		AlertStatus: h.alertStatus, DisabledUntil: h.disabledUntil,
 	}
@@ -90,7 +95,7 @@ func (s *Server) AddHook(projectPath string, h Hook) (int64, error) {
 		return 0, fmt.Errorf("add hook to %s: project not found", projectPath)
 	}
 	nh := &hook{
-		id: s.inst.id(), url: h.URL, token: h.Token, events: map[string]bool{},
+		id: s.inst.id(), url: h.URL, token: h.Token, signingToken: h.SigningToken, events: map[string]bool{},
 		branchFilter: h.PushEventsBranchFilter, enableSSL: h.EnableSSLVerification,
 		alertStatus: cmp.Or(h.AlertStatus, "executable"), disabledUntil: h.DisabledUntil,
 		createdAt: s.now(),
@@ -127,9 +132,39 @@ func (s *Server) DisableHook(projectPath string, hookID int64, until time.Time) 
 	return fmt.Errorf("disable hook %d of %s: not found", hookID, projectPath)
 }
 
-// hookBody renders a hook; the token itself is write-only and never
-// returned, only token_present.
-func hookBody(projectID int64, h *hook, now time.Time) map[string]any {
+// WebhookSigning is which GitLab the fake plays for signed webhooks.
+type WebhookSigning int
+
+// The WebhookSigning values.
+const (
+	// SigningSupported: GitLab 19.0 and later. Hooks take signing_token
+	// (whsec_ + base64 of 32 bytes), never return it, answer
+	// token_present and signing_token_present, and deliveries of a hook
+	// with a signing token carry webhook-id, webhook-timestamp and
+	// webhook-signature. The default.
+	SigningSupported WebhookSigning = iota
+	// SigningFlagOff: GitLab 19.x with the webhook_signing_token feature
+	// flag disabled: signing_token is accepted and silently ignored, and
+	// signing_token_present is false.
+	SigningFlagOff
+	// SigningUnsupported: GitLab before 19.0: signing_token is an unknown
+	// parameter, silently ignored, and hooks report neither token_present
+	// nor signing_token_present.
+	SigningUnsupported
+)
+
+// SetWebhookSigning makes the fake a GitLab with or without signed
+// webhooks (see WebhookSigning). It applies to later API calls and
+// deliveries; signing tokens already stored stay.
+func (s *Server) SetWebhookSigning(v WebhookSigning) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.signing = v
+}
+
+// hookBody renders a hook; the tokens themselves are write-only and never
+// returned, only token_present and signing_token_present (GitLab 19.0+).
+func (s *Server) hookBody(projectID int64, h *hook, now time.Time) map[string]any {
 	status := h.alertStatus
 	if status == "temporarily_disabled" && !h.disabledUntil.After(now) {
 		status = "executable" // GitLab computes the status: the pause is over
@@ -141,7 +176,11 @@ func hookBody(projectID int64, h *hook, now time.Time) map[string]any {
 		"alert_status": status, "disabled_until": timePtr(h.disabledUntil),
 		"url_variables": []any{}, "created_at": gitlabTime(h.createdAt),
 		"custom_webhook_template": "", "custom_headers": []any{},
-		"token_present": h.token != "", "signing_token_present": false,
+		"token_present": h.token != "", "signing_token_present": h.signingToken != "",
+	}
+	if s.signing == SigningUnsupported {
+		delete(out, "token_present")
+		delete(out, "signing_token_present")
 	}
 	for _, e := range hookEvents {
 		out[e] = h.events[e]
@@ -186,7 +225,7 @@ func (s *Server) listHooks(w http.ResponseWriter, r *http.Request) {
 	page := paginate(s, w, r, p.hooks)
 	out := make([]map[string]any, 0, len(page))
 	for _, h := range page {
-		out = append(out, hookBody(p.id, h, s.now()))
+		out = append(out, s.hookBody(p.id, h, s.now()))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -195,17 +234,34 @@ func (s *Server) getHook(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, i, ok := s.findHook(w, r); ok {
-		writeJSON(w, http.StatusOK, hookBody(p.id, p.hooks[i], s.now()))
+		writeJSON(w, http.StatusOK, s.hookBody(p.id, p.hooks[i], s.now()))
 	}
 }
 
-// applyHookParams sets the attributes present in prm.
-func applyHookParams(h *hook, prm params) string {
+// hookParamError is GitLab's answer to an attribute it refuses.
+type hookParamError struct {
+	status int
+	body   any
+}
+
+func (e *hookParamError) write(w http.ResponseWriter) { writeJSON(w, e.status, e.body) }
+
+// applyHookParams sets the attributes present in prm, or says why GitLab
+// refuses them.
+func (s *Server) applyHookParams(h *hook, prm params) *hookParamError {
 	if u, ok := prm.str("url"); ok {
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-			return "url is invalid"
+			return &hookParamError{http.StatusUnprocessableEntity, map[string]any{"message": map[string][]string{"url": {"is blocked: url is invalid"}}}}
 		}
 		h.url = u
+	}
+	if v, ok := prm.str("signing_token"); ok && s.signing == SigningSupported {
+		// GitLab's model validation; the message's exact wording is the
+		// fake's (GitLab documents the rule, not the text).
+		if v != "" && !validSigningToken(v) {
+			return &hookParamError{http.StatusBadRequest, map[string]any{"message": map[string][]string{"signing_token": {"must be in whsec_<base64> format encoding a 32-byte key"}}}}
+		}
+		h.signingToken = v
 	}
 	if v, ok := prm.str("name"); ok {
 		h.name = v
@@ -227,7 +283,17 @@ func applyHookParams(h *hook, prm params) string {
 			h.events[e] = v
 		}
 	}
-	return ""
+	return nil
+}
+
+// validSigningToken is GitLab's rule: whsec_ + standard base64 of 32 bytes.
+func validSigningToken(t string) bool {
+	rest, ok := strings.CutPrefix(t, "whsec_")
+	if !ok {
+		return false
+	}
+	key, err := base64.StdEncoding.DecodeString(rest)
+	return err == nil && len(key) == 32
 }
 
 func (s *Server) addHook(w http.ResponseWriter, r *http.Request) {
@@ -251,12 +317,12 @@ func (s *Server) addHook(w http.ResponseWriter, r *http.Request) {
 		id: s.inst.id(), events: map[string]bool{"push_events": true}, enableSSL: true,
 		alertStatus: "executable", createdAt: s.now(),
 	}
-	if msg := applyHookParams(h, prm); msg != "" {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": map[string][]string{"url": {"is blocked: " + msg}}})
+	if perr := s.applyHookParams(h, prm); perr != nil {
+		perr.write(w)
 		return
 	}
 	p.hooks = append(p.hooks, h)
-	writeJSON(w, http.StatusCreated, hookBody(p.id, h, s.now()))
+	writeJSON(w, http.StatusCreated, s.hookBody(p.id, h, s.now()))
 }
 
 // editHook updates the given attributes. As in GitLab, saving a hook does
@@ -279,12 +345,12 @@ func (s *Server) editHook(w http.ResponseWriter, r *http.Request) {
 	for k, v := range p.hooks[i].events {
 		h.events[k] = v
 	}
-	if msg := applyHookParams(&h, prm); msg != "" {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": map[string][]string{"url": {"is blocked: " + msg}}})
+	if perr := s.applyHookParams(&h, prm); perr != nil {
+		perr.write(w)
 		return
 	}
 	*p.hooks[i] = h
-	writeJSON(w, http.StatusOK, hookBody(p.id, &h, s.now()))
+	writeJSON(w, http.StatusOK, s.hookBody(p.id, &h, s.now()))
 }
 
 func (s *Server) deleteHook(w http.ResponseWriter, r *http.Request) {

@@ -54,7 +54,12 @@ func (s *Server) testHook(w http.ResponseWriter, r *http.Request) {
 	}
 	s.enqueue(d) // never lost: LoseWebhooks faults do not apply to tests
 	s.mu.Unlock()
+	s.answerTest(w, r, d)
+}
 
+// answerTest waits for a test delivery and answers as GitLab does: 201
+// when the hook answered 2xx, 422 with the failure otherwise.
+func (s *Server) answerTest(w http.ResponseWriter, r *http.Request, d *Delivery) {
 	done := func() bool { return d.State != DeliveryQueued && d.State != DeliverySending }
 	if err := s.waitFor(r.Context(), done); err != nil {
 		return // client went away

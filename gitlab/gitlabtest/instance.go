@@ -43,6 +43,7 @@ type group struct {
 	path      string // full path, e.g. "g/sub"
 	parentID  int64
 	createdAt time.Time
+	hooks     []*hook // group hooks (Premium)
 }
 
 type project struct {

@@ -141,6 +141,9 @@ type Server struct {
 	runs            int                      // simulated pipelines not yet finished
 	hooksOut        hookState
 	createLimit     PipelineCreationLimit
+	signing         WebhookSigning
+	premium         bool            // group hooks exist (SetPremium)
+	notOwner        map[string]bool // lower-case group path → Owner role denied (SetGroupOwner)
 	createCounts    *createThrottle
 
 	// Real jobs (jobs.go, githttp.go); guarded by mu.
@@ -290,6 +293,12 @@ func (s *Server) routes() http.Handler {
 		{"PUT /projects/:id/hooks/:hook_id", s.editHook},
 		{"DELETE /projects/:id/hooks/:hook_id", s.deleteHook},
 		{"POST /projects/:id/hooks/:hook_id/test/:trigger", s.testHook},
+		{"GET /groups/:id/hooks", s.listGroupHooks},
+		{"GET /groups/:id/hooks/:hook_id", s.getGroupHook},
+		{"POST /groups/:id/hooks", s.addGroupHook},
+		{"PUT /groups/:id/hooks/:hook_id", s.editGroupHook},
+		{"DELETE /groups/:id/hooks/:hook_id", s.deleteGroupHook},
+		{"POST /groups/:id/hooks/:hook_id/test/:trigger", s.testGroupHook},
 	} {
 		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
 	}

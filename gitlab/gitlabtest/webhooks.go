@@ -3,12 +3,16 @@ package gitlabtest
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -37,7 +41,10 @@ const (
 type Delivery struct {
 	ID        int64
 	ProjectID int64
-	HookID    int64
+	// GroupID is the group of a group hook's delivery; 0 for a project
+	// hook's.
+	GroupID int64
+	HookID  int64
 	// Event is the X-Gitlab-Event header, e.g. "Pipeline Hook".
 	Event string
 	// URL the request was (or will be) sent to.
@@ -117,15 +124,37 @@ func (h *hook) executable(now time.Time) bool {
 // fire queues a delivery of payload to every executable hook of p that
 // subscribes to the event (scope is the hook's JSON switch, e.g.
 // "pipeline_events"); accept filters hooks further. Callers hold s.mu.
+//
+// The project's group hooks (those of its group and every ancestor, when
+// the instance is Premium) get the event too, each its own delivery with
+// its own Idempotency-Key, as GitLab runs each hook on its own: a project
+// with a project hook and a group hook to the same URL gets two deliveries
+// of one event, with different keys.
 func (s *Server) fire(p *project, event, scope string, accept func(*hook) bool, payload []byte, meta Delivery) {
 	now := s.now()
 	eventUUID := newUUID()
+	type target struct {
+		h       *hook
+		groupID int64
+	}
+	var targets []target
 	for _, h := range p.hooks {
+		targets = append(targets, target{h, 0})
+	}
+	if s.premium {
+		for _, g := range s.inst.ancestors(p) {
+			for _, h := range g.hooks {
+				targets = append(targets, target{h, g.id})
+			}
+		}
+	}
+	for _, t := range targets {
+		h := t.h
 		if !h.events[scope] || !h.executable(now) || (accept != nil && !accept(h)) {
 			continue
 		}
 		d := meta
-		d.ProjectID, d.HookID, d.Event, d.URL = p.id, h.id, event, h.url
+		d.ProjectID, d.GroupID, d.HookID, d.Event, d.URL = p.id, t.groupID, h.id, event, h.url
 		d.IdempotencyKey, d.EventUUID = newUUID(), eventUUID
 		d.Payload = payload
 		d.QueuedAt = now
@@ -199,7 +228,7 @@ func (s *Server) drain(q *hookQueue) {
 			s.notify()
 			continue
 		}
-		h := s.findHookByID(d.ProjectID, d.HookID)
+		h := s.deliveryHook(d)
 		if h == nil {
 			d.State, d.Err = DeliveryDropped, "hook deleted"
 			s.hooksOut.busy--
@@ -208,7 +237,10 @@ func (s *Server) drain(q *hookQueue) {
 		}
 		// GitLab's worker loads the hook when it runs: current URL and token.
 		d.URL, d.WebhookUUID, d.State, d.SentAt = h.url, newUUID(), DeliverySending, s.now()
-		req := outgoing{url: h.url, token: h.token, d: *d}
+		req := outgoing{url: h.url, token: h.token, d: *d, at: s.now()}
+		if s.signing == SigningSupported {
+			req.signingToken = h.signingToken
+		}
 		s.notify()
 		s.mu.Unlock()
 		started := time.Now()
@@ -231,7 +263,7 @@ func (s *Server) drain(q *hookQueue) {
 		default:
 			d.State = DeliveryFailed
 		}
-		s.hookResult(d.ProjectID, d.HookID, ok)
+		s.hookResult(d, ok)
 		s.hooksOut.busy--
 		s.notify()
 	}
@@ -239,8 +271,10 @@ func (s *Server) drain(q *hookQueue) {
 }
 
 type outgoing struct {
-	url, token string
-	d          Delivery
+	url, token   string
+	signingToken string // "" for an unsigned delivery
+	at           time.Time
+	d            Delivery
 }
 
 // send posts one delivery with GitLab's headers and returns the status.
@@ -262,6 +296,14 @@ func (s *Server) send(o outgoing) (int, error) {
 	if o.token != "" {
 		h.Set("X-Gitlab-Token", o.token)
 	}
+	if o.signingToken != "" {
+		// Standard Webhooks, as GitLab 19.0 signs: webhook-id is the
+		// Idempotency-Key, the timestamp the time of this attempt.
+		ts := strconv.FormatInt(o.at.Unix(), 10)
+		h.Set("webhook-id", o.d.IdempotencyKey)
+		h.Set("webhook-timestamp", ts)
+		h.Set("webhook-signature", signature(o.signingToken, o.d.IdempotencyKey, ts, o.d.Payload))
+	}
 	resp, err := s.hookClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -271,13 +313,25 @@ func (s *Server) send(o outgoing) (int, error) {
 	return resp.StatusCode, nil
 }
 
-func (s *Server) findHookByID(projectID, hookID int64) *hook {
-	p, ok := s.inst.projects[projectID]
-	if !ok {
-		return nil
+// deliveryHook is the hook a delivery goes to (a group hook when
+// d.GroupID is set), or nil when it was deleted. Callers hold s.mu.
+func (s *Server) deliveryHook(d *Delivery) *hook {
+	var hooks []*hook
+	if d.GroupID != 0 {
+		g, ok := s.inst.groups[d.GroupID]
+		if !ok {
+			return nil
+		}
+		hooks = g.hooks
+	} else {
+		p, ok := s.inst.projects[d.ProjectID]
+		if !ok {
+			return nil
+		}
+		hooks = p.hooks
 	}
-	for _, h := range p.hooks {
-		if h.id == hookID {
+	for _, h := range hooks {
+		if h.id == d.HookID {
 			return h
 		}
 	}
@@ -288,8 +342,8 @@ func (s *Server) findHookByID(projectID, hookID int64) *hook {
 // does: a success resets the hook; after failThreshold consecutive failures
 // the hook is disabled for one minute, doubling with each further failure
 // up to a day, and for good after 40. Callers hold s.mu.
-func (s *Server) hookResult(projectID, hookID int64, ok bool) {
-	h := s.findHookByID(projectID, hookID)
+func (s *Server) hookResult(d *Delivery, ok bool) {
+	h := s.deliveryHook(d)
 	if h == nil {
 		return
 	}
@@ -342,7 +396,7 @@ func (s *Server) Resend(deliveryID int64) (int64, error) {
 		return 0, fmt.Errorf("resend delivery %d: not found", deliveryID)
 	}
 	old := s.hooksOut.deliveries[deliveryID-1]
-	if s.findHookByID(old.ProjectID, old.HookID) == nil {
+	if s.deliveryHook(old) == nil {
 		return 0, fmt.Errorf("resend delivery %d: hook %d not found", deliveryID, old.HookID)
 	}
 	d := *old
@@ -393,6 +447,17 @@ func (s *Server) WaitDeliveries(ctx context.Context, n int) ([]Delivery, error) 
 		return s.Deliveries(), fmt.Errorf("wait for %d webhook deliveries: %w", n, err)
 	}
 	return s.Deliveries(), nil
+}
+
+// signature is the webhook-signature value of a delivery: "v1," and the
+// base64 HMAC-SHA256, keyed by the token's decoded key, of
+// "{webhook-id}.{webhook-timestamp}.{body}".
+func signature(token, id, ts string, body []byte) string {
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(token, "whsec_"))
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "%s.%s.", id, ts)
+	m.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
 // branchMatches applies a hook's push_events_branch_filter (wildcard
