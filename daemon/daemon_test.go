@@ -11,7 +11,7 @@ import (
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scheduler/clocktest"
-	"gitlab.com/depsd/depsd/scheduler/registry/registrytest"
+	"gitlab.com/depsd/depsd/registry/registrytest"
 )
 
 // eventually polls cond for up to 10 s.

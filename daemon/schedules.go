@@ -10,7 +10,7 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scheduler"
-	"gitlab.com/depsd/depsd/scheduler/registry"
+	"gitlab.com/depsd/depsd/registry"
 	"gitlab.com/depsd/depsd/store"
 )
 

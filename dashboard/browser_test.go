@@ -25,7 +25,7 @@ import (
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/internal/realtest"
 	"gitlab.com/depsd/depsd/scheduler"
-	"gitlab.com/depsd/depsd/scheduler/registry/registrytest"
+	"gitlab.com/depsd/depsd/registry/registrytest"
 )
 
 // updateScreenshots rewrites docs/screenshots/*.png from the browser tests

@@ -54,7 +54,7 @@ mutant "outbox creates every pipeline twice (demo)" \
 	-- go test -count=1 -run 'TestDemo' ./demo/ ./cmd/depsd/
 
 mutant "docker-registry missing in CI is skipped" \
-	scheduler/registry/registrytest/registrytest.go \
+	registry/registrytest/registrytest.go \
 	'const Binary = "docker-registry"' \
 	'const Binary = "docker-registry-not-installed"' \
 	-- env CI=true go test -count=1 -run 'Registry' ./scheduler/
