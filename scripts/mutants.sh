@@ -419,6 +419,24 @@ mutant "a slot freed before its claimer noted the claim ran out of slots asks fo
 	'		return false' \
 	-- go test -count=1 -run 'TestSlotFreedBeforeTheClaimerSawItsClaimFull' ./chain/
 
+mutant "verification caches nothing (an upstream read again for each downstream)" \
+	verify/verifier.go \
+	'			v.cache.add(key, x)' \
+	'' \
+	-- go test -count=1 -run 'TestVerifyRequestCount' ./verify/
+
+mutant "an earlier image of an upstream is never read for its layers (stale by layers becomes unknown)" \
+	verify/verifier.go \
+	'verdict.State != StateUnknown || len(earlier) == 0' \
+	'true' \
+	-- go test -count=1 -run 'TestVerifyAgainstRegistry' ./verify/
+
+mutant "the shortest earlier layer prefix is taken for the base" \
+	verify/decide.go \
+	'len(e.DiffIDs) > len(best.DiffIDs)' \
+	'len(e.DiffIDs) < len(best.DiffIDs)' \
+	-- go test -count=1 -run 'TestDecide' ./verify/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -134,18 +134,35 @@ func (v *Verifier) read(ctx context.Context, ref string, p deps.Platform) (Read,
 			return r.(Read), nil
 		}
 	}
-	m, err := v.reg.Manifest(ctx, img.Image)
+	m, err := v.manifest(ctx, img)
 	if err != nil {
 		return Read{}, err
-	}
-	if img.Digest != "" && m.Digest != img.Digest {
-		return Read{}, fmt.Errorf("%s answered with %s: %w", img.Image, m.Digest, errInvalid)
 	}
 	r, err := v.once(readKey(m.Digest, p), func() (any, error) { return v.readManifest(ctx, repo, m, p) })
 	if err != nil {
 		return Read{}, err
 	}
 	return r.(Read), nil
+}
+
+// manifest reads the manifest or index img names: at each call for a
+// tag (it may have moved), once for a digest (the index of a
+// multi-platform upstream serves every platform).
+func (v *Verifier) manifest(ctx context.Context, img deps.ImageRef) (Manifest, error) {
+	if img.Digest == "" {
+		return v.reg.Manifest(ctx, img.Image)
+	}
+	m, err := v.once("b:"+img.Digest, func() (any, error) {
+		m, err := v.reg.Manifest(ctx, img.Image)
+		if err == nil && m.Digest != img.Digest {
+			err = fmt.Errorf("%s answered with %s: %w", img.Image, m.Digest, errInvalid)
+		}
+		return m, err
+	})
+	if err != nil {
+		return Manifest{}, err
+	}
+	return m.(Manifest), nil
 }
 
 func (v *Verifier) readManifest(ctx context.Context, repo string, m Manifest, p deps.Platform) (Read, error) {
