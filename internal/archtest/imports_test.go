@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"registry":          {"verify"},
 	"webhook":           {"chain"},
 	"report":            {"deps", "scan"},
-	"config":            {"chain", "deps", "gitlab", "scan", "scheduler"},
+	"config":            {"chain", "deps", "gitlab", "scan", "scheduler", "verify"},
 	"dashboard":         {"chain", "deps", "gitlab", "report", "scan", "scheduler"},
 	"store/pgtest":      {"internal/realtest"},
 }
