@@ -437,6 +437,12 @@ mutant "the shortest earlier layer prefix is taken for the base" \
 	'len(e.DiffIDs) < len(best.DiffIDs)' \
 	-- go test -count=1 -run 'TestDecide' ./verify/
 
+mutant "a simulated pipeline told to build on an earlier base builds on the current one" \
+	gitlab/gitlabtest/images.go \
+	'		if plan.From != "" {' \
+	'		if false {' \
+	-- go test -count=1 -run 'TestPipelinesPublishImages' ./gitlab/gitlabtest/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
