@@ -443,6 +443,19 @@ mutant "a simulated pipeline told to build on an earlier base builds on the curr
 	'		if false {' \
 	-- go test -count=1 -run 'TestPipelinesPublishImages' ./gitlab/gitlabtest/
 
+mutant "a registry's refusal keeps the refused credentials for the process's life" \
+	registry/read.go \
+	'			c.newPuller()
+' \
+	'' \
+	-- go test -count=1 -run 'TestManifestAfterRotatedCredentials' ./registry/
+
+mutant "the first credential file that exists wins, even without the registry (go-containerregistry's default)" \
+	registry/keychain.go \
+	'if err != nil || found {' \
+	'if err == nil || found {' \
+	-- go test -count=1 -run 'TestDefaultCredentialFiles' ./registry/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
