@@ -67,7 +67,7 @@ func TestManifestAfterRotatedCredentials(t *testing.T) {
 
 // Without an auth file configured, the credentials come from podman's
 // and docker's files in podman's order, the first naming the registry
-// winning: a docker config.json that does not name it hides nothing.
+// winning: a file that exists but does not name it hides nothing.
 func TestDefaultCredentialFiles(t *testing.T) {
 	host, ref, _ := privateRegistry(t, "depsd", "p4ss")
 	home, runtime, dockerDir := t.TempDir(), t.TempDir(), t.TempDir()
@@ -76,21 +76,21 @@ func TestDefaultCredentialFiles(t *testing.T) {
 	t.Setenv("XDG_RUNTIME_DIR", runtime)
 	t.Setenv("DOCKER_CONFIG", dockerDir)
 	t.Setenv("REGISTRY_AUTH_FILE", "")
-	writeAuth(t, filepath.Join(dockerDir, "config.json"), "other.example.com", "someone:else")
 	read := func() error {
 		_, err := registry.New(registry.Options{}).Manifest(t.Context(), ref)
 		return err
 	}
 	if err := read(); !errors.Is(err, verify.ErrUnauthorized) {
-		t.Fatalf("no file names the registry: %v, want ErrUnauthorized", err)
+		t.Fatalf("no file at all: %v, want ErrUnauthorized", err)
 	}
 	podman := filepath.Join(runtime, "containers", "auth.json")
 	if err := os.MkdirAll(filepath.Dir(podman), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	writeAuth(t, podman, host, "depsd:p4ss")
+	writeAuth(t, podman, "other.example.com", "someone:else")
+	writeAuth(t, filepath.Join(dockerDir, "config.json"), host, "depsd:p4ss")
 	if err := read(); err != nil {
-		t.Fatalf("podman's auth.json names it: %v", err)
+		t.Fatalf("podman's auth.json without the registry, docker's config.json with it: %v", err)
 	}
 	// REGISTRY_AUTH_FILE comes first.
 	override := filepath.Join(t.TempDir(), "auth.json")
