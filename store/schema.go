@@ -224,5 +224,6 @@ func migrations() []migration {
 				`INSERT INTO generations (name, n) VALUES ('projects', 1)`,
 			},
 		},
+		verificationMigration(),
 	}
 }
