@@ -456,6 +456,12 @@ mutant "the first credential file that exists wins, even without the registry (g
 	'if err == nil || found {' \
 	-- go test -count=1 -run 'TestDefaultCredentialFiles' ./registry/
 
+mutant "an image is stale since its upstream's current digest appeared, not since it moved away from the image's base" \
+	verify/freshness.go \
+	'			return history[i-1].FirstSeen' \
+	'			return history[0].FirstSeen' \
+	-- go test -count=1 -run 'TestFreshness' ./verify/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
