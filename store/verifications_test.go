@@ -35,7 +35,7 @@ func testVerificationsKept(t *testing.T, b backend) {
 	amd64, arm64 := deps.Platform{OS: "linux", Architecture: "amd64"}, deps.Platform{OS: "linux", Architecture: "arm64"}
 	stale := verify.Record{Project: "apps/shop", VerifiedAt: t0.Add(4 * time.Hour), Result: verify.Result{
 		Image: "registry.example.com/apps/shop:latest", Platform: amd64, Digest: "sha256:s1", State: verify.StateStale,
-		Detail: "built on ruby sha256:a, not sha256:c",
+		Detail:    "built on ruby sha256:a, not sha256:c",
 		Upstreams: []verify.Verdict{{Upstream: ruby, State: verify.StateStale, By: verify.ByAnnotation, BuiltOn: "sha256:a", Current: "sha256:c", Detail: "d"}},
 	}}
 	fresh := stale
