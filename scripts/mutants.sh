@@ -462,6 +462,12 @@ mutant "an image is stale since its upstream's current digest appeared, not sinc
 	'			return history[0].FirstSeen' \
 	-- go test -count=1 -run 'TestFreshness' ./verify/
 
+mutant "a check never records its project's image digest (its downstreams are never found stale)" \
+	verify/check.go \
+	'			if res.Digest != "" {' \
+	'			if false {' \
+	-- go test -count=1 -run 'TestCheckRecordsAndJudgesAgainstHistory' ./verify/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
