@@ -24,6 +24,7 @@ import (
 
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/verify"
 	"gitlab.com/depsd/depsd/webhook"
 )
 
@@ -60,9 +61,58 @@ type Config struct {
 	// catch_up, rescan, watch, watch_external, watch_interval,
 	// registry_auth_file at the top level).
 	Scheduler scheduler.Config `yaml:",inline"`
+	// Images says how the images projects publish are verified
+	// (docs/verification.md).
+	Images Images `yaml:"images"`
 	// Warnings are notes for the user about the configuration, such as a
 	// deprecated spelling, collected by Validate; commands print them.
 	Warnings []string `yaml:"-"`
+}
+
+// Images says which images projects publish and how depsd verifies that
+// each was built on its upstreams' current images.
+type Images struct {
+	// Verify is what a verification does: "off" (nothing is read),
+	// "report" (recorded and shown) or "enforce" (default: a stale member
+	// is rebuilt once without cache, then blocks its descendants).
+	Verify string `yaml:"verify"`
+	// Timeout bounds one verification (an image, a platform, its
+	// upstreams); the verdict is then unknown. Default 30s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Publish are references every project in scope publishes on top of
+	// those its downstreams name: {registry} is the host of the project's
+	// registry prefix, {path} the rest ("{registry}/{path}:latest").
+	Publish []string `yaml:"publish"`
+	// Projects replace Publish for the projects they match (the first
+	// that matches).
+	Projects []ImagesOverride `yaml:"projects"`
+	// InsecureRegistries are registry hosts (host[:port]) spoken to over
+	// plain HTTP; 127.0.0.1 and localhost always may be.
+	InsecureRegistries []string `yaml:"insecure_registries"`
+}
+
+// ImagesOverride is what some projects publish instead of images.publish.
+type ImagesOverride struct {
+	// Match is a project path, or a glob of paths (* within a segment).
+	Match   string   `yaml:"match"`
+	Publish []string `yaml:"publish"`
+}
+
+// The values of images.verify.
+const (
+	VerifyOff     = "off"
+	VerifyReport  = "report"
+	VerifyEnforce = "enforce"
+)
+
+// PublishRules are images.publish and its overrides as verification
+// reads them.
+func (i Images) PublishRules() verify.PublishRules {
+	r := verify.PublishRules{Publish: i.Publish}
+	for _, o := range i.Projects {
+		r.Overrides = append(r.Overrides, verify.PublishOverride{Match: o.Match, Publish: o.Publish})
+	}
+	return r
 }
 
 // GitLab says how to reach the GitLab API.
@@ -180,6 +230,7 @@ func Defaults() Config {
 		CatchUpInterval: 5 * time.Minute,
 		Mode:            ModeFull,
 		Hooks:           Hooks{Mode: HooksProject, Signing: webhook.SigningAuto},
+		Images:          Images{Verify: VerifyEnforce, Timeout: verify.DefaultTimeout},
 	}
 }
 
@@ -478,12 +529,45 @@ func (c *Config) Validate() error {
 		c.warnf("hooks.mode: group has no effect without scope.groups: every project gets a project hook")
 	}
 	errs = append(errs, c.checkSigningTokens()...)
+	errs = append(errs, c.Images.problems()...)
 	if c.Hooks.URL != "" {
 		if u, err := url.Parse(c.Hooks.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("hooks.url %q: want the http(s) URL GitLab should post to", c.Hooks.URL))
 		}
 	}
 	return errs.orNil()
+}
+
+// problems checks the images section.
+func (i Images) problems() Problems {
+	var errs Problems
+	if !slices.Contains([]string{VerifyOff, VerifyReport, VerifyEnforce}, i.Verify) {
+		errs = append(errs, fmt.Errorf("images.verify %q: want off, report or enforce", i.Verify))
+	}
+	if i.Timeout <= 0 || i.Timeout > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("images.timeout %s: want a positive duration up to 10m, such as 30s", i.Timeout))
+	}
+	for j, t := range i.Publish {
+		if err := verify.CheckTemplate(t); err != nil {
+			errs = append(errs, fmt.Errorf("images.publish[%d] %q: %v", j, t, err))
+		}
+	}
+	for j, o := range i.Projects {
+		if _, err := path.Match(o.Match, ""); err != nil || o.Match == "" {
+			errs = append(errs, fmt.Errorf("images.projects[%d].match %q: want a project path or a glob such as group/*", j, o.Match))
+		}
+		for k, t := range o.Publish {
+			if err := verify.CheckTemplate(t); err != nil {
+				errs = append(errs, fmt.Errorf("images.projects[%d].publish[%d] %q: %v", j, k, t, err))
+			}
+		}
+	}
+	for j, h := range i.InsecureRegistries {
+		if h == "" || strings.ContainsAny(h, "/ ") || strings.Contains(h, "://") {
+			errs = append(errs, fmt.Errorf("images.insecure_registries[%d] %q: want a registry host such as registry.test:5000, without scheme or path", j, h))
+		}
+	}
+	return errs
 }
 
 // checkPath accepts a GitLab full path of at least minSegments segments.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,12 @@ import (
 type FileAnalysis struct {
 	Dependencies []Dependency
 	Warnings     []Warning
+	// Built are the images the built stage (the last one) is FROM,
+	// through the stages it is FROM in turn: what its image's layers
+	// start with. One per platform at most (the union, in order); none for
+	// FROM scratch or a reference that does not resolve. Empty for a
+	// .gitlab-deps file.
+	Built []string
 }
 
 // ParseError says a file cannot be built at all, and where: BuildKit's
@@ -84,6 +91,9 @@ func AnalyzeContainerfile(file string, src []byte, opts Options) (FileAnalysis, 
 				seenWarn[w] = true
 				out.Warnings = append(out.Warnings, w)
 			}
+		}
+		if a.cur != nil && a.cur.base != "" && !slices.Contains(out.Built, a.cur.base) {
+			out.Built = append(out.Built, a.cur.base)
 		}
 	}
 	sort.SliceStable(out.Dependencies, func(i, j int) bool { return out.Dependencies[i].Line < out.Dependencies[j].Line })
@@ -184,6 +194,9 @@ type stage struct {
 	// onbuild are the stage's ONBUILD triggers: BuildKit runs them at the
 	// start of a stage FROM this one.
 	onbuild []string
+	// base is the image the stage is FROM, through the stages it is FROM
+	// in turn; empty for scratch or an unresolved reference.
+	base string
 }
 
 // analysis evaluates a program for one platform, with the scopes BuildKit
@@ -335,10 +348,14 @@ func (a *analysis) from(st *instructions.Stage, line int) *ParseError {
 	base, internal := a.opened[name]
 	if !internal {
 		a.image(KindFrom, st.BaseName, name, line)
+		if img, err := NormalizeImage(name); err == nil {
+			next.base = img.Image
+		}
 		open()
 		return nil
 	}
 	next.env = base.env.clone()
+	next.base = base.base
 	open()
 	for _, expr := range base.onbuild {
 		res, err := parser.Parse(strings.NewReader(expr))

@@ -54,7 +54,7 @@ mutant "outbox creates every pipeline twice (demo)" \
 	-- go test -count=1 -run 'TestDemo' ./demo/ ./cmd/depsd/
 
 mutant "docker-registry missing in CI is skipped" \
-	scheduler/registry/registrytest/registrytest.go \
+	registry/registrytest/registrytest.go \
 	'const Binary = "docker-registry"' \
 	'const Binary = "docker-registry-not-installed"' \
 	-- env CI=true go test -count=1 -run 'Registry' ./scheduler/
@@ -537,6 +537,69 @@ mutant "group mode removes project hooks although the group hook did not answer 
 	'	if false && !ok {
 		// Both hooks deliver meanwhile' \
 	-- go test -count=1 -run 'TestSyncGroupHooksFallBack' ./gitlab/
+mutant "verification caches nothing (an upstream read again for each downstream)" \
+	verify/verifier.go \
+	'			v.cache.add(key, x)' \
+	'' \
+	-- go test -count=1 -run 'TestVerifyRequestCount' ./verify/
+
+mutant "an earlier image of an upstream is never read for its layers (stale by layers becomes unknown)" \
+	verify/verifier.go \
+	'verdict.State != StateUnknown || len(earlier) == 0' \
+	'true' \
+	-- go test -count=1 -run 'TestVerifyAgainstRegistry' ./verify/
+
+mutant "the shortest earlier layer prefix is taken for the base" \
+	verify/decide.go \
+	'len(e.DiffIDs) > len(best.DiffIDs)' \
+	'len(e.DiffIDs) < len(best.DiffIDs)' \
+	-- go test -count=1 -run 'TestDecide' ./verify/
+
+mutant "a simulated pipeline told to build on an earlier base builds on the current one" \
+	gitlab/gitlabtest/images.go \
+	'		if plan.From != "" {' \
+	'		if false {' \
+	-- go test -count=1 -run 'TestPipelinesPublishImages' ./gitlab/gitlabtest/
+
+mutant "a registry's refusal keeps the refused credentials for the process's life" \
+	registry/read.go \
+	'			c.newPuller()
+' \
+	'' \
+	-- go test -count=1 -run 'TestManifestAfterRotatedCredentials' ./registry/
+
+mutant "the first credential file that exists wins, even without the registry (go-containerregistry's default)" \
+	registry/keychain.go \
+	'if err != nil || found {' \
+	'if err == nil || found {' \
+	-- go test -count=1 -run 'TestDefaultCredentialFiles' ./registry/
+
+mutant "an image is stale since its upstream's current digest appeared, not since it moved away from the image's base" \
+	verify/freshness.go \
+	'			return history[i-1].FirstSeen' \
+	'			return history[0].FirstSeen' \
+	-- go test -count=1 -run 'TestFreshness' ./verify/
+
+mutant "a check never records its project's image digest (its downstreams are never found stale)" \
+	verify/check.go \
+	'			if res.Digest != "" {' \
+	'			if false {' \
+	-- go test -count=1 -run 'TestCheckRecordsAndJudgesAgainstHistory' ./verify/
+
+mutant "concurrent verifications each read the shared upstream (no single flight)" \
+	verify/verifier.go \
+	'	x, err, _ := v.flight.Do(key, func() (any, error) {
+		x, err := read()
+		if err == nil {
+			v.cache.add(key, x)
+		}
+		return x, err
+	})' \
+	'	x, err := read()
+	if err == nil {
+		v.cache.add(key, x)
+	}' \
+	-- go test -count=1 -run 'TestConcurrentVerificationsShareUpstreamReads' ./verify/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

@@ -239,5 +239,6 @@ func migrations() []migration {
 			},
 		},
 		signingTokenMigration(),
+		verificationMigration(),
 	}
 }

@@ -159,6 +159,9 @@ type Server struct {
 	graphQLTimeouts []string
 	offsetLimit     int // GET /projects offset pagination limit; <= 0: none
 	countLimit      int // records past which listings are not counted (maxCountedRecords)
+
+	// registry is what simulated pipelines push (images.go).
+	registry registrySide
 }
 
 // New starts a fake GitLab on a loopback port.

@@ -1,8 +1,10 @@
-// Package registry asks container image registries which manifest digest
-// a tag points at, for the scheduler's image watcher. It speaks the
-// registry v2 API through go-containerregistry, including the anonymous
-// token flow of Docker Hub style registries and credentials from a docker
-// config.json auth file.
+// Package registry is depsd's only code that talks to container image
+// registries: it resolves tags to digests for the scheduler's image
+// watcher, and reads manifests and configs for image verification
+// (verify.Registry). It speaks the registry v2 API through
+// go-containerregistry, including the anonymous token flow of Docker Hub
+// style registries, credentials from podman's and docker's auth files, and
+// plain HTTP for the registries configured as insecure.
 package registry
 
 import (
@@ -10,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync/atomic"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -19,10 +23,16 @@ import (
 // Options configure a Client.
 type Options struct {
 	// AuthFile is a docker config.json (or podman auth.json) to take
-	// credentials from. Empty: the docker and podman default locations
-	// ($DOCKER_CONFIG, ~/.docker/config.json, $REGISTRY_AUTH_FILE, ...),
-	// and anonymous access when none has an entry for the registry.
+	// credentials from. Empty: the podman and docker default locations
+	// ($REGISTRY_AUTH_FILE, ${XDG_RUNTIME_DIR}/containers/auth.json,
+	// ~/.config/containers/auth.json, $DOCKER_CONFIG/config.json,
+	// ~/.docker/config.json: the first with an entry for the registry), and
+	// anonymous access when none has one.
 	AuthFile string
+	// Insecure are registry hosts (host[:port]) spoken to over plain HTTP.
+	// 127.0.0.1 and localhost are always allowed plain HTTP, as by
+	// go-containerregistry.
+	Insecure []string
 	// Transport carries the requests; nil: http.DefaultTransport.
 	Transport http.RoundTripper
 	// UserAgent is sent with each request; empty: "depsd".
@@ -31,13 +41,15 @@ type Options struct {
 
 // Client resolves tags to digests. It is safe for concurrent use.
 type Client struct {
-	opts []remote.Option
+	opts     []remote.Option
+	puller   atomic.Pointer[remote.Puller]
+	insecure map[string]bool
 }
 
 // New returns a Client. It reads no file yet: the auth file is read at
 // each request, so credentials rotated on disk are picked up.
 func New(o Options) *Client {
-	var keys authn.Keychain = authn.DefaultKeychain
+	var keys authn.Keychain = defaultKeychain{}
 	if o.AuthFile != "" {
 		keys = fileKeychain{path: o.AuthFile}
 	}
@@ -54,7 +66,12 @@ func New(o Options) *Client {
 	if o.Transport != nil {
 		opts = append(opts, remote.WithTransport(o.Transport))
 	}
-	return &Client{opts: opts}
+	c := &Client{opts: opts, insecure: map[string]bool{}}
+	for _, h := range o.Insecure {
+		c.insecure[strings.ToLower(h)] = true
+	}
+	c.newPuller()
+	return c
 }
 
 // Digest returns the digest of the manifest (or index, for multi-platform
@@ -64,7 +81,7 @@ func New(o Options) *Client {
 // without a Docker-Content-Digest header. A reference pinned by digest is
 // an error: it has nothing to resolve.
 func (c *Client) Digest(ctx context.Context, image string) (string, error) {
-	tag, err := name.NewTag(image, name.StrictValidation)
+	tag, err := name.NewTag(image, c.nameOpts(image, name.StrictValidation)...)
 	if err != nil {
 		return "", fmt.Errorf("resolve %s: not a tagged image reference: %w", image, err)
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"gitlab.com/depsd/depsd/scheduler/registry"
-	"gitlab.com/depsd/depsd/scheduler/registry/registrytest"
+	"gitlab.com/depsd/depsd/registry"
+	"gitlab.com/depsd/depsd/registry/registrytest"
 )
 
 // Against the real registry: the digest is the pushed manifest's, and it

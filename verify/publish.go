@@ -1,0 +1,169 @@
+package verify
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gitlab.com/depsd/depsd/deps"
+)
+
+// Project is what deciding a project's published images needs of it.
+type Project struct {
+	Path string
+	// RegistryPrefix is where its images live (host/path): GitLab's
+	// container_registry_image_prefix, or the configured registry with
+	// the project's path, as the scan maps images to projects.
+	RegistryPrefix string
+	// Dependencies are its own, as the scan found them: downstreams'
+	// references to it say which of its images are consumed.
+	Dependencies []deps.Dependency
+	// Built are the images its built stage is FROM
+	// (deps.FileAnalysis.Built). Nil: every FROM dependency counts (an
+	// image is then unknown against the bases of its builder stages).
+	Built []string
+}
+
+// PublishRules are the images declared in depsd.yaml (images.publish) on
+// top of those downstreams name.
+type PublishRules struct {
+	// Publish are templates of references every project publishes:
+	// {registry} is the host of its registry prefix, {path} the rest
+	// ("{registry}/{path}:latest").
+	Publish []string
+	// Overrides replace Publish for the projects they match: the first
+	// whose Match (a project path, or a glob as path.Match reads it)
+	// matches.
+	Overrides []PublishOverride
+}
+
+// PublishOverride is the published images of some projects.
+type PublishOverride struct {
+	Match   string
+	Publish []string
+}
+
+// Image is one image a project publishes.
+type Image struct {
+	Image string `json:"image"` // normalised: host/path:tag
+	// Declared: named in images.publish (else only by downstreams).
+	Declared bool `json:"declared,omitempty"`
+	// Upstreams are the images its built stage is FROM.
+	Upstreams []string `json:"upstreams"`
+}
+
+// Published gives, per project path, the images it publishes, sorted: by
+// default every image reference in the projects' dependencies that the
+// scan mapped to it (FROM, COPY --from, RUN --mount from, with their
+// tags; a reference pinned by digest alone names nothing to verify), plus
+// what rules declare. Each image is judged against the project's Built
+// images. A template that does not give a valid reference for a project
+// is an error naming both; the other images are still returned.
+func Published(projects []Project, rules PublishRules) (map[string][]Image, []error) {
+	named := map[string]map[string]bool{} // project → image → declared
+	add := func(project, image string, declared bool) {
+		if named[project] == nil {
+			named[project] = map[string]bool{}
+		}
+		named[project][image] = named[project][image] || declared
+	}
+	known := map[string]bool{}
+	for _, p := range projects {
+		known[p.Path] = true
+	}
+	for _, p := range projects {
+		for _, d := range p.Dependencies {
+			if d.Project == "" || d.Project == p.Path || !known[d.Project] || d.Repository == "" || d.Tag == "" {
+				continue
+			}
+			add(d.Project, d.Repository+":"+d.Tag, false)
+		}
+	}
+	var errs []error
+	for _, p := range projects {
+		for _, tmpl := range rules.For(p.Path) {
+			ref, err := Expand(tmpl, p.RegistryPrefix)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("images.publish %q for %s: %w", tmpl, p.Path, err))
+				continue
+			}
+			add(p.Path, ref, true)
+		}
+	}
+	out := map[string][]Image{}
+	for _, p := range projects {
+		if len(named[p.Path]) == 0 {
+			continue
+		}
+		ups := upstreams(p)
+		for img, declared := range named[p.Path] {
+			out[p.Path] = append(out[p.Path], Image{Image: img, Declared: declared, Upstreams: ups})
+		}
+		slices.SortFunc(out[p.Path], func(a, b Image) int { return strings.Compare(a.Image, b.Image) })
+	}
+	return out, errs
+}
+
+// For returns the templates that apply to project.
+func (r PublishRules) For(project string) []string {
+	for _, o := range r.Overrides {
+		if o.Match == project {
+			return o.Publish
+		}
+		if ok, _ := path.Match(o.Match, project); ok {
+			return o.Publish
+		}
+	}
+	return r.Publish
+}
+
+func upstreams(p Project) []string {
+	if p.Built != nil {
+		return slices.Clone(p.Built)
+	}
+	var out []string
+	for _, d := range p.Dependencies {
+		if d.Kind == deps.KindFrom && d.Image != "" && d.Project != p.Path && !slices.Contains(out, d.Image) {
+			out = append(out, d.Image)
+		}
+	}
+	return out
+}
+
+var placeholder = regexp.MustCompile(`\{[^}]*\}`)
+
+// Expand fills a template's {registry} and {path} from a project's
+// registry prefix (host/path) and normalises the result.
+func Expand(tmpl, prefix string) (string, error) {
+	var bad []string
+	for _, m := range placeholder.FindAllString(tmpl, -1) {
+		if m != "{registry}" && m != "{path}" {
+			bad = append(bad, m)
+		}
+	}
+	if len(bad) > 0 {
+		return "", fmt.Errorf("unknown placeholder %s: want {registry} and {path}", strings.Join(bad, ", "))
+	}
+	host, p, _ := strings.Cut(strings.Trim(prefix, "/"), "/")
+	if strings.Contains(tmpl, "{") && (host == "" || p == "") {
+		return "", fmt.Errorf("the project has no container registry (no registry prefix): set registry in depsd.yaml or enable the project's registry")
+	}
+	ref := strings.NewReplacer("{registry}", host, "{path}", p).Replace(tmpl)
+	img, err := deps.NormalizeImage(ref)
+	if err != nil {
+		return "", err
+	}
+	if img.Tag == "" {
+		return "", fmt.Errorf("%s names a digest: a published image is a tag", ref)
+	}
+	return img.Repository + ":" + img.Tag, nil
+}
+
+// CheckTemplate says whether tmpl gives a valid reference, with an
+// example project: for configuration checks.
+func CheckTemplate(tmpl string) error {
+	_, err := Expand(tmpl, "registry.example.com/group/project")
+	return err
+}

@@ -1,0 +1,82 @@
+package verify_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/verify"
+)
+
+func dep(kind deps.Kind, image, project string) deps.Dependency {
+	img, err := deps.NormalizeImage(image)
+	if err != nil {
+		panic(err)
+	}
+	return deps.Dependency{Kind: kind, Ref: image, Image: img.Image, Repository: img.Repository, Tag: img.Tag, Digest: img.Digest, Project: project}
+}
+
+// What each project publishes: the references its downstreams make to it
+// (FROM, COPY --from, with their tags), plus images.publish, judged
+// against the images its built stage is FROM.
+func TestPublished(t *testing.T) {
+	const reg = "registry.example.com"
+	projects := []verify.Project{
+		{Path: "base/ruby", RegistryPrefix: reg + "/base/ruby",
+			Dependencies: []deps.Dependency{dep(deps.KindFrom, "debian:12", "")},
+			Built:        []string{"docker.io/library/debian:12"}},
+		{Path: "apps/shop", RegistryPrefix: reg + "/apps/shop",
+			Dependencies: []deps.Dependency{
+				dep(deps.KindFrom, "golang:1.22", ""),
+				dep(deps.KindFrom, reg+"/base/ruby:3", "base/ruby"),
+				dep(deps.KindCopyFrom, reg+"/tools/assets:v2", "tools/assets"),
+			},
+			Built: []string{reg + "/base/ruby:3"}},
+		{Path: "apps/admin", RegistryPrefix: reg + "/apps/admin",
+			Dependencies: []deps.Dependency{
+				dep(deps.KindFrom, reg+"/base/ruby:3.3", "base/ruby"),
+				dep(deps.KindFrom, reg+"/base/ruby@sha256:"+strings.Repeat("a", 64), "base/ruby"), // a pin names no tag
+				{Kind: deps.KindGitLabDeps, Project: "tools/assets"},
+			}},
+		{Path: "tools/assets", RegistryPrefix: reg + "/tools/assets"},
+		{Path: "misc/noregistry"},
+	}
+	rules := verify.PublishRules{
+		Publish:   []string{"{registry}/{path}:latest"},
+		Overrides: []verify.PublishOverride{{Match: "tools/*", Publish: []string{"{registry}/{path}/cli:{tag}"}}, {Match: "apps/admin"}},
+	}
+	got, errs := verify.Published(projects, rules)
+	want := map[string][]verify.Image{
+		"base/ruby": {
+			{Image: reg + "/base/ruby:3", Upstreams: []string{"docker.io/library/debian:12"}},
+			{Image: reg + "/base/ruby:3.3", Upstreams: []string{"docker.io/library/debian:12"}},
+			{Image: reg + "/base/ruby:latest", Declared: true, Upstreams: []string{"docker.io/library/debian:12"}},
+		},
+		"apps/shop": {{Image: reg + "/apps/shop:latest", Declared: true, Upstreams: []string{reg + "/base/ruby:3"}}},
+		// No Built: every FROM counts. The override publishes nothing more.
+		"tools/assets": {{Image: reg + "/tools/assets:v2", Upstreams: nil}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Published =\n%+v\nwant\n%+v", got, want)
+	}
+	if len(errs) != 2 || !strings.Contains(errs[0].Error(), "{tag}") || !strings.Contains(errs[1].Error(), "misc/noregistry") || !strings.Contains(errs[1].Error(), "no container registry") {
+		t.Errorf("errors %v, want the unknown placeholder and the project without a registry named", errs)
+	}
+}
+
+func TestCheckTemplate(t *testing.T) {
+	for _, tc := range []struct{ tmpl, err string }{
+		{"{registry}/{path}:latest", ""},
+		{"{registry}/{path}/cli:2", ""},
+		{"registry.example.com/fixed/name:1", ""},
+		{"{registry}/{path}:{branch}", "unknown placeholder {branch}"},
+		{"{registry}/{path}@sha256:" + strings.Repeat("a", 64), "names a digest"},
+		{"{registry}/{path}:la test", "invalid"},
+	} {
+		err := verify.CheckTemplate(tc.tmpl)
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("CheckTemplate(%q) = %v, want %q", tc.tmpl, err, tc.err)
+		}
+	}
+}
