@@ -81,6 +81,13 @@ func IsPermanent(err error) bool {
 }
 
 // classify fills the kind and retryable fields from the status and message.
+// throttle reports an answer saying GitLab's rate limit is exhausted: a
+// 429, or the 400 of its pipeline-creation limit.
+func (e *APIError) throttle() bool {
+	return e.Status == http.StatusTooManyRequests ||
+		(e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"))
+}
+
 func (e *APIError) classify() {
 	switch {
 	case e.Status == 0:
@@ -96,7 +103,7 @@ func (e *APIError) classify() {
 		if strings.Contains(e.Message, "insufficient_scope") || strings.Contains(e.Message, "invalid_token") {
 			e.kind = ErrUnauthorized
 		}
-	case e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"):
+	case e.throttle():
 		// GitLab's pipeline-creation rate limit answers 400, not 429.
 		e.retryable = true
 	}
