@@ -43,8 +43,8 @@ mutant() {
 
 mutant "pipeline-creation throttle (400) taken as permanent" \
 	gitlab/errors.go \
-	'case e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"):' \
-	'case false && strings.Contains(e.Message, "Too many pipelines"):' \
+	'(e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"))' \
+	'(false && strings.Contains(e.Message, "Too many pipelines"))' \
 	-- go test -count=1 -run 'Throttle' ./gitlab/ ./chain/
 
 mutant "outbox creates every pipeline twice (demo)" \
@@ -418,6 +418,12 @@ mutant "a slot freed before its claimer noted the claim ran out of slots asks fo
 		return false' \
 	'		return false' \
 	-- go test -count=1 -run 'TestSlotFreedBeforeTheClaimerSawItsClaimFull' ./chain/
+
+mutant "the blocked-chain age follows the newest blocked chain, not the oldest (the alert comes late)" \
+	chain/view.go \
+	'c.UpdatedAt.Before(s.BlockedSince)' \
+	'c.UpdatedAt.After(s.BlockedSince)' \
+	-- go test -count=1 -run 'TestStatsSayHowLongTheOldestBlockedChainWaits' ./chain/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
