@@ -10,6 +10,8 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/webhook"
 )
 
 // metrics are depsd's Prometheus metrics, on a registry of their own (no
@@ -99,12 +101,31 @@ func newMetrics() *metrics {
 			Name: "depsd_background_job_runs_total", Help: "Runs of the leader's background jobs (reconcile, catch-up), by task and outcome.",
 		}, []string{"task", "outcome"}),
 	}
-	// Counters an alert takes the increase of start at 0, not at their
-	// first failure.
+	// Series whose labels are known in advance are exported from the start
+	// (at 0): an alert taking a counter's increase sees its first step, and
+	// a dashboard's query finds the series before anything happened.
 	for _, task := range []string{jobReconcile, jobCatchUp} {
 		for _, outcome := range []string{"success", "failure"} {
 			m.jobRuns.WithLabelValues(task, outcome)
 		}
+	}
+	for _, kind := range []string{"pipeline", "push"} {
+		for _, outcome := range []string{webhook.OutcomeAccepted, webhook.OutcomeDuplicate, webhook.OutcomeIgnored,
+			webhook.OutcomeUnauthorized, webhook.OutcomeMalformed, webhook.OutcomeTooLarge, webhook.OutcomeError} {
+			m.events.WithLabelValues(kind, outcome)
+		}
+	}
+	m.triggers.WithLabelValues("created")
+	m.triggers.WithLabelValues("adopted")
+	m.apiErrors.WithLabelValues("true")
+	m.apiErrors.WithLabelValues("false")
+	m.chainDuration.WithLabelValues(string(chain.Finished))
+	m.chainDuration.WithLabelValues(string(chain.Expired))
+	m.queueDepth.WithLabelValues("inbox")
+	m.queueDepth.WithLabelValues("outbox")
+	for _, kind := range []scheduler.Kind{scheduler.KindRebuild, scheduler.KindJob, scheduler.KindWatch} {
+		m.fires.WithLabelValues(string(kind), "ok")
+		m.fires.WithLabelValues(string(kind), "error")
 	}
 	info := buildinfo.Get()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
