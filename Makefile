@@ -72,7 +72,7 @@ image: build-depsd
 	podman build --build-arg VERSION=$(VERSION) -f packaging/Containerfile -t $(IMAGE) bin/image
 	@echo "built $(IMAGE)"
 
-## bench: the benchmarks whose figures the README quotes (the whole-system
+## bench: the benchmarks whose figures docs/benchmarks.md quotes (the whole-system
 ## ones in bench/ at depsd's default settings; about 20 minutes)
 bench:
 	go test -run '^$$' -bench . -benchmem ./deps/ ./deps/buildkitref/
