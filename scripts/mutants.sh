@@ -425,6 +425,24 @@ mutant "the blocked-chain age follows the newest blocked chain, not the oldest (
 	'c.UpdatedAt.After(s.BlockedSince)' \
 	-- go test -count=1 -run 'TestStatsSayHowLongTheOldestBlockedChainWaits' ./chain/
 
+mutant "the blocked-chain alert waits twice its documented hour" \
+	packaging/prometheus/depsd-alerts.yml \
+	'depsd:threshold:chain_blocked_seconds) or vector(3600)' \
+	'depsd:threshold:chain_blocked_seconds) or vector(7200)' \
+	-- env CI=true go test -count=1 -run 'TestPromtoolChecksTheRules' ./packaging/prometheus/
+
+mutant "a store that stops answering still reads as up" \
+	daemon/metrics.go \
+	'm.storeUp.Set(boolGauge(ok))' \
+	'm.storeUp.Set(1)' \
+	-- go test -count=1 -run 'TestStoreDownIsExported' ./daemon/
+
+mutant "the Debian mirror taken from a bookworm-security line" \
+	.ci/debian-mirror.sh \
+	'if ($(i + 1) == suite)' \
+	'if (index($(i + 1), suite) == 1)' \
+	-- go test -count=1 -run 'TestDebianMirrorFromAptSources' ./internal/ciscripts/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
