@@ -36,7 +36,7 @@ type metrics struct {
 	blockedLongest prometheus.Gauge       // seconds the longest-blocked chain has not moved
 	storeUp        prometheus.Gauge       // 1 when the store answered the last look
 	replicas       prometheus.Gauge       // processes with a current liveness lease
-	webhooks       *prometheus.GaugeVec   // depsd's hooks by the state the last check found
+	webhooks       *prometheus.GaugeVec   // depsd's hooks by the state the last check left them in
 	jobRuns        *prometheus.CounterVec // leader jobs' runs by task and outcome
 }
 
@@ -95,7 +95,7 @@ func newMetrics() *metrics {
 			Name: "depsd_replicas", Help: "depsd processes sharing the store whose liveness lease is current, as this one read them last.",
 		}),
 		webhooks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "depsd_webhooks", Help: "depsd's project hooks by the state the last check found them in (ok, missing, disabled, failing).",
+			Name: "depsd_webhooks", Help: "depsd's project hooks by the state the last check left them in (ok, missing, disabled, failing).",
 		}, []string{"state"}),
 		jobRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "depsd_background_job_runs_total", Help: "Runs of the leader's background jobs (reconcile, catch-up), by task and outcome.",
@@ -197,11 +197,22 @@ func (m *metrics) observeState(now time.Time, s chain.Stats, ok bool, replicas i
 	}
 	counts := map[string]int{}
 	for _, c := range hooks.Report.Changes {
-		counts[dashboard.HookState(c, hooks.Report.DryRun)]++
+		counts[hookStateAfter(c, hooks.Report.DryRun)]++
 	}
 	for _, st := range hookStates {
 		m.webhooks.WithLabelValues(st).Set(float64(counts[st]))
 	}
+}
+
+// hookStateAfter is the state a hook is in after the check that reported
+// c: as found by a dry run (the check at the start of a leader's term);
+// working again after a repair run created or re-enabled it (the health
+// page shows the state it was found in, with what was done).
+func hookStateAfter(c gitlab.HookChange, dryRun bool) string {
+	if !dryRun && (c.Action == gitlab.HookCreated || c.Action == gitlab.HookReenabled) {
+		return "ok"
+	}
+	return dashboard.HookState(c, dryRun)
 }
 
 // observeScan exports the result of a successful scan.

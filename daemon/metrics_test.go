@@ -17,7 +17,8 @@ import (
 
 // The gauges the alerting rules read say what the store holds: blocked
 // chains and how long the oldest has not moved, the live replicas, the
-// hooks by the state the last check found, and whether the store answered.
+// hooks by the state the last check left them in (a hook a repair run
+// re-enabled is no longer disabled), and whether the store answered.
 func TestStateMetricsSayWhatTheAlertsWatch(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	hookReport := func(dryRun bool, actions ...gitlab.HookAction) dashboard.HookStatus {
@@ -50,9 +51,10 @@ depsd_store_up 1
 `,
 		},
 		{
-			name: "a chain blocked for 90 s among three, two replicas, one hook re-enabled, one paused by GitLab",
+			name: "a chain blocked for 90 s among three, two replicas; a repair run re-enabled a hook, created one, failed to re-enable one; GitLab paused one",
 			steps: []state{{stats: chain.Stats{ActiveChains: 3, BlockedChains: 2, BlockedSince: now.Add(-90 * time.Second)}, ok: true, replicas: 2,
-				hooks: hookReport(false, gitlab.HookReenabled, gitlab.HookTemporarilyDisabled, gitlab.HookUnchanged, gitlab.HookUnchanged), checked: true}},
+				hooks: hookReport(false, gitlab.HookReenabled, gitlab.HookCreated, gitlab.HookStillDisabled, gitlab.HookTemporarilyDisabled,
+					gitlab.HookUnchanged, gitlab.HookUpdated), checked: true}},
 			want: `depsd_chain_blocked_longest_seconds 90
 depsd_chains{state="blocked"} 2
 depsd_chains{state="running"} 1
@@ -61,7 +63,7 @@ depsd_store_up 1
 depsd_webhooks{state="disabled"} 1
 depsd_webhooks{state="failing"} 1
 depsd_webhooks{state="missing"} 0
-depsd_webhooks{state="ok"} 2
+depsd_webhooks{state="ok"} 4
 `,
 		},
 		{
