@@ -3,7 +3,7 @@
 # a build list with BuildKit's); it builds without cgo and with these tags.
 EXECUTOR_TAGS := remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp
 
-.PHONY: test test-depsd test-executor vet build build-depsd release image man demo bench fuzz mutants soak
+.PHONY: test test-depsd test-executor vet build build-depsd release image man demo bench bench-docs fuzz mutants soak
 
 # The version stamped into the binaries (depsd version, User-Agent, the
 # depsd_build_info metric): the git tag, else the commit, "-dirty" for a
@@ -72,15 +72,22 @@ image: build-depsd
 	podman build --build-arg VERSION=$(VERSION) -f packaging/Containerfile -t $(IMAGE) bin/image
 	@echo "built $(IMAGE)"
 
-## bench: the benchmarks whose figures the README quotes (the whole-system
-## ones in bench/ at depsd's default settings; about 20 minutes)
+## bench: the benchmarks whose figures docs/benchmarks.md quotes (the whole-system
+## ones in bench/ at depsd's default settings; about 20 minutes). Each result is
+## recorded in docs/benchmarks.json (bench/benchdoc), then the table regenerated.
+BENCHDOC = go run ./bench/benchdoc
 bench:
-	go test -run '^$$' -bench . -benchmem ./deps/ ./deps/buildkitref/
-	go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
-	DEPSD_BENCH_STORE=postgres go test -run '^$$' -bench 'StorageFloor|WebhookAck|SuccessToTrigger|RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
-	DEPSD_BENCH_REQUESTS_PER_MINUTE=-1 go test -run '^$$' -bench 'RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
-	go test -run '^$$' -bench ApplyEvent -benchtime 400x ./chain/
-	DEPSD_TEST_STORE=postgres go test -run '^$$' -bench ApplyEvent -benchtime 400x ./chain/
+	$(BENCHDOC) record -- go test -run '^$$' -bench . -benchmem ./deps/ ./deps/buildkitref/
+	$(BENCHDOC) record -- go test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/
+	DEPSD_BENCH_STORE=postgres $(BENCHDOC) record -- go test -run '^$$' -bench 'StorageFloor|WebhookAck|SuccessToTrigger|RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
+	DEPSD_BENCH_REQUESTS_PER_MINUTE=-1 $(BENCHDOC) record -- go test -run '^$$' -bench 'RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
+	$(BENCHDOC) record -- go test -run '^$$' -bench ApplyEvent -benchtime 400x ./chain/
+	DEPSD_TEST_STORE=postgres $(BENCHDOC) record -- go test -run '^$$' -bench ApplyEvent -benchtime 400x ./chain/
+	$(MAKE) bench-docs
+
+## bench-docs: the benchmark table of docs/benchmarks.md, from docs/benchmarks.json
+bench-docs:
+	$(BENCHDOC) table
 
 ## mutants: break the code in known ways and check the tests fail (a few minutes)
 mutants:

@@ -7,8 +7,8 @@
 #
 # debootstrap takes minutes, so the rootfs tarball is cached in
 # $DEPSD_CACHE (default /var/cache/depsd-ci) and the image is only
-# imported when missing. The mirror is the first URIs line of
-# /etc/apt/sources.list.d/debian.sources (else deb.debian.org).
+# imported when missing. The mirror is the one this machine's apt uses for
+# bookworm (.ci/debian-mirror.sh); with none, the script stops and says so.
 #
 # Environment: DEPSD_HELPER_IMAGE (default localhost/helper-git-test:bookworm),
 # CONTAINERS_CONF as printed by .ci/podman.sh start.
@@ -25,8 +25,7 @@ if podman image exists "$IMAGE"; then
 fi
 mkdir -p "$CACHE"
 if [[ ! -s $TARBALL ]]; then
-	mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-	mirror=${mirror:-http://deb.debian.org/debian}
+	mirror=$("$(dirname "$0")/debian-mirror.sh" bookworm) # an assignment: a failure stops here
 	root=$(mktemp -d "$CACHE/rootfs.XXXXXX")
 	log "debootstrap bookworm from $mirror (a few minutes)"
 	debootstrap --variant=minbase --include=git,ca-certificates bookworm "$root" "$mirror" >"$CACHE/debootstrap.log" 2>&1 ||

@@ -1,4 +1,4 @@
-// Package bench holds whole-system benchmarks whose figures the README
+// Package bench holds whole-system benchmarks whose figures docs/benchmarks.md
 // quotes. Run them with: go test -run '^$' -bench . -benchtime 1x ./bench/
 package bench
 

@@ -104,9 +104,15 @@ func (e *Engine) Chain(ctx context.Context, id int64) (ChainView, error) {
 
 // Stats are gauges for the daemon's metrics.
 type Stats struct {
-	ActiveChains    int `json:"active_chains"`
-	PendingActions  int `json:"pending_actions"`
-	UnprocessedEvts int `json:"unprocessed_events"`
+	ActiveChains int `json:"active_chains"`
+	// BlockedChains are the active chains in state Blocked; BlockedSince
+	// is when the one among them that has not moved for the longest last
+	// changed (zero when none is blocked): how long it has waited for
+	// someone to act.
+	BlockedChains   int       `json:"blocked_chains"`
+	BlockedSince    time.Time `json:"blocked_since,omitzero"`
+	PendingActions  int       `json:"pending_actions"`
+	UnprocessedEvts int       `json:"unprocessed_events"`
 }
 
 // Stats counts the active chains, pending actions and unprocessed events.
@@ -118,6 +124,15 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 			return err
 		}
 		s.ActiveChains = len(cs)
+		for _, c := range cs {
+			if c.State != Blocked {
+				continue
+			}
+			s.BlockedChains++
+			if s.BlockedSince.IsZero() || c.UpdatedAt.Before(s.BlockedSince) {
+				s.BlockedSince = c.UpdatedAt
+			}
+		}
 		if s.PendingActions, err = tx.CountActions(ctx, ActionPending); err != nil {
 			return err
 		}

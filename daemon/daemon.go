@@ -182,6 +182,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
+	d.metrics.watch(d.gitlab, func() bool { _, leading := d.elector.state(); return leading })
 	d.recorder = d.engine.NewRecorder()
 	d.outbox = d.engine.RunOutbox
 	hook, err := webhook.NewHandler(webhook.Options{
@@ -297,7 +298,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	g.Go(func() error { return d.alive.run(gctx, d.outbox) })
 	g.Go(func() error { return d.elector.run(gctx, d.lead) })
 	g.Go(func() error { return d.followScans(gctx) })
-	g.Go(func() error { return d.exportQueueDepth(gctx) })
+	g.Go(func() error { return d.exportState(gctx) })
 	g.Go(func() error {
 		// Shutdown: on SIGTERM (ctx) or a failed component (gctx), refuse
 		// new requests and finish those in flight, then stop the workers.
@@ -388,21 +389,45 @@ func (d *Daemon) ready(ctx context.Context) error {
 	return nil
 }
 
-// exportQueueDepth refreshes the queue gauges every few seconds.
-func (d *Daemon) exportQueueDepth(ctx context.Context) error {
-	tick := time.NewTicker(5 * time.Second)
+// stateInterval is how often exportState refreshes the metrics read from
+// the store.
+const stateInterval = 5 * time.Second
+
+// exportState refreshes the metrics read from the store (queues, chains,
+// replicas, webhooks, whether the store answers) every stateInterval.
+func (d *Daemon) exportState(ctx context.Context) error {
+	tick := time.NewTicker(stateInterval)
 	defer tick.Stop()
 	for {
-		if s, err := d.engine.Stats(ctx); err == nil {
-			d.metrics.queueDepth.WithLabelValues("inbox").Set(float64(s.UnprocessedEvts))
-			d.metrics.queueDepth.WithLabelValues("outbox").Set(float64(s.PendingActions))
-		}
+		d.refreshState(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}
 	}
+}
+
+// refreshState reads the store once for the metrics; a store that does
+// not answer within stateInterval counts as down.
+func (d *Daemon) refreshState(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, stateInterval)
+	defer cancel()
+	now := d.opts.Now()
+	s, err := d.engine.Stats(ctx)
+	if err == nil {
+		err = d.store.Ping(ctx)
+	}
+	var alive []store.Lease
+	if err == nil {
+		alive, err = d.store.LiveLeases(ctx, alivePrefix, now)
+	}
+	if err != nil && ctx.Err() == nil {
+		d.log.Debug("read the state for the metrics", "err", err)
+	}
+	hooks := d.hookStatus(ctx)
+	checked := hooks.URL != "" && !hooks.CheckedAt.IsZero()
+	d.metrics.observeState(now, s, err == nil, len(alive), hooks, checked)
 }
 
 // Graph returns the graph the daemon currently works with.

@@ -90,8 +90,10 @@ func (d *Daemon) every(ctx context.Context, name string, interval time.Duration,
 			}
 			failed++
 			d.log.Warn("background job failed", "job", name, "err", err, "failures_in_a_row", failed)
+			d.metrics.jobRuns.WithLabelValues(name, "failure").Inc()
 		} else {
 			failed = 0
+			d.metrics.jobRuns.WithLabelValues(name, "success").Inc()
 		}
 		d.recordJob(ctx, name, start, err)
 		if failed >= stepDownAfter && !d.opts.Now().Before(failingSince.Add(2*d.opts.LeaderLease)) {

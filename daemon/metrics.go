@@ -7,6 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"gitlab.com/depsd/depsd/buildinfo"
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/dashboard"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/webhook"
 )
 
 // metrics are depsd's Prometheus metrics, on a registry of their own (no
@@ -24,7 +29,20 @@ type metrics struct {
 	scanProjects  prometheus.Gauge
 	scanWarnings  prometheus.Gauge
 	fires         *prometheus.CounterVec // schedule fires by kind and outcome
+
+	// What the alerts in packaging/prometheus/depsd-alerts.yml watch,
+	// refreshed by exportState (and jobRuns by every).
+	chains         *prometheus.GaugeVec   // active chains by state
+	blockedLongest prometheus.Gauge       // seconds the longest-blocked chain has not moved
+	storeUp        prometheus.Gauge       // 1 when the store answered the last look
+	replicas       prometheus.Gauge       // processes with a current liveness lease
+	webhooks       *prometheus.GaugeVec   // depsd's hooks by the state the last check left them in
+	jobRuns        *prometheus.CounterVec // leader jobs' runs by task and outcome
 }
+
+// Hook states of depsd_webhooks (dashboard.HookState), all exported so
+// that a state with no hook reads 0 rather than nothing.
+var hookStates = []string{"ok", "missing", "disabled", "failing"}
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -63,6 +81,51 @@ func newMetrics() *metrics {
 		fires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "depsd_schedule_fires_total", Help: "Schedule fires (rebuild, job such as the maintenance rescan, image watch check), by outcome.",
 		}, []string{"kind", "outcome"}),
+		chains: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_chains", Help: "Active chains, by state (running, blocked).",
+		}, []string{"state"}),
+		blockedLongest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depsd_chain_blocked_longest_seconds",
+			Help: "How long the blocked chain that has waited longest has not moved (0: none blocked).",
+		}),
+		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depsd_store_up", Help: "1 when the store (SQLite file or PostgreSQL) answered the last look, 0 when it did not.",
+		}),
+		replicas: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depsd_replicas", Help: "depsd processes sharing the store whose liveness lease is current, as this one read them last.",
+		}),
+		webhooks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_webhooks", Help: "depsd's project hooks by the state the last check left them in (ok, missing, disabled, failing).",
+		}, []string{"state"}),
+		jobRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depsd_background_job_runs_total", Help: "Runs of the leader's background jobs (reconcile, catch-up), by task and outcome.",
+		}, []string{"task", "outcome"}),
+	}
+	// Series whose labels are known in advance are exported from the start
+	// (at 0): an alert taking a counter's increase sees its first step, and
+	// a dashboard's query finds the series before anything happened.
+	for _, task := range []string{jobReconcile, jobCatchUp} {
+		for _, outcome := range []string{"success", "failure"} {
+			m.jobRuns.WithLabelValues(task, outcome)
+		}
+	}
+	for _, kind := range []string{"pipeline", "push"} {
+		for _, outcome := range []string{webhook.OutcomeAccepted, webhook.OutcomeDuplicate, webhook.OutcomeIgnored,
+			webhook.OutcomeUnauthorized, webhook.OutcomeMalformed, webhook.OutcomeTooLarge, webhook.OutcomeError} {
+			m.events.WithLabelValues(kind, outcome)
+		}
+	}
+	m.triggers.WithLabelValues("created")
+	m.triggers.WithLabelValues("adopted")
+	m.apiErrors.WithLabelValues("true")
+	m.apiErrors.WithLabelValues("false")
+	m.chainDuration.WithLabelValues(string(chain.Finished))
+	m.chainDuration.WithLabelValues(string(chain.Expired))
+	m.queueDepth.WithLabelValues("inbox")
+	m.queueDepth.WithLabelValues("outbox")
+	for _, kind := range []scheduler.Kind{scheduler.KindRebuild, scheduler.KindJob, scheduler.KindWatch} {
+		m.fires.WithLabelValues(string(kind), "ok")
+		m.fires.WithLabelValues(string(kind), "error")
 	}
 	info := buildinfo.Get()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -72,8 +135,84 @@ func newMetrics() *metrics {
 	buildInfo.Set(1)
 	m.registry.MustRegister(buildInfo, m.fires, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
 		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
+		m.chains, m.blockedLongest, m.storeUp, m.replicas, m.webhooks, m.jobRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// watch exports what is read live from the GitLab client and the elector
+// at each scrape.
+func (m *metrics) watch(gl *gitlab.Client, leading func() bool) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "depsd_leader", Help: "1 while this process is the leader (schedules, reconciler, catch-up), else 0.",
+		}, func() float64 { return boolGauge(leading()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "depsd_gitlab_requests_total", Help: "HTTP requests sent to GitLab's API, retries included.",
+		}, func() float64 { return float64(gl.Requests()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "depsd_gitlab_throttled_total",
+			Help: "GitLab answers saying its rate limit is exhausted (429, or 400 Too many pipelines), retries included.",
+		}, func() float64 { return float64(gl.Throttled()) }),
+	)
+	for _, p := range []struct {
+		name string
+		p    gitlab.Priority
+	}{{"urgent", gitlab.PriorityUrgent}, {"normal", gitlab.PriorityNormal}} {
+		m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "depsd_gitlab_queue_wait_seconds_total",
+			Help:        "Time GitLab requests waited for the client's own limits (concurrency, requests a minute), by priority (urgent: pipeline creations).",
+			ConstLabels: prometheus.Labels{"priority": p.name},
+		}, func() float64 { return gl.Queued(p.p).Waited.Seconds() }))
+	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// observeState exports what exportState read: the chains' stats (ok false
+// when the store did not answer), the live replicas and the last webhook
+// check (checked false when there is none for the configured hook URL).
+func (m *metrics) observeState(now time.Time, s chain.Stats, ok bool, replicas int, hooks dashboard.HookStatus, checked bool) {
+	m.storeUp.Set(boolGauge(ok))
+	if !ok {
+		return
+	}
+	m.queueDepth.WithLabelValues("inbox").Set(float64(s.UnprocessedEvts))
+	m.queueDepth.WithLabelValues("outbox").Set(float64(s.PendingActions))
+	m.chains.WithLabelValues(string(chain.Running)).Set(float64(s.ActiveChains - s.BlockedChains))
+	m.chains.WithLabelValues(string(chain.Blocked)).Set(float64(s.BlockedChains))
+	longest := 0.0
+	if !s.BlockedSince.IsZero() {
+		longest = max(0, now.Sub(s.BlockedSince).Seconds())
+	}
+	m.blockedLongest.Set(longest)
+	m.replicas.Set(float64(replicas))
+	if !checked {
+		return
+	}
+	counts := map[string]int{}
+	for _, c := range hooks.Report.Changes {
+		counts[hookStateAfter(c, hooks.Report.DryRun)]++
+	}
+	for _, st := range hookStates {
+		m.webhooks.WithLabelValues(st).Set(float64(counts[st]))
+	}
+}
+
+// hookStateAfter is the state a hook is in after the check that reported
+// c: as found by a dry run (the check at the start of a leader's term);
+// working again after a repair run created or re-enabled it (the health
+// page shows the state it was found in, with what was done).
+func hookStateAfter(c gitlab.HookChange, dryRun bool) string {
+	if !dryRun && (c.Action == gitlab.HookCreated || c.Action == gitlab.HookReenabled) {
+		return "ok"
+	}
+	return dashboard.HookState(c, dryRun)
 }
 
 // observeScan exports the result of a successful scan.

@@ -372,6 +372,14 @@ type hookRow struct {
 	Reasons []string
 }
 
+// HookState is the state a hook was found in (ok, missing, disabled,
+// failing) as the health page shows it; the daemon's metrics count hooks by
+// it.
+func HookState(c gitlab.HookChange, dryRun bool) string {
+	state, _ := hookState(c, dryRun)
+	return state
+}
+
 // hookState maps what SyncHooks did (or, in a dry run, would do) to the
 // state the hook was found in.
 func hookState(c gitlab.HookChange, dryRun bool) (state, done string) {

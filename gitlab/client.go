@@ -160,6 +160,8 @@ type Client struct {
 	// signingIgnored: this GitLab answered a hook write that carried a
 	// signing token without keeping it (SyncHooks).
 	signingIgnored atomic.Bool
+	// throttled counts GitLab's throttle answers (see Throttled).
+	throttled atomic.Int64
 }
 
 // New validates cfg and builds a Client. It sends no request.
@@ -226,6 +228,11 @@ func New(cfg Config) (*Client, error) {
 // Requests returns the number of HTTP requests sent so far, retries
 // included.
 func (c *Client) Requests() int64 { return c.transport.requests.Load() }
+
+// Throttled returns how many answers so far said GitLab's rate limit was
+// exhausted: a 429, or the 400 of its pipeline-creation limit ("Too many
+// pipelines"). Each attempt counts, retries included.
+func (c *Client) Throttled() int64 { return c.throttled.Load() }
 
 // Queued says how long the requests of priority p waited for the
 // client's own limits so far: how much the rate limit and the requests in

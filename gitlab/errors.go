@@ -96,6 +96,13 @@ func IsPermanent(err error) bool {
 }
 
 // classify fills the kind and retryable fields from the status and message.
+// throttle reports an answer saying GitLab's rate limit is exhausted: a
+// 429, or the 400 of its pipeline-creation limit.
+func (e *APIError) throttle() bool {
+	return e.Status == http.StatusTooManyRequests ||
+		(e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"))
+}
+
 func (e *APIError) classify() {
 	switch {
 	case e.Status == 0:
@@ -116,7 +123,7 @@ func (e *APIError) classify() {
 	case e.Status == http.StatusBadRequest && (strings.Contains(e.Message, "unknown input arguments") ||
 		strings.Contains(e.Message, "Given inputs not defined in the `spec` section")):
 		e.kind = ErrInputsRefused
-	case e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"):
+	case e.throttle():
 		// GitLab's pipeline-creation rate limit answers 400, not 429.
 		e.retryable = true
 	}

@@ -53,6 +53,9 @@ func (c *Client) call(ctx context.Context, idempotent bool, req request) error {
 			return fmt.Errorf("gitlab request: %w", ctx.Err())
 		}
 		ae := c.apiError(resp, err, attempt)
+		if ae.throttle() {
+			c.throttled.Add(1)
+		}
 		if ae.Status == http.StatusTooManyRequests {
 			// Every call of this client waits out GitLab's reset, whether
 			// or not this one is retried (last attempt, a POST, a wait

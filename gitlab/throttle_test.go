@@ -38,6 +38,9 @@ func TestPipelineCreationThrottleIsRetryableLater(t *testing.T) {
 	if !IsRetryable(err) || IsPermanent(err) {
 		t.Errorf("throttle: retryable %v, permanent %v; want retryable, not permanent", IsRetryable(err), IsPermanent(err))
 	}
+	if n := c.Throttled(); n != 1 {
+		t.Errorf("Throttled() = %d after one pipeline-creation throttle, want 1", n)
+	}
 	if ae.Attempts != 1 || len(rec.all()) != 0 {
 		t.Errorf("the client retried the throttled POST itself: %d attempts, waits %v", ae.Attempts, rec.all())
 	}
@@ -81,6 +84,9 @@ func TestTooManyRequestsSlowsTheClientDown(t *testing.T) {
 	if w := rec.all(); len(w) != 1 || w[0] != 7*time.Second {
 		t.Fatalf("the throttled call waited %v, want once 7s", w)
 	}
+	if n := c.Throttled(); n != 1 {
+		t.Errorf("Throttled() = %d after one 429, want 1", n)
+	}
 	// Another call, at the same instant: it waits out the reset too.
 	if _, err := headCommit(ctx, c, id, "main"); err != nil {
 		t.Fatal(err)
@@ -101,6 +107,9 @@ func TestTooManyRequestsSlowsTheClientDown(t *testing.T) {
 	}
 	if n := srv.Requests(branchEndpoint); n != 4 {
 		t.Errorf("%d requests, want 4 (one retried once)", n)
+	}
+	if n := c.Throttled(); n != 1 {
+		t.Errorf("Throttled() = %d after one 429 and three successes, want 1", n)
 	}
 }
 

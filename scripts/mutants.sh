@@ -43,8 +43,8 @@ mutant() {
 
 mutant "pipeline-creation throttle (400) taken as permanent" \
 	gitlab/errors.go \
-	'case e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"):' \
-	'case false && strings.Contains(e.Message, "Too many pipelines"):' \
+	'(e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Too many pipelines"))' \
+	'(false && strings.Contains(e.Message, "Too many pipelines"))' \
 	-- go test -count=1 -run 'Throttle' ./gitlab/ ./chain/
 
 mutant "outbox creates every pipeline twice (demo)" \
@@ -600,6 +600,35 @@ mutant "concurrent verifications each read the shared upstream (no single flight
 		v.cache.add(key, x)
 	}' \
 	-- go test -count=1 -run 'TestConcurrentVerificationsShareUpstreamReads' ./verify/
+mutant "the blocked-chain age follows the newest blocked chain, not the oldest (the alert comes late)" \
+	chain/view.go \
+	'c.UpdatedAt.Before(s.BlockedSince)' \
+	'c.UpdatedAt.After(s.BlockedSince)' \
+	-- go test -count=1 -run 'TestStatsSayHowLongTheOldestBlockedChainWaits' ./chain/
+
+mutant "the blocked-chain alert waits twice its documented hour" \
+	packaging/prometheus/depsd-alerts.yml \
+	'depsd:threshold:chain_blocked_seconds) or vector(3600)' \
+	'depsd:threshold:chain_blocked_seconds) or vector(7200)' \
+	-- env CI=true go test -count=1 -run 'TestPromtoolChecksTheRules' ./packaging/prometheus/
+
+mutant "a store that stops answering still reads as up" \
+	daemon/metrics.go \
+	'm.storeUp.Set(boolGauge(ok))' \
+	'm.storeUp.Set(1)' \
+	-- go test -count=1 -run 'TestStoreDownIsExported' ./daemon/
+
+mutant "the Debian mirror taken from a bookworm-security line" \
+	.ci/debian-mirror.sh \
+	'if ($(i + 1) == suite)' \
+	'if (index($(i + 1), suite) == 1)' \
+	-- go test -count=1 -run 'TestDebianMirrorFromAptSources' ./internal/ciscripts/
+
+mutant "a hook the maintenance run re-enabled still counts as disabled (the alert fires for 6 hours after the repair)" \
+	daemon/metrics.go \
+	'(c.Action == gitlab.HookCreated || c.Action == gitlab.HookReenabled)' \
+	'(c.Action == gitlab.HookCreated)' \
+	-- go test -count=1 -run 'TestStateMetricsSayWhatTheAlertsWatch' ./daemon/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

@@ -261,7 +261,7 @@ func sortedSet(s []string) []string {
 // own conversion (buildkitImages) on every file of referenceCorpus, for
 // linux/amd64 and linux/arm64 with default build args. The only
 // differences allowed are the deliberate ones (see the outcome
-// constants); the tally is what the README quotes
+// constants); the tally is what docs/dependencies.md quotes
 // (go test ./deps -run BuildKitDifferential -v).
 func TestBuildKitDifferential(t *testing.T) {
 	corpus := referenceCorpus(t, referenceGenerated)
@@ -410,7 +410,7 @@ func generateContainerfile(rng *rand.Rand) string {
 // BenchmarkAnalyzeContainerfile measures depsd's analysis over the
 // reference corpus: files/s of wall time, and files per second of CPU
 // time of the process, which a machine shared with other work does not
-// distort (the README's figure).
+// distort (the figure in docs/dependencies.md).
 func BenchmarkAnalyzeContainerfile(b *testing.B) {
 	corpus := referenceCorpus(b, referenceGenerated)
 	cpu := func() time.Duration {

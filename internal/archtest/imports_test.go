@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"registry":          {"verify"},
 	"webhook":           {"chain"},
 	"report":            {"deps", "scan"},
-	"config":            {"chain", "deps", "gitlab", "scan", "scheduler", "verify"},
+	"config":            {"chain", "deps", "gitlab", "scan", "scheduler", "verify", "webhook"},
 	"dashboard":         {"chain", "deps", "gitlab", "report", "scan", "scheduler"},
 	"store/pgtest":      {"internal/realtest"},
 }

@@ -1,8 +1,8 @@
 // Package realtest holds the one rule for tests that need a real component
 // (a podman service, the docker-registry binary, a PostgreSQL server,
-// Chromium): such a test may skip on a developer's machine that lacks the
-// component, but never where the component is expected, because a skipped
-// integration test would let CI pass without running it.
+// Chromium, Prometheus): such a test may skip on a developer's machine that
+// lacks the component, but never where the component is expected, because
+// a skipped integration test would let CI pass without running it.
 //
 // The component is expected when CI=true (GitLab CI, GitHub Actions and
 // .ci/run set it), when DEPSD_REQUIRE lists it (comma-separated component
@@ -26,6 +26,8 @@ const (
 	// GitLabRunner is the real GitLab Runner (shared/tools/gitlab-runner),
 	// named by DEPSD_GITLAB_RUNNER.
 	GitLabRunner = "gitlab-runner"
+	// Prometheus: Debian's prometheus package (prometheus and promtool).
+	Prometheus = "prometheus"
 )
 
 // Env is the environment lookup Require consults; os.LookupEnv in tests.
