@@ -19,6 +19,7 @@ import (
 	"github.com/containers/podman/v4/pkg/util"
 	"github.com/docker/go-units"
 	spec "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // Options are the container options GitLab's docker executor offers
@@ -165,6 +166,9 @@ func (o Options) apply(g *specgen.SpecGenerator) error {
 		}
 	}
 	g.Rlimits = append(g.Rlimits, p.Rlimits...)
+	if len(p.Rlimits) > 0 {
+		g.Rlimits = append(g.Rlimits, ownRlimits(o.Ulimits)...)
+	}
 	if len(o.Env) > 0 {
 		if g.Env == nil {
 			g.Env = map[string]string{}
@@ -384,6 +388,29 @@ func securityOpt(g *specgen.SpecGenerator, opt string) error {
 		return fmt.Errorf("unknown option %q: want apparmor, label, mask, no-new-privileges, proc-opts, seccomp, systempaths or unmask", con[0])
 	}
 	return nil
+}
+
+// ownRlimits are this process's nofile and nproc limits for those of the
+// two that ulimits leaves out. A podman service (4.3, Debian's) given any
+// rlimit drops containers.conf's default_ulimits and, for a rootful
+// container, raises nofile and nproc to 1048576, which a host with lower
+// hard limits refuses ("error setting rlimit ... operation not
+// permitted"); the driver's own limits are what a job gets without
+// ulimit on such a host.
+func ownRlimits(ulimits map[string]string) []spec.POSIXRlimit {
+	var out []spec.POSIXRlimit
+	for name, res := range map[string]int{"nofile": unix.RLIMIT_NOFILE, "nproc": unix.RLIMIT_NPROC} {
+		if _, ok := ulimits[name]; ok {
+			continue
+		}
+		var l unix.Rlimit
+		if err := unix.Getrlimit(res, &l); err != nil {
+			continue
+		}
+		out = append(out, spec.POSIXRlimit{Type: name, Soft: l.Cur, Hard: l.Max})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
 }
 
 // sizeOption reads a tmpfs size as podman does: bytes with an optional
