@@ -40,6 +40,10 @@ type Options struct {
 	// UserNS is `--userns`: "auto", "auto:size=65536", "keep-id", "host",
 	// "private", "ns:/path", "nomap"; "" is podman's default.
 	UserNS string
+	// IDMap maps container IDs to host IDs for both users and groups,
+	// as podman's --uidmap and --gidmap read it ("0:1073741824:65536"),
+	// in a private user namespace; it excludes UserNS.
+	IDMap string
 	// Tmpfs maps a container path to its tmpfs options ("rw,size=64m").
 	Tmpfs map[string]string
 	// ShmSize is /dev/shm's size in bytes (0: podman's default).
@@ -94,8 +98,8 @@ func (o Options) Merge(more Options) Options {
 	out.Sysctls = mergeMaps(o.Sysctls, more.Sysctls)
 	out.Ulimits = mergeMaps(o.Ulimits, more.Ulimits)
 	out.Env = mergeMaps(o.Env, more.Env)
-	if more.UserNS != "" {
-		out.UserNS = more.UserNS
+	if more.UserNS != "" || more.IDMap != "" {
+		out.UserNS, out.IDMap = more.UserNS, more.IDMap
 	}
 	if more.ShmSize != 0 {
 		out.ShmSize = more.ShmSize
@@ -242,6 +246,15 @@ func (o Options) generator(name string) (*specgen.SpecGenerator, error) {
 		if g.UserNS.NSMode == specgen.Auto {
 			g.IDMappings.AutoUserNs = true
 		}
+	}
+	if o.IDMap != "" {
+		if o.UserNS != "" {
+			return nil, optionError("userns_mode", o.UserNS, errors.New("excludes an ID map"))
+		}
+		if g.IDMappings, err = util.ParseIDMapping(namespaces.UsernsMode(""), []string{o.IDMap}, []string{o.IDMap}, "", ""); err != nil {
+			return nil, optionError("uidmap", o.IDMap, err)
+		}
+		g.UserNS = specgen.Namespace{NSMode: specgen.Private}
 	}
 	for _, dest := range sortedKeys(o.Tmpfs) {
 		m, err := tmpfsMount(dest, o.Tmpfs[dest])

@@ -41,6 +41,13 @@ func TestOptionsReachTheSpec(t *testing.T) {
 				t.Errorf("userns %+v mappings %+v", g.UserNS, g.IDMappings)
 			}
 		}},
+		{"an ID map for users and groups", Options{IDMap: "0:1073741824:65536"}, func(t *testing.T, g *specgen.SpecGenerator) {
+			m := g.IDMappings
+			if g.UserNS.NSMode != specgen.Private || m == nil || len(m.UIDMap) != 1 || len(m.GIDMap) != 1 ||
+				m.UIDMap[0].ContainerID != 0 || m.UIDMap[0].HostID != 1073741824 || m.UIDMap[0].Size != 65536 || m.GIDMap[0] != m.UIDMap[0] {
+				t.Errorf("userns %+v mappings %+v", g.UserNS, m)
+			}
+		}},
 		{"userns host", Options{UserNS: "host"}, func(t *testing.T, g *specgen.SpecGenerator) {
 			if g.UserNS.NSMode != specgen.Host {
 				t.Errorf("userns %+v", g.UserNS)
@@ -142,6 +149,8 @@ func TestOptionsRefused(t *testing.T) {
 		{"security option without value", Options{SecurityOpt: []string{"seccomp"}}, `security_opt "seccomp"`},
 		{"userns", Options{UserNS: "sometimes"}, `userns_mode "sometimes"`},
 		{"userns auto option", Options{UserNS: "auto:bigsize=1"}, `userns_mode "auto:bigsize=1"`},
+		{"ID map", Options{IDMap: "0:x:1"}, `uidmap "0:x:1"`},
+		{"ID map and userns", Options{IDMap: "0:1:1", UserNS: "auto"}, `userns_mode "auto"`},
 		{"tmpfs relative path", Options{Tmpfs: map[string]string{"scratch": "rw"}}, `tmpfs "scratch=rw"`},
 		{"tmpfs option", Options{Tmpfs: map[string]string{"/scratch": "rw,bogus"}}, `tmpfs "/scratch=rw,bogus"`},
 		{"tmpfs size", Options{Tmpfs: map[string]string{"/scratch": "size=lots"}}, `tmpfs "/scratch=size=lots"`},

@@ -1,9 +1,12 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"path/filepath"
+	"strconv"
 
 	"gitlab.com/depsd/depsd/podman-executor/container"
 )
@@ -20,8 +23,12 @@ type BuildProfile struct {
 	Devices     []string `toml:"devices"`
 	CapAdd      []string `toml:"cap_add"`
 	SecurityOpt []string `toml:"security_opt"`
-	// UsernsMode is the job container's user namespace ("" keeps
-	// userns_mode, or podman's default).
+	// UsernsMode is the job container's user namespace: "per-project"
+	// (the default) maps container IDs 0-65535 to a host range of their
+	// own per runner and project, the same for every job of the project
+	// so its build storage stays its own; else podman's userns_mode
+	// ("" keeps the runner's userns_mode: for rootless podman, whose
+	// user namespace is already the runner user's).
 	UsernsMode string `toml:"userns_mode"`
 	// StoragePath is where the build storage volume is mounted: the
 	// storage root of root's containers-storage in the job image.
@@ -36,19 +43,52 @@ func DefaultBuildProfile() BuildProfile {
 		Devices:     []string{"/dev/fuse"},
 		CapAdd:      []string{"SYS_ADMIN", "MKNOD", "SETFCAP"},
 		SecurityOpt: []string{"label=disable"},
+		UsernsMode:  usernsPerProject,
 		StoragePath: "/var/lib/containers",
 		Env:         map[string]string{"BUILDAH_ISOLATION": "chroot"},
 	}
 }
 
-// options are the container options the profile adds to the job's.
-func (b BuildProfile) options() container.Options {
-	return container.Options{Devices: b.Devices, CapAdd: b.CapAdd, SecurityOpt: b.SecurityOpt, UserNS: b.UsernsMode, Env: b.Env}
+// Per-project user namespaces: project n's container IDs 0-65535 are
+// host IDs usernsBase + (n mod usernsSlots)*usernsSize onwards (a
+// project ID that is not a number is hashed). Above 2^30, away from the
+// subuid ranges useradd hands out (100000 onwards), and below 2^31, where
+// podman's userns=auto ranges start by convention. Projects whose IDs
+// differ by a multiple of 16384 share a range: the range keeps a job's
+// root from being the host's root and makes the project's build storage
+// its own on disk; separate containers and volumes keep projects apart.
+const (
+	usernsPerProject = "per-project"
+	usernsBase       = 1 << 30
+	usernsSize       = 65536
+	usernsSlots      = (1 << 30) / usernsSize
+)
+
+// idMap is the per-project ID map of project.
+func idMap(project string) string {
+	n, err := strconv.ParseUint(project, 10, 64)
+	if err != nil {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(project))
+		n = h.Sum64()
+	}
+	slot := int64(n % usernsSlots)
+	return fmt.Sprintf("0:%d:%d", usernsBase+slot*usernsSize, usernsSize)
+}
+
+// options are the container options the profile adds to the job's, for
+// the job of id.
+func (b BuildProfile) options(id Identity) container.Options {
+	o := container.Options{Devices: b.Devices, CapAdd: b.CapAdd, SecurityOpt: b.SecurityOpt, UserNS: b.UsernsMode, Env: b.Env}
+	if b.UsernsMode == usernsPerProject {
+		o.UserNS, o.IDMap = "", idMap(id.Project)
+	}
+	return o
 }
 
 // validate checks the profile as podman would read it.
 func (b BuildProfile) validate() error {
-	if err := b.options().Check(); err != nil {
+	if err := b.options(Identity{}).Check(); err != nil {
 		return fmt.Errorf("driver config: [build] %w", err)
 	}
 	if !filepath.IsAbs(b.StoragePath) {
@@ -78,9 +118,14 @@ func (e *Executor) withBuildProfile(ctx context.Context, id Identity, s *contain
 	if err := e.keptVolume(ctx, id, name, roleBuildStorage); err != nil {
 		return err
 	}
-	s.Options = s.Options.Merge(e.Config.Build.options())
+	o := e.Config.Build.options(id)
+	s.Options = s.Options.Merge(o)
 	s.Volumes = append(s.Volumes, name+":"+e.Config.Build.StoragePath)
-	e.progress("Build profile: %s at %s (persistent build storage), devices %v, capabilities %v, security options %v",
-		name, e.Config.Build.StoragePath, e.Config.Build.Devices, e.Config.Build.CapAdd, e.Config.Build.SecurityOpt)
+	userns := o.UserNS
+	if o.IDMap != "" {
+		userns = "IDs " + o.IDMap
+	}
+	e.progress("Build profile: %s at %s (persistent build storage), devices %v, capabilities %v, security options %v, user namespace %s",
+		name, e.Config.Build.StoragePath, e.Config.Build.Devices, e.Config.Build.CapAdd, e.Config.Build.SecurityOpt, cmp.Or(userns, "the runner's"))
 	return nil
 }

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -178,6 +179,9 @@ func TestPrepareAppliesOptions(t *testing.T) {
 					!slices.Contains(o.CapAdd, "SYS_ADMIN") || o.Env["BUILDAH_ISOLATION"] != "chroot" {
 					t.Errorf("job spec %+v", job)
 				}
+				if o.IDMap != idMap("7") || o.UserNS != "" {
+					t.Errorf("user namespace %q / ID map %q, want the project's %s", o.UserNS, o.IDMap, idMap("7"))
+				}
 				if !slices.Contains(job.Volumes, "podman-executor-buildstore-rtok-p7:/var/lib/containers") {
 					t.Errorf("job volumes %v", job.Volumes)
 				}
@@ -267,5 +271,30 @@ func TestGCBuildStorage(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("marker left: %v", err)
+	}
+}
+
+// TestPerProjectIDMaps: a project's build jobs always get the same host
+// ID range (its build storage stays writable job after job), other
+// projects other ranges, all above 2^30 and below 2^31.
+func TestPerProjectIDMaps(t *testing.T) {
+	seen := map[string]string{}
+	for _, p := range []string{"0", "1", "2", "16383", "70000", "999999999", "group/project"} {
+		m := idMap(p)
+		if m != idMap(p) {
+			t.Fatalf("project %s: not stable", p)
+		}
+		var c, host, size int64
+		if _, err := fmt.Sscanf(m, "%d:%d:%d", &c, &host, &size); err != nil || c != 0 || size != 65536 ||
+			host < 1<<30 || host+size > 1<<31 || (host-(1<<30))%65536 != 0 {
+			t.Fatalf("project %s: ID map %q", p, m)
+		}
+		if other, ok := seen[m]; ok {
+			t.Errorf("projects %s and %s share %s", other, p, m)
+		}
+		seen[m] = p
+	}
+	if idMap("1") != idMap("16385") {
+		t.Errorf("project IDs 16384 apart: %s and %s (the documented sharing)", idMap("1"), idMap("16385"))
 	}
 }
