@@ -45,7 +45,7 @@ func DefaultBuildProfile() BuildProfile {
 		SecurityOpt: []string{"label=disable"},
 		UsernsMode:  usernsPerProject,
 		StoragePath: "/var/lib/containers",
-		Env:         map[string]string{"BUILDAH_ISOLATION": "chroot"},
+		Env:         map[string]string{"BUILDAH_ISOLATION": "chroot", "BUILDAH_LAYERS": "true"},
 	}
 }
 
