@@ -77,18 +77,23 @@ func idMap(project string) string {
 }
 
 // options are the container options the profile adds to the job's, for
-// the job of id.
-func (b BuildProfile) options(id Identity) container.Options {
+// the job of id. A rootless podman's user namespace holds only its user's
+// 65536 subordinate IDs: no room for a range per project, so there
+// "per-project" is the runner user's namespace, as every rootless job's.
+func (b BuildProfile) options(id Identity, rootless bool) container.Options {
 	o := container.Options{Devices: b.Devices, CapAdd: b.CapAdd, SecurityOpt: b.SecurityOpt, UserNS: b.UsernsMode, Env: b.Env}
 	if b.UsernsMode == usernsPerProject {
-		o.UserNS, o.IDMap = "", idMap(id.Project)
+		o.UserNS = ""
+		if !rootless {
+			o.IDMap = idMap(id.Project)
+		}
 	}
 	return o
 }
 
 // validate checks the profile as podman would read it.
 func (b BuildProfile) validate() error {
-	if err := b.options(Identity{}).Check(); err != nil {
+	if err := b.options(Identity{}, false).Check(); err != nil {
 		return fmt.Errorf("driver config: [build] %w", err)
 	}
 	if !filepath.IsAbs(b.StoragePath) {
@@ -118,7 +123,14 @@ func (e *Executor) withBuildProfile(ctx context.Context, id Identity, s *contain
 	if err := e.keptVolume(ctx, id, name, roleBuildStorage); err != nil {
 		return err
 	}
-	o := e.Config.Build.options(id)
+	rootless := false
+	if e.Config.Build.UsernsMode == usernsPerProject {
+		var err error
+		if rootless, err = e.Engine.Rootless(ctx); err != nil {
+			return err
+		}
+	}
+	o := e.Config.Build.options(id, rootless)
 	s.Options = s.Options.Merge(o)
 	s.Volumes = append(s.Volumes, name+":"+e.Config.Build.StoragePath)
 	userns := o.UserNS
@@ -126,6 +138,6 @@ func (e *Executor) withBuildProfile(ctx context.Context, id Identity, s *contain
 		userns = "IDs " + o.IDMap
 	}
 	e.progress("Build profile: %s at %s (persistent build storage), devices %v, capabilities %v, security options %v, user namespace %s",
-		name, e.Config.Build.StoragePath, e.Config.Build.Devices, e.Config.Build.CapAdd, e.Config.Build.SecurityOpt, cmp.Or(userns, "the runner's"))
+		name, e.Config.Build.StoragePath, e.Config.Build.Devices, e.Config.Build.CapAdd, e.Config.Build.SecurityOpt, cmp.Or(userns, "the runner user's"))
 	return nil
 }

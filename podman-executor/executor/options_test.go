@@ -298,3 +298,40 @@ func TestPerProjectIDMaps(t *testing.T) {
 		t.Errorf("project IDs 16384 apart: %s and %s (the documented sharing)", idMap("1"), idMap("16385"))
 	}
 }
+
+// TestBuildProfileOnRootlessPodman: a rootless podman has no room for a
+// range per project, so a build job keeps the runner user's namespace
+// there; a userns_mode the operator names is used as it is.
+func TestBuildProfileOnRootlessPodman(t *testing.T) {
+	tests := []struct {
+		name       string
+		rootless   bool
+		userns     string
+		wantIDMap  string
+		wantUserNS string
+		wantOut    string
+	}{
+		{"rootful, per-project", false, "per-project", idMap("7"), "", "user namespace IDs " + idMap("7")},
+		{"rootless, per-project", true, "per-project", "", "", "user namespace the runner user's"},
+		{"rootful, auto", false, "auto", "", "auto", "user namespace auto"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil, func(c *Config) {
+				c.AllowedBuildImages = []string{"localhost/**"}
+				c.Build.UsernsMode = tt.userns
+			})
+			f.fake.IsRootless = tt.rootless
+			if err := f.e.PrepareStage(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			job, _ := f.fake.Spec(jobName)
+			if job.Options.IDMap != tt.wantIDMap || job.Options.UserNS != tt.wantUserNS {
+				t.Errorf("ID map %q userns %q, want %q %q", job.Options.IDMap, job.Options.UserNS, tt.wantIDMap, tt.wantUserNS)
+			}
+			if !strings.Contains(f.out.String(), tt.wantOut) {
+				t.Errorf("job log lacks %q:\n%s", tt.wantOut, f.out)
+			}
+		})
+	}
+}
