@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gitlab.com/depsd/depsd/podman-executor/executor"
 )
 
 // buildahImage is built by .ci/buildah-image.sh: Debian minbase with
 // buildah, the job image of an image-building job.
-func buildahImage(t *testing.T) string {
+func buildahImage(t testing.TB) string {
 	t.Helper()
 	if shared.skip != "" {
 		t.Skip(shared.skip)
@@ -41,7 +43,9 @@ mkdir -p /tmp/ctx && cd /tmp/ctx
 printf 'FROM %[4]s\nRUN echo %[5]s > /built-by-run\nCOPY hello /hello\n' > Containerfile
 echo hello > hello
 echo "$CI_REGISTRY_PASSWORD" | buildah login --tls-verify=false -u "$CI_REGISTRY_USER" --password-stdin "$CI_REGISTRY"
+start=$(date +%%s%%N)
 buildah build --tls-verify=false -t "%[6]s" .
+echo "build-ms $(( ($(date +%%s%%N) - start) / 1000000 ))"
 buildah push --tls-verify=false "%[6]s"
 echo "driver: $(buildah info --format '{{.store.GraphDriverName}}')"
 grep -E '^Cap(Eff|Bnd)' /proc/self/status
@@ -117,4 +121,53 @@ func TestImageBuildInJob(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("pushed image %s: registry answers %s", built, resp.Status)
 	}
+}
+
+// BenchmarkImageBuild times a cold build job (a project's first: empty
+// build storage, the job image mapped to the project's ID range) against a
+// warm one (the next job of the project: layers from the build storage),
+// of the Containerfile of TestImageBuildInJob: the whole job as the runner
+// drives it, and the `buildah build` step alone. The README quotes it.
+func BenchmarkImageBuild(b *testing.B) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		b.Skipf("no /dev/fuse on this machine: %v", err)
+	}
+	image := buildahImage(b)
+	g := startRegistry(b, "base")
+	r := newRunner(b, fmt.Sprintf("network_mode = \"host\"\nallowed_build_images = [%q]\n", image))
+	var job, build [2]time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		project := fmt.Sprint(uniqueID(80 + i%20))
+		vol := executor.Identity{Runner: "itest", Project: project}.BuildStorageVolumeName()
+		for k := range 2 {
+			j := r.newJob(uniqueID(85 + k))
+			j.Project, j.Image = project, image
+			j.Scripts["build_script"] = buildScript(g, g.host+"/test/bench:"+project, project)
+			start := time.Now()
+			jr := r.runJob(j)
+			job[k] += time.Since(start)
+			out := jr.stages["build_script"].out
+			if jr.prepare.code != 0 || jr.stages["build_script"].code != 0 {
+				b.Fatalf("build job failed:\n%s", jr.log)
+			}
+			if k == 1 && !strings.Contains(out, "Using cache") {
+				b.Fatalf("the warm build used no cache:\n%s", out)
+			}
+			_, ms, _ := strings.Cut(out, "build-ms ")
+			n, err := strconv.Atoi(strings.Fields(ms + " x")[0])
+			if err != nil {
+				b.Fatalf("no build-ms line:\n%s", out)
+			}
+			build[k] += time.Duration(n) * time.Millisecond
+		}
+		b.StopTimer()
+		_ = shared.engine.RemoveVolume(context.Background(), vol)
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(job[0].Milliseconds())/n, "cold-job-ms")
+	b.ReportMetric(float64(job[1].Milliseconds())/n, "warm-job-ms")
+	b.ReportMetric(float64(build[0].Milliseconds())/n, "cold-build-ms")
+	b.ReportMetric(float64(build[1].Milliseconds())/n, "warm-build-ms")
 }
