@@ -78,7 +78,7 @@ func idMap(project string) string {
 
 // options are the container options the profile adds to the job's, for
 // the job of id. A rootless podman's user namespace holds only its user's
-// 65536 subordinate IDs: no room for a range per project, so there
+// subordinate IDs (typically 65536): no room for a range per project, so there
 // "per-project" is the runner user's namespace, as every rootless job's.
 func (b BuildProfile) options(id Identity, rootless bool) container.Options {
 	o := container.Options{Devices: b.Devices, CapAdd: b.CapAdd, SecurityOpt: b.SecurityOpt, UserNS: b.UsernsMode, Env: b.Env}
