@@ -41,7 +41,7 @@ type BuildProfile struct {
 func DefaultBuildProfile() BuildProfile {
 	return BuildProfile{
 		Devices:     []string{"/dev/fuse"},
-		CapAdd:      []string{"SYS_ADMIN", "MKNOD", "SETFCAP"},
+		CapAdd:      []string{"SYS_ADMIN", "SETFCAP"},
 		SecurityOpt: []string{"label=disable"},
 		UsernsMode:  usernsPerProject,
 		StoragePath: "/var/lib/containers",
