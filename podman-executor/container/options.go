@@ -148,6 +148,12 @@ func (o Options) apply(g *specgen.SpecGenerator) error {
 	g.Mask = append(g.Mask, p.Mask...)
 	g.Unmask = append(g.Unmask, p.Unmask...)
 	g.NoNewPrivileges = g.NoNewPrivileges || p.NoNewPrivileges
+	for k, v := range p.Annotations { // as podman run records them, for podman inspect
+		if g.Annotations == nil {
+			g.Annotations = map[string]string{}
+		}
+		g.Annotations[k] = v
+	}
 	if p.ProcOpts != nil {
 		g.ProcOpts = p.ProcOpts
 	}
@@ -212,6 +218,7 @@ func optionError(key, value string, err error) error {
 func (o Options) generator(name string) (*specgen.SpecGenerator, error) {
 	g := specgen.NewSpecGenerator("", false)
 	g.Name = name
+	g.Annotations = map[string]string{}
 	for _, d := range o.Devices {
 		src, _, _, err := parse.Device(d)
 		if err != nil {
@@ -368,6 +375,7 @@ func securityOpt(g *specgen.SpecGenerator, opt string) error {
 	switch con[0] {
 	case "apparmor":
 		g.ApparmorProfile = con[1]
+		g.Annotations[define.InspectAnnotationApparmor] = con[1]
 	case "label":
 		switch v, _, _ := strings.Cut(con[1], ":"); v {
 		case "disable", "user", "role", "type", "level", "filetype":
@@ -375,12 +383,14 @@ func securityOpt(g *specgen.SpecGenerator, opt string) error {
 			return fmt.Errorf("unknown label option %q: want disable, user:, role:, type:, level: or filetype:", con[1])
 		}
 		g.SelinuxOpts = append(g.SelinuxOpts, con[1])
+		g.Annotations[define.InspectAnnotationLabel] = strings.Join(g.SelinuxOpts, ",label=")
 	case "mask":
 		g.Mask = append(g.Mask, strings.Split(con[1], ":")...)
 	case "proc-opts":
 		g.ProcOpts = strings.Split(con[1], ",")
 	case "seccomp":
 		g.SeccompProfilePath = con[1]
+		g.Annotations[define.InspectAnnotationSeccomp] = con[1]
 	case "systempaths":
 		if con[1] != "unconfined" {
 			return errors.New("only systempaths=unconfined is supported")

@@ -32,7 +32,8 @@ func TestOptionsReachTheSpec(t *testing.T) {
 		{"security options, docker's colon form too", Options{SecurityOpt: []string{"label=disable", "seccomp:unconfined", "no-new-privileges", "apparmor=unconfined", "unmask=/proc/kcore"}},
 			func(t *testing.T, g *specgen.SpecGenerator) {
 				if !slices.Equal(g.SelinuxOpts, []string{"disable"}) || g.SeccompProfilePath != "unconfined" || !g.NoNewPrivileges ||
-					g.ApparmorProfile != "unconfined" || !slices.Equal(g.Unmask, []string{"/proc/kcore"}) {
+					g.ApparmorProfile != "unconfined" || !slices.Equal(g.Unmask, []string{"/proc/kcore"}) ||
+					g.Annotations["io.podman.annotations.label"] != "disable" || g.Annotations["io.podman.annotations.seccomp"] != "unconfined" {
 					t.Errorf("security %+v", g.ContainerSecurityConfig)
 				}
 			}},
