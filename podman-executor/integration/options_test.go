@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDockerOptionsInsideTheJob: the docker executor's options, set in the
@@ -67,4 +70,65 @@ func capEff(out string) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// TestDockerOptionsInsideAService: a service container gets the docker
+// executor's service options -- services_tmpfs (not the job's tmpfs),
+// dns, dns_search, extra_hosts, shm_size -- and not the job's device, as
+// the service sees them itself (its own output, read from its log).
+func TestDockerOptionsInsideAService(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, `
+tmpfs = {"/scratch" = "rw,size=8m"}
+services_tmpfs = {"/db" = "rw,size=4m"}
+shm_size = "16m"
+extra_hosts = ["registry.ci:10.1.2.3"]
+dns = ["10.0.0.53"]
+dns_search = ["ci.internal"]
+devices = ["/dev/null:/dev/testnull"]
+`)
+	j := r.newJob(uniqueID(62))
+	probe := `echo "db $(df -k /db | awk 'NR==2 {print $2}')"; echo "scratch $(df -k /scratch | awk 'NR==2 {print $2}')"; ` +
+		`echo "shm $(df -k /dev/shm | awk 'NR==2 {print $2}')"; grep -E '^(nameserver|search)' /etc/resolv.conf; grep registry.ci /etc/hosts; ` +
+		`test -e /dev/testnull && echo "job device here"; echo probe-done; sleep 3600`
+	svc, err := json.Marshal([]map[string]any{{"name": shared.image, "alias": "probe", "entrypoint": []string{"sh", "-c"}, "command": []string{probe}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Services = string(svc)
+	r.config(j)
+	prep := r.call(j, "prepare")
+	defer func() {
+		if c := r.call(j, "cleanup"); c.code != 0 {
+			t.Errorf("cleanup: %s", c.out)
+		}
+		r.assertGone(j)
+	}()
+	if prep.code != 0 {
+		t.Fatalf("prepare failed:\n%s", prep.out)
+	}
+	// The probe runs as the service starts, before the job container;
+	// on a loaded machine its output may still be on its way.
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out, "probe-done"); {
+		logs, err := shared.engine.Logs(context.Background(), j.name()+"-svc0", 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = strings.Join(logs, "\n")
+		if time.Now().After(deadline) {
+			t.Fatalf("the service's probe did not finish in 30 s:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, want := range []string{"db 4096", "shm 16384", "nameserver 10.0.0.53", "ci.internal", "10.1.2.3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("service output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, unwanted := range []string{"scratch 8192", "job device here"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("service got a job-only option (%q):\n%s", unwanted, out)
+		}
+	}
 }
