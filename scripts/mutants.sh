@@ -449,6 +449,12 @@ mutant "podman-executor: gc never removes unused build storage volumes" \
 	'{roleBuilds, "builds volume"}' \
 	-- pe_test -run 'TestGCBuildStorage' ./executor/
 
+mutant "podman-executor: a per-project build job on rootless podman asks for an ID range the user does not have (the job container cannot be created)" \
+	podman-executor/executor/build.go \
+	'		if !rootless {' \
+	'		if true {' \
+	-- pe_test -run 'TestBuildProfileOnRootlessPodman' ./executor/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
