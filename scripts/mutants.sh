@@ -629,6 +629,41 @@ mutant "a hook the maintenance run re-enabled still counts as disabled (the aler
 	'(c.Action == gitlab.HookCreated || c.Action == gitlab.HookReenabled)' \
 	'(c.Action == gitlab.HookCreated)' \
 	-- go test -count=1 -run 'TestStateMetricsSayWhatTheAlertsWatch' ./daemon/
+# podman-executor is its own module, built with its podman tags.
+pe_test() {
+	(cd podman-executor && CGO_ENABLED=0 go test -count=1 \
+		-tags "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" "$@")
+}
+
+mutant "podman-executor: services get the job container's options (devices, capabilities, sysctls) instead of the docker executor's subset" \
+	podman-executor/executor/stage_prepare.go \
+	'Options:    e.Config.serviceOptions(),' \
+	'Options:    e.Config.jobOptions(),' \
+	-- pe_test -run 'TestPrepareAppliesOptions' ./executor/
+
+mutant "podman-executor: privileged = true ignores allowed_privileged_images / _services" \
+	podman-executor/executor/build.go \
+	'return c.Privileged && allowed(image, list)' \
+	'return c.Privileged' \
+	-- pe_test -run 'TestPrepareAppliesOptions' ./executor/
+
+mutant "podman-executor: a ulimit without nofile/nproc lets podman 4.3 raise them past the host's hard limit (the job container does not start)" \
+	podman-executor/container/options.go \
+	'	if len(p.Rlimits) > 0 {' \
+	'	if false {' \
+	-- pe_test -run 'TestUlimitKeepsTheOtherLimits' ./container/
+
+mutant "podman-executor: gc never removes unused build storage volumes" \
+	podman-executor/executor/stage_gc.go \
+	'{roleBuilds, "builds volume"}, {roleBuildStorage, "build storage volume"}' \
+	'{roleBuilds, "builds volume"}' \
+	-- pe_test -run 'TestGCBuildStorage' ./executor/
+
+mutant "podman-executor: a per-project build job on rootless podman asks for an ID range the user does not have (the job container cannot be created)" \
+	podman-executor/executor/build.go \
+	'		if !rootless {' \
+	'		if true {' \
+	-- pe_test -run 'TestBuildProfileOnRootlessPodman' ./executor/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

@@ -35,6 +35,8 @@ type Fake struct {
 	StartExits map[string]bool
 	// IsLocal is what Local reports (false: stages use Exec).
 	IsLocal bool
+	// IsRootless is what Rootless reports.
+	IsRootless bool
 	// ImageConfigs are what ImageConfig returns per image (default zero).
 	ImageConfigs map[string]ImageConfig
 	// Health is what RunHealthCheck returns per container; nil means
@@ -457,4 +459,12 @@ func (f *Fake) AddForeign(name, image string) {
 	defer f.mu.Unlock()
 	f.next++
 	f.containers[name] = &fakeContainer{info: Info{ID: fmt.Sprintf("id%d", f.next), Name: name, Image: image, Running: true, Created: f.now()}}
+}
+
+// Rootless reports IsRootless.
+func (f *Fake) Rootless(context.Context) (bool, error) {
+	if err := f.record("Rootless", ""); err != nil {
+		return false, err
+	}
+	return f.IsRootless, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/containers/podman/v4/pkg/bindings"
 	"github.com/containers/podman/v4/pkg/bindings/containers"
 	"github.com/containers/podman/v4/pkg/bindings/images"
+	"github.com/containers/podman/v4/pkg/bindings/system"
 	"github.com/containers/podman/v4/pkg/errorhandling"
 )
 
@@ -43,6 +44,16 @@ func Dial(ctx context.Context, uri string) (*Podman, error) {
 // Local reports whether the service is reached through a unix socket of
 // this host, and so shares its filesystem.
 func (p *Podman) Local() bool { return p.local }
+
+// Rootless reports whether the podman service runs rootless (its user
+// namespace is a user's, which holds only that user's subordinate IDs).
+func (p *Podman) Rootless(ctx context.Context) (bool, error) {
+	info, err := system.Info(p.ctx(ctx), nil)
+	if err != nil {
+		return false, fmt.Errorf("podman info: %w", err)
+	}
+	return info.Host.Security.Rootless, nil
+}
 
 // ctx returns a context with the caller's deadline and cancellation and
 // the bindings' connection value.

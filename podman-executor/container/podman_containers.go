@@ -80,6 +80,9 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 		}
 		g.ResourceLimits = r
 	}
+	if err := s.Options.apply(g); err != nil {
+		return "", fmt.Errorf("create container %s: %w", s.Name, err)
+	}
 	resp, err := containers.CreateWithSpec(p.ctx(ctx), g, nil)
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", s.Name, notFound(err))

@@ -49,6 +49,9 @@ type Spec struct {
 	CPUs       float64 // 0 = unlimited
 	PidsLimit  int64   // 0 = podman default
 	Privileged bool
+	// Options are the docker executor's options (devices, capabilities,
+	// security options, tmpfs, DNS, ...), read by podman's parsers.
+	Options Options
 }
 
 // Info is what the executor needs to know about an existing container.

@@ -65,10 +65,47 @@ type Config struct {
 	// need neither.
 	HelperImage string `toml:"helper_image"`
 	// Memory ("2g"), CPUs (1.5) and PidsLimit limit each container.
-	Memory     string  `toml:"memory"`
-	CPUs       float64 `toml:"cpus"`
-	PidsLimit  int64   `toml:"pids_limit"`
-	Privileged bool    `toml:"privileged"`
+	Memory    string  `toml:"memory"`
+	CPUs      float64 `toml:"cpus"`
+	PidsLimit int64   `toml:"pids_limit"`
+	// Privileged runs job and service containers privileged -- only the
+	// images matching AllowedPrivilegedImages and the services matching
+	// AllowedPrivilegedServices when those are set (the docker executor's
+	// rule).
+	Privileged                bool     `toml:"privileged"`
+	AllowedPrivilegedImages   []string `toml:"allowed_privileged_images"`
+	AllowedPrivilegedServices []string `toml:"allowed_privileged_services"`
+
+	// The docker executor's container options ([runners.docker]), under
+	// its names, read by podman's parsers (container.Options). The job
+	// container gets them all; services get dns, dns_search, extra_hosts,
+	// userns_mode, shm_size and services_tmpfs, as with the docker executor.
+	Devices        []string          `toml:"devices"`
+	CapAdd         []string          `toml:"cap_add"`
+	CapDrop        []string          `toml:"cap_drop"`
+	SecurityOpt    []string          `toml:"security_opt"`
+	UsernsMode     string            `toml:"userns_mode"`
+	Tmpfs          map[string]string `toml:"tmpfs"`
+	ServicesTmpfs  map[string]string `toml:"services_tmpfs"`
+	ShmSize        byteSize          `toml:"shm_size"`
+	DNS            []string          `toml:"dns"`
+	DNSSearch      []string          `toml:"dns_search"`
+	ExtraHosts     []string          `toml:"extra_hosts"`
+	Sysctls        map[string]string `toml:"sysctls"`
+	Ulimit         map[string]string `toml:"ulimit"`
+	OOMKillDisable bool              `toml:"oom_kill_disable"`
+	// ServicesLimit is the most services a job may have; -1 (the default)
+	// means no limit.
+	ServicesLimit int `toml:"services_limit"`
+	// ServiceMemory and ServiceCPUs limit each service container; unset,
+	// services get memory and cpus.
+	ServiceMemory string   `toml:"service_memory"`
+	ServiceCPUs   cpuCount `toml:"service_cpus"`
+
+	// AllowedBuildImages are globs of job images that get Build, the
+	// profile for building images inside the job without privileged.
+	AllowedBuildImages []string     `toml:"allowed_build_images"`
+	Build              BuildProfile `toml:"build"`
 	// AuthFile is a registry auth file (containers-auth.json or a docker
 	// config.json) used for pulls that have no job credentials.
 	AuthFile string `toml:"auth_file"`
@@ -90,6 +127,49 @@ type Config struct {
 	// GCMaxAge and GCCacheMaxAge are gc's defaults.
 	GCMaxAge      duration `toml:"gc_max_age"`
 	GCCacheMaxAge duration `toml:"gc_cache_max_age"`
+}
+
+// byteSize reads a size as the docker executor's shm_size (an integer,
+// bytes) or as podman's --shm-size ("64m").
+type byteSize int64
+
+func (b *byteSize) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case int64:
+		*b = byteSize(v)
+		return nil
+	case string:
+		n, err := units.RAMInBytes(v)
+		if err != nil {
+			return fmt.Errorf("size %q: want bytes or a size such as 64m: %w", v, err)
+		}
+		*b = byteSize(n)
+		return nil
+	}
+	return fmt.Errorf("size %v: want bytes or a string such as \"64m\"", v)
+}
+
+// cpuCount reads a number of CPUs as the docker executor writes it (a
+// string, "1.5") or as a number.
+type cpuCount float64
+
+func (c *cpuCount) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case int64:
+		*c = cpuCount(v)
+		return nil
+	case float64:
+		*c = cpuCount(v)
+		return nil
+	case string:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("cpus %q: want a number such as 1.5", v)
+		}
+		*c = cpuCount(f)
+		return nil
+	}
+	return fmt.Errorf("cpus %v: want a number such as 1.5", v)
 }
 
 // duration reads "10s", "3h" from TOML.
@@ -124,6 +204,8 @@ func Defaults(h Host) Config {
 		CacheHostDir:           "/var/cache/podman-executor",
 		StateDir:               "/run/podman-executor",
 		WaitForServicesTimeout: 30,
+		ServicesLimit:          -1,
+		Build:                  DefaultBuildProfile(),
 		StopGrace:              duration{10 * time.Second},
 		GCMaxAge:               duration{3 * time.Hour},
 		GCCacheMaxAge:          duration{14 * 24 * time.Hour},
@@ -233,15 +315,32 @@ func (c Config) validate() error {
 	if c.StateDir != "" && !filepath.IsAbs(c.StateDir) {
 		return fmt.Errorf("driver config: state_dir %q must be an absolute path (or \"\" to disable the stage channel)", c.StateDir)
 	}
-	if c.CPUs < 0 || c.PidsLimit < 0 {
-		return errors.New("driver config: cpus and pids_limit must not be negative")
+	if c.CPUs < 0 || c.PidsLimit < 0 || c.ServiceCPUs < 0 {
+		return errors.New("driver config: cpus, service_cpus and pids_limit must not be negative")
+	}
+	if _, err := c.serviceMemoryBytes(); err != nil {
+		return err
+	}
+	if c.ServicesLimit < -1 {
+		return fmt.Errorf("driver config: services_limit %d: want a number of services, or -1 for no limit", c.ServicesLimit)
+	}
+	if err := c.jobOptions().Check(); err != nil {
+		return fmt.Errorf("driver config: %w", err)
+	}
+	if err := container.CheckTmpfs("services_tmpfs", c.ServicesTmpfs); err != nil {
+		return fmt.Errorf("driver config: %w", err)
+	}
+	if err := c.Build.validate(); err != nil {
+		return err
 	}
 	for _, v := range c.Volumes {
 		if err := container.ValidateVolume(v); err != nil {
 			return fmt.Errorf("driver config: %w", err)
 		}
 	}
-	for _, g := range append(append([]string{}, c.AllowedImages...), c.AllowedServices...) {
+	globs := append(append([]string{}, c.AllowedImages...), c.AllowedServices...)
+	globs = append(append(append(globs, c.AllowedPrivilegedImages...), c.AllowedPrivilegedServices...), c.AllowedBuildImages...)
+	for _, g := range globs {
 		if err := validGlob(g); err != nil {
 			return fmt.Errorf("driver config: allowed glob %q: %w", g, err)
 		}
@@ -278,4 +377,34 @@ func (c Config) memoryBytes() (int64, error) {
 		return 0, fmt.Errorf("driver config: memory %q: want a size such as 512m or 2g", c.Memory)
 	}
 	return n, nil
+}
+
+// serviceMemoryBytes parses ServiceMemory; 0 means "as memory".
+func (c Config) serviceMemoryBytes() (int64, error) {
+	if c.ServiceMemory == "" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(c.ServiceMemory)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("driver config: service_memory %q: want a size such as 512m or 2g", c.ServiceMemory)
+	}
+	return n, nil
+}
+
+// jobOptions are the docker executor's options for the job container.
+func (c Config) jobOptions() container.Options {
+	return container.Options{
+		Devices: c.Devices, CapAdd: c.CapAdd, CapDrop: c.CapDrop, SecurityOpt: c.SecurityOpt,
+		UserNS: c.UsernsMode, Tmpfs: c.Tmpfs, ShmSize: int64(c.ShmSize),
+		DNS: c.DNS, DNSSearch: c.DNSSearch, ExtraHosts: c.ExtraHosts,
+		Sysctls: c.Sysctls, Ulimits: c.Ulimit, OOMKillDisable: c.OOMKillDisable,
+	}
+}
+
+// serviceOptions are those the docker executor gives service containers.
+func (c Config) serviceOptions() container.Options {
+	return container.Options{
+		UserNS: c.UsernsMode, Tmpfs: c.ServicesTmpfs, ShmSize: int64(c.ShmSize),
+		DNS: c.DNS, DNSSearch: c.DNSSearch, ExtraHosts: c.ExtraHosts,
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +158,27 @@ func TestExampleConfigParses(t *testing.T) {
 	}
 	if c.PullPolicy != "if-not-present" || c.GCCacheMaxAge.Duration != 14*24*time.Hour {
 		t.Errorf("example config %+v", c)
+	}
+	if d := DefaultBuildProfile(); !reflect.DeepEqual(c.Build, d) || c.ServicesLimit != -1 {
+		t.Errorf("the example's [build] %+v, services_limit %d: want the defaults %+v, -1", c.Build, c.ServicesLimit, d)
+	}
+	text, err := os.ReadFile("../config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, build, _ := strings.Cut(string(text), "\n[build]\n")
+	for _, tt := range []struct {
+		typ  reflect.Type
+		text string
+	}{{reflect.TypeOf(Config{}), string(text)}, {reflect.TypeOf(BuildProfile{}), build}} {
+		for i := range tt.typ.NumField() {
+			key := tt.typ.Field(i).Tag.Get("toml")
+			if key == "" || key == "build" {
+				continue
+			}
+			if !regexp.MustCompile(`(?m)^#? ?` + regexp.QuoteMeta(key) + ` = `).MatchString(tt.text) {
+				t.Errorf("config.example.toml does not show %s (%s)", key, tt.typ.Name())
+			}
+		}
 	}
 }

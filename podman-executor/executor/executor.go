@@ -60,6 +60,8 @@ type Engine interface {
 	CreateVolume(ctx context.Context, name string, labels map[string]string) error
 	ListVolumes(ctx context.Context, labels map[string]string) ([]container.Volume, error)
 	RemoveVolume(ctx context.Context, name string) error
+	// Rootless reports whether the podman service runs rootless.
+	Rootless(ctx context.Context) (bool, error)
 	// Local reports whether the service shares this host's filesystem
 	// (a local unix socket), so host directories can be bind-mounted and
 	// stages can reach the job container through package channel.

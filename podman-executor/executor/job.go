@@ -88,6 +88,8 @@ type Service struct {
 	// Aliases are the network names of the service, derived from Name as
 	// the job wrote it (see ServiceAliases).
 	Aliases []string `json:"-"`
+	// Privileged is set by prepare, from Name as the job wrote it.
+	Privileged bool `json:"-"`
 }
 
 // ServiceEnv is the environment a service container gets besides its own

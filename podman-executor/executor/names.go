@@ -54,6 +54,12 @@ func (id Identity) BuildsVolumeName() string {
 	return fmt.Sprintf("podman-executor-builds-r%s-p%s-c%s", clean(id.Runner), clean(id.Project), clean(id.Concurrent))
 }
 
+// BuildStorageVolumeName is the podman volume holding the build storage
+// (layers, images) of one runner and project's build jobs.
+func (id Identity) BuildStorageVolumeName() string {
+	return fmt.Sprintf("podman-executor-buildstore-r%s-p%s", clean(id.Runner), clean(id.Project))
+}
+
 // HelperName is the name of the job's helper container (helper_image).
 func (id Identity) HelperName() string { return id.JobName() + "-helper" }
 

@@ -112,39 +112,43 @@ func (e *Executor) GCStage(ctx context.Context, o GCOptions, out io.Writer) erro
 	return errors.Join(errs...)
 }
 
-// gcBuildsVolumes removes builds volumes unused for CacheMaxAge (by their
-// marker, else their creation) that no container uses.
+// gcBuildsVolumes removes builds volumes and build storage volumes
+// unused for CacheMaxAge (by their marker, else their creation) that no
+// container uses.
 func (e *Executor) gcBuildsVolumes(ctx context.Context, o GCOptions, now time.Time, out io.Writer) error {
 	if o.CacheMaxAge <= 0 {
 		return nil
 	}
-	vols, err := e.Engine.ListVolumes(ctx, map[string]string{LabelManaged: "true", LabelRole: "builds"})
-	if err != nil {
-		return err
-	}
 	var errs []error
-	for _, v := range vols {
-		last := v.Created
-		if st, err := os.Stat(e.buildsMarker(v.Name)); err == nil {
-			last = st.ModTime()
+	for _, kind := range []struct{ role, what string }{{roleBuilds, "builds volume"}, {roleBuildStorage, "build storage volume"}} {
+		vols, err := e.Engine.ListVolumes(ctx, map[string]string{LabelManaged: "true", LabelRole: kind.role})
+		if err != nil {
+			return err
 		}
-		age := now.Sub(last)
-		if age < o.CacheMaxAge {
-			continue
-		}
-		if o.DryRun {
-			fmt.Fprintf(out, "would remove builds volume %s (unused for %s)\n", v.Name, age.Round(time.Second))
-			continue
-		}
-		err := e.Engine.RemoveVolume(ctx, v.Name)
-		switch {
-		case errors.Is(err, container.ErrInUse):
-			fmt.Fprintf(out, "kept builds volume %s: in use\n", v.Name)
-		case err != nil:
-			errs = append(errs, err)
-		default:
-			fmt.Fprintf(out, "removed builds volume %s (unused for %s)\n", v.Name, age.Round(time.Second))
-			_ = os.Remove(e.buildsMarker(v.Name))
+		for _, v := range vols {
+			marker := e.volumeMarker(kind.role, v.Name)
+			last := v.Created
+			if st, err := os.Stat(marker); err == nil {
+				last = st.ModTime()
+			}
+			age := now.Sub(last)
+			if age < o.CacheMaxAge {
+				continue
+			}
+			if o.DryRun {
+				fmt.Fprintf(out, "would remove %s %s (unused for %s)\n", kind.what, v.Name, age.Round(time.Second))
+				continue
+			}
+			err := e.Engine.RemoveVolume(ctx, v.Name)
+			switch {
+			case errors.Is(err, container.ErrInUse):
+				fmt.Fprintf(out, "kept %s %s: in use\n", kind.what, v.Name)
+			case err != nil:
+				errs = append(errs, err)
+			default:
+				fmt.Fprintf(out, "removed %s %s (unused for %s)\n", kind.what, v.Name, age.Round(time.Second))
+				_ = os.Remove(marker)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -50,11 +50,16 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	if err != nil {
 		return &JobError{Msg: err.Error()}
 	}
-	for _, s := range services {
+	for i, s := range services {
 		if !allowed(s.Name, e.Config.AllowedServices) {
 			return &JobError{Msg: fmt.Sprintf("service %q is not allowed by this runner (allowed_services: %s)", s.Name, strings.Join(e.Config.AllowedServices, ", "))}
 		}
+		services[i].Privileged = e.Config.privileged(s.Name, e.Config.AllowedPrivilegedServices)
 	}
+	if l := e.Config.ServicesLimit; l >= 0 && len(services) > l {
+		return &JobError{Msg: fmt.Sprintf("the job has %d services and this runner allows %d (services_limit)", len(services), l)}
+	}
+	build := e.Config.buildImage(image)
 	// GitLab reads "ruby:3.2" as docker.io/library/ruby:3.2; podman would
 	// look short names up in registries.conf, which on most hosts names no
 	// search registry. Aliases stay derived from the name as written.
@@ -135,6 +140,11 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 			return err
 		}
 	}
+	if build { // the job container only: not the helper beside it
+		if err := e.withBuildProfile(ctx, id, &spec); err != nil {
+			return err
+		}
+	}
 	if _, err := e.Engine.Create(ctx, spec); err != nil {
 		return err
 	}
@@ -145,32 +155,55 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	return e.waitForServices(ctx, id.NetworkName(), started)
 }
 
+// Roles of the volumes that outlive a job (gc removes them once unused).
+const (
+	roleBuilds       = "builds"
+	roleBuildStorage = "build-storage"
+)
+
 // buildsVolume creates (once) the volume holding the builds directory
 // and marks it used now, for gc.
 func (e *Executor) buildsVolume(ctx context.Context, id Identity) (string, error) {
 	name := id.BuildsVolumeName()
-	labels := id.Labels("builds", e.now())
-	delete(labels, LabelGroup) // outlives the job: cleanup leaves it
-	delete(labels, LabelJob)
-	if err := e.Engine.CreateVolume(ctx, name, labels); err != nil {
+	if err := e.keptVolume(ctx, id, name, roleBuilds); err != nil {
 		return "", err
 	}
-	marker := e.buildsMarker(name)
-	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
-		return "", fmt.Errorf("mark builds volume: %w", err)
-	}
-	if err := os.WriteFile(marker, nil, 0o644); err != nil {
-		return "", fmt.Errorf("mark builds volume: %w", err)
-	}
-	now := e.now()
-	_ = os.Chtimes(marker, now, now)
 	e.progress("Using builds volume %s at %s", name, e.Config.BuildsDir)
 	return name, nil
 }
 
-// buildsMarker is touched on every use of a builds volume.
-func (e *Executor) buildsMarker(volume string) string {
-	return filepath.Join(e.Config.CacheHostDir, "builds-volumes", volume+".last-used")
+// keptVolume creates (once) a volume that outlives the job -- labelled
+// with role, runner and project but no job, so cleanup leaves it -- and
+// touches its marker, by which gc tells it is in use.
+func (e *Executor) keptVolume(ctx context.Context, id Identity, name, role string) error {
+	labels := id.Labels(role, e.now())
+	delete(labels, LabelGroup) // outlives the job: cleanup leaves it
+	delete(labels, LabelJob)
+	if role == roleBuildStorage { // shared by the project's concurrent jobs
+		delete(labels, LabelConcurrent)
+	}
+	if err := e.Engine.CreateVolume(ctx, name, labels); err != nil {
+		return err
+	}
+	marker := e.volumeMarker(role, name)
+	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+		return fmt.Errorf("mark %s volume: %w", role, err)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		return fmt.Errorf("mark %s volume: %w", role, err)
+	}
+	now := e.now()
+	_ = os.Chtimes(marker, now, now)
+	return nil
+}
+
+// volumeMarker is touched on every use of a kept volume.
+func (e *Executor) volumeMarker(role, volume string) string {
+	dir := "builds-volumes"
+	if role == roleBuildStorage {
+		dir = "build-storage-volumes"
+	}
+	return filepath.Join(e.Config.CacheHostDir, dir, volume+".last-used")
 }
 
 // withChannel returns a container's main process and mounts: with the
@@ -242,6 +275,7 @@ func (e *Executor) startHelper(ctx context.Context, id Identity, job container.S
 	s.Name, s.Image = name, e.Config.HelperImage
 	s.Entrypoint, s.Command = main, []string{}
 	s.User, s.Platform = "", ""
+	s.Privileged = e.Config.privileged(e.Config.HelperImage, e.Config.AllowedPrivilegedImages)
 	s.Labels = id.Labels("helper", e.now())
 	s.Mounts = mounts
 	if _, err := e.Engine.Create(ctx, s); err != nil {
@@ -438,7 +472,8 @@ func (e *Executor) jobSpec(id Identity, image string, mounts []container.Mount, 
 		Memory:     mem,
 		CPUs:       e.Config.CPUs,
 		PidsLimit:  e.Config.PidsLimit,
-		Privileged: e.Config.Privileged,
+		Privileged: e.Config.privileged(e.Job.Image(e.Config), e.Config.AllowedPrivilegedImages),
+		Options:    e.Config.jobOptions(),
 	}
 	// As GitLab's docker executor does, the image's ENTRYPOINT (or the
 	// job's `image: entrypoint`) starts the main process, so what it sets
@@ -469,6 +504,15 @@ func (e *Executor) startServices(ctx context.Context, id Identity, services []Se
 	if err != nil {
 		return nil, nil, err
 	}
+	if m, err := e.Config.serviceMemoryBytes(); err != nil {
+		return nil, nil, err
+	} else if m > 0 {
+		mem = m
+	}
+	cpus := e.Config.CPUs
+	if e.Config.ServiceCPUs > 0 {
+		cpus = float64(e.Config.ServiceCPUs)
+	}
 	var started []startedService
 	names := make([]string, len(services))
 	aliases := make([][]string, len(services))
@@ -486,9 +530,10 @@ func (e *Executor) startServices(ctx context.Context, id Identity, services []Se
 			Labels:     id.Labels("service", e.now()),
 			Networks:   map[string][]string{net: aliases[i]},
 			Memory:     mem,
-			CPUs:       e.Config.CPUs,
+			CPUs:       cpus,
 			PidsLimit:  e.Config.PidsLimit,
-			Privileged: e.Config.Privileged,
+			Privileged: s.Privileged,
+			Options:    e.Config.serviceOptions(),
 		}
 		if len(aliases[i]) > 0 {
 			spec.Hostname = aliases[i][0]

@@ -48,7 +48,7 @@ func (g *registry) dockerAuthConfig() string {
 // startRegistry runs docker-registry for the test's lifetime and pushes a
 // copy of the busybox test image that differs from it only by an ENV line
 // (so a job can tell it runs in the pulled image) under each of tags.
-func startRegistry(t *testing.T, tags ...string) *registry {
+func startRegistry(t testing.TB, tags ...string) *registry {
 	t.Helper()
 	if shared.skip != "" {
 		t.Skip(shared.skip)

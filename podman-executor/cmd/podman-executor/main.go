@@ -4,6 +4,7 @@
 //	podman-executor [--config FILE] config|prepare|cleanup
 //	podman-executor [--config FILE] run SCRIPT STAGE
 //	podman-executor [--config FILE] gc [--max-age D] [--cache-max-age D] [--dry-run]
+//	podman-executor [--config FILE] runner-config
 //	podman-executor version
 //	podman-executor --help | help
 //
@@ -21,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"syscall"
 
@@ -40,6 +42,7 @@ var stageHelp = [][2]string{
 	{"run SCRIPT STAGE", "run SCRIPT (a runner stage such as build_script) in the job container, output to the job log"},
 	{"cleanup", "remove the job's containers, network and state directory; idempotent"},
 	{"gc [flags]", "for cron: remove what crashed or killed jobs left behind, and unused caches (gc --help)"},
+	{"runner-config", "print a [[runners]] section of gitlab-runner's config.toml calling this binary (with --config FILE)"},
 	{"version", "print the version"},
 }
 
@@ -116,6 +119,16 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	case "version":
 		fmt.Fprintln(stdout, executor.Name, buildVersion())
 		return 0
+	case "runner-config":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "%s: runner-config takes no arguments, got %q\n", executor.Name, args[1:])
+			return 2
+		}
+		if err := runnerConfig(*configPath, job.Driver, stdout); err != nil {
+			fmt.Fprintf(stderr, "%s: runner-config: %v\n", executor.Name, err)
+			return 1
+		}
+		return 0
 	case "config", "prepare", "cleanup":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "%s: %s takes no arguments, got %q\n", executor.Name, stage, args[1:])
@@ -186,6 +199,34 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		}
 	})
 	return executor.ExitCode(err, codes, stderr)
+}
+
+// runnerConfig prints the runner's [[runners]] section for this binary
+// and the driver config --config (or $PODMAN_EXECUTOR_CONFIG) names,
+// passed on in each stage's arguments (read, so a broken one is said now
+// rather than at the first job).
+func runnerConfig(flagPath string, env map[string]string, stdout io.Writer) error {
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("locate this binary: %w", err)
+	}
+	if bin, err = filepath.Abs(bin); err != nil {
+		return fmt.Errorf("locate this binary: %w", err)
+	}
+	path := flagPath
+	if path == "" { // the runner's environment may lack it: pass it on
+		path = env["PODMAN_EXECUTOR_CONFIG"]
+	}
+	if path != "" {
+		if path, err = filepath.Abs(path); err != nil {
+			return fmt.Errorf("config path: %w", err)
+		}
+	}
+	cfg, err := loadConfig(path, env)
+	if err != nil {
+		return err
+	}
+	return executor.RunnerConfig(stdout, bin, path, cfg)
 }
 
 // loadConfig reads the driver config named by --config, else

@@ -81,3 +81,59 @@ func TestStagesNeedingPodmanSayWhereTheyLooked(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerConfigStage: runner-config names this very binary by its
+// absolute path and passes --config on as an absolute path; a broken
+// driver config is reported instead of a section that fails every job.
+func TestRunnerConfigStage(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.toml")
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(good, []byte("builds_dir = \"/srv/b\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("pull_policy = \"sometimes\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	tests := []struct {
+		name       string
+		args       []string
+		env        []string
+		code       int
+		wantStdout []string
+		wantStderr string
+	}{
+		{"default config", []string{"runner-config"}, nil, 0,
+			[]string{`config_exec = "` + self + `"`, `run_args = ["run"]`, `builds_dir = "/builds"`, "graceful_kill_timeout = 30\n"}, ""},
+		{"relative --config made absolute", []string{"--config", "good.toml", "runner-config"}, nil, 0,
+			[]string{`prepare_args = ["--config", "` + good + `", "prepare"]`, `builds_dir = "/srv/b"`}, ""},
+		{"PODMAN_EXECUTOR_CONFIG passed on", []string{"runner-config"}, []string{"PODMAN_EXECUTOR_CONFIG=" + good}, 0,
+			[]string{`cleanup_args = ["--config", "` + good + `", "cleanup"]`}, ""},
+		{"broken driver config", []string{"--config", bad, "runner-config"}, nil, 1, nil, `pull_policy "sometimes"`},
+		{"extra argument", []string{"runner-config", "x"}, nil, 2, nil, "takes no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tt.args, tt.env, &stdout, &stderr); code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, &stdout, &stderr)
+			}
+			for _, w := range tt.wantStdout {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, &stdout)
+				}
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.wantStderr, &stderr)
+			}
+			if tt.code != 0 && stdout.Len() > 0 {
+				t.Errorf("a failed runner-config printed a section:\n%s", &stdout)
+			}
+		})
+	}
+}
