@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -85,10 +86,29 @@ func TestREADMERegistrationConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README.md: %v", err)
 	}
+	// The README shows runner-config's output for the path its marker
+	// names: the binary under test takes that path's place.
+	marker := regexp.MustCompile(`<!-- runner-config: (\S+) -->`).FindStringSubmatch(string(readme))
+	if marker == nil {
+		t.Fatal("README.md: no <!-- runner-config: PATH --> marker before the registration block")
+	}
+	section = strings.ReplaceAll(section, marker[1], shared.bin)
 	runWithRunnersSection(t, "README.md's registration config.toml (every commented option enabled)", func(r *realRunner) string {
-		r.env = append(r.env, "PATH="+filepath.Dir(shared.bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
-			"PODMAN_EXECUTOR_CONFIG="+r.driverConf)
+		r.env = append(r.env, "PODMAN_EXECUTOR_CONFIG="+r.driverConf)
 		return section
+	})
+}
+
+// TestRunnerConfigLoads: what `podman-executor runner-config` prints is a
+// [[runners]] section the real runner loads and runs a job with.
+func TestRunnerConfigLoads(t *testing.T) {
+	t.Parallel()
+	runWithRunnersSection(t, "podman-executor runner-config", func(r *realRunner) string {
+		out, err := exec.Command(shared.bin, "--config", r.driverConf, "runner-config").Output()
+		if err != nil {
+			t.Fatalf("podman-executor runner-config: %v", err)
+		}
+		return string(out)
 	})
 }
 
