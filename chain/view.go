@@ -31,8 +31,14 @@ type MemberView struct {
 	Why         string      `json:"why,omitempty"`
 	Requeued    bool        `json:"requeued"`
 	Builds      int         `json:"builds"`
-	TriggeredAt *time.Time  `json:"triggered_at,omitempty"`
-	FinishedAt  *time.Time  `json:"finished_at,omitempty"`
+	// NoCache: the current build was asked without cache (its previous
+	// images were stale); Verified and VerifyDetail are the verdict on
+	// the last build's images.
+	NoCache      bool       `json:"no_cache,omitempty"`
+	Verified     ImageState `json:"verified,omitempty"`
+	VerifyDetail string     `json:"verify_detail,omitempty"`
+	TriggeredAt  *time.Time `json:"triggered_at,omitempty"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
 }
 
 // View returns the chain as shown to users.
@@ -49,6 +55,7 @@ func (c *Chain) View() ChainView {
 		v.Members = append(v.Members, MemberView{
 			Project: m.Project, State: m.State, PipelineID: m.PipelineID, PipelineURL: m.PipelineURL,
 			Upstreams: nonNil(m.Upstreams), Why: m.Why, Requeued: m.Requeued, Builds: m.Builds,
+			NoCache: m.NoCache, Verified: m.Verified, VerifyDetail: m.VerifyDetail,
 			TriggeredAt: timePtr(m.TriggeredAt), FinishedAt: timePtr(m.FinishedAt),
 		})
 	}
