@@ -437,6 +437,24 @@ mutant "the shortest earlier layer prefix is taken for the base" \
 	'len(e.DiffIDs) < len(best.DiffIDs)' \
 	-- go test -count=1 -run 'TestDecide' ./verify/
 
+mutant "a member still stale after its rebuild without cache is rebuilt again (and again)" \
+	chain/verify.go \
+	'	case !m.NoCache:' \
+	'	case true:' \
+	-- go test -count=1 -run 'TestStaleTwiceBlocksDescendantsWithTheDigests' ./chain/
+
+mutant "a member verifying its images counts as finished (the chain ends before the verdict)" \
+	chain/chain.go \
+	'return s == Waiting || s == Verifying || s.Building()' \
+	'return s == Waiting || s.Building()' \
+	-- go test -count=1 -run 'TestVerifyingMemberKeepsTheChainRunning' ./chain/
+
+mutant "a success seen again while its member verifies starts a chain (resets the member)" \
+	store/outbox.go \
+	'state IN ($2, $3, $4)' \
+	'state IN ($2, $2, $2) AND $3 <> $4' \
+	-- go test -count=1 -run 'TestStaleTwiceBlocksDescendantsWithTheDigests' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
