@@ -194,7 +194,10 @@ func TestStaleTwiceBlocksDescendantsWithTheDigests(t *testing.T) {
 	// its images are verified fresh.
 	e.external("shop", 7777, "success")
 	e.external("shop", 7777, "success") // delivered twice: it counted once
-	e.wantStates(id, "cdn=waiting shop=verifying web=waiting")
+	got = e.wantStates(id, "cdn=waiting shop=verifying web=waiting")
+	if len(got.Reasons) != 1 {
+		t.Errorf("reasons %+v: the success seen again was taken for a new change", got.Reasons)
+	}
 	e.verify()
 	e.wantStates(id, "cdn=waiting shop=success web=pending")
 	if asked := v.askedFor("shop"); len(asked) != 3 || asked[2] != 7777 {
