@@ -10,8 +10,8 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
-	"gitlab.com/depsd/depsd/scheduler/clocktest"
 	"gitlab.com/depsd/depsd/registry/registrytest"
+	"gitlab.com/depsd/depsd/scheduler/clocktest"
 )
 
 // eventually polls cond for up to 10 s.

@@ -9,8 +9,8 @@ import (
 	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
-	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/registry"
+	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/store"
 )
 

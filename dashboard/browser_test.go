@@ -24,8 +24,8 @@ import (
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/internal/realtest"
-	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/registry/registrytest"
+	"gitlab.com/depsd/depsd/scheduler"
 )
 
 // updateScreenshots rewrites docs/screenshots/*.png from the browser tests

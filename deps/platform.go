@@ -16,9 +16,9 @@ const DefaultPlatform = "linux/amd64"
 // automatic platform ARGs (TARGETOS, TARGETARCH, BUILDPLATFORM, ...) their
 // values, so that `FROM bin-$TARGETOS` names a stage as it does in a build.
 type Platform struct {
-	OS           string
-	Architecture string
-	Variant      string
+	OS           string `json:"os"`
+	Architecture string `json:"architecture"`
+	Variant      string `json:"variant,omitempty"`
 }
 
 // String is the platform as BuildKit formats it: linux/arm/v7.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"gitlab.com/depsd/depsd/verify"
@@ -27,9 +28,9 @@ func (c *Client) Manifest(ctx context.Context, ref string) (verify.Manifest, err
 	if err != nil {
 		return verify.Manifest{}, fmt.Errorf("read %s: not an image reference: %w", ref, err)
 	}
-	d, err := c.puller.Get(ctx, r)
+	d, err := c.puller.Load().Get(ctx, r)
 	if err != nil {
-		return verify.Manifest{}, fmt.Errorf("read %s: %w", ref, classify(err))
+		return verify.Manifest{}, fmt.Errorf("read %s: %w", ref, c.classify(err))
 	}
 	return verify.Manifest{MediaType: string(d.MediaType), Digest: d.Digest.String(), Body: d.Manifest}, nil
 }
@@ -42,18 +43,18 @@ func (c *Client) Blob(ctx context.Context, repository, digest string) ([]byte, e
 	if err != nil {
 		return nil, fmt.Errorf("read %s: not a blob reference: %w", ref, err)
 	}
-	l, err := c.puller.Layer(ctx, d)
+	l, err := c.puller.Load().Layer(ctx, d)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", ref, classify(err))
+		return nil, fmt.Errorf("read %s: %w", ref, c.classify(err))
 	}
 	rc, err := l.Compressed()
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", ref, classify(err))
+		return nil, fmt.Errorf("read %s: %w", ref, c.classify(err))
 	}
 	defer rc.Close()
 	body, err := io.ReadAll(io.LimitReader(rc, maxBlob+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", ref, classify(err))
+		return nil, fmt.Errorf("read %s: %w", ref, c.classify(err))
 	}
 	if len(body) > maxBlob {
 		return nil, fmt.Errorf("read %s: larger than %d bytes: not a config", ref, maxBlob)
@@ -65,14 +66,25 @@ func (c *Client) Blob(ctx context.Context, repository, digest string) ([]byte, e
 	return body, nil
 }
 
-// classify wraps the registry's answers verify tells apart.
-func classify(err error) error {
+// newPuller starts afresh: the puller keeps each repository's
+// authenticated transport, so the auth handshake (a /v2/ ping, the
+// credentials, a token) happens once per repository, not at each read.
+func (c *Client) newPuller() {
+	p, _ := remote.NewPuller(c.opts...) // fails only on invalid options
+	c.puller.Store(p)
+}
+
+// classify wraps the registry's answers verify tells apart. A refusal
+// drops the authenticated transports, so the next read takes the
+// credentials from the auth files again (they may have been rotated).
+func (c *Client) classify(err error) error {
 	var te *transport.Error
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusNotFound:
 			return fmt.Errorf("%w: %w", verify.ErrNotFound, err)
 		case http.StatusUnauthorized, http.StatusForbidden:
+			c.newPuller()
 			return fmt.Errorf("%w: %w", verify.ErrUnauthorized, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -41,7 +42,7 @@ type Options struct {
 // Client resolves tags to digests. It is safe for concurrent use.
 type Client struct {
 	opts     []remote.Option
-	puller   *remote.Puller
+	puller   atomic.Pointer[remote.Puller]
 	insecure map[string]bool
 }
 
@@ -69,10 +70,7 @@ func New(o Options) *Client {
 	for _, h := range o.Insecure {
 		c.insecure[strings.ToLower(h)] = true
 	}
-	// The puller keeps each repository's authenticated transport, so the
-	// auth handshake (a /v2/ ping, a token) happens once per repository,
-	// not at each read.
-	c.puller, _ = remote.NewPuller(opts...) // fails only on invalid options
+	c.newPuller()
 	return c
 }
 

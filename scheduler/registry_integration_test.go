@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/deps"
-	"gitlab.com/depsd/depsd/scheduler"
-	"gitlab.com/depsd/depsd/scheduler/clocktest"
 	"gitlab.com/depsd/depsd/registry"
 	"gitlab.com/depsd/depsd/registry/registrytest"
+	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/scheduler/clocktest"
 )
 
 // fromLine is the dependency a `FROM ref` line gives.

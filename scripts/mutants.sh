@@ -455,6 +455,31 @@ mutant "a success seen again while its member verifies starts a chain (resets th
 	'state IN ($2, $2, $2) AND $3 <> $4' \
 	-- go test -count=1 -run 'TestStaleTwiceBlocksDescendantsWithTheDigests' ./chain/
 
+mutant "a simulated pipeline told to build on an earlier base builds on the current one" \
+	gitlab/gitlabtest/images.go \
+	'		if plan.From != "" {' \
+	'		if false {' \
+	-- go test -count=1 -run 'TestPipelinesPublishImages' ./gitlab/gitlabtest/
+
+mutant "a registry's refusal keeps the refused credentials for the process's life" \
+	registry/read.go \
+	'			c.newPuller()
+' \
+	'' \
+	-- go test -count=1 -run 'TestManifestAfterRotatedCredentials' ./registry/
+
+mutant "the first credential file that exists wins, even without the registry (go-containerregistry's default)" \
+	registry/keychain.go \
+	'if err != nil || found {' \
+	'if err == nil || found {' \
+	-- go test -count=1 -run 'TestDefaultCredentialFiles' ./registry/
+
+mutant "an image is stale since its upstream's current digest appeared, not since it moved away from the image's base" \
+	verify/freshness.go \
+	'			return history[i-1].FirstSeen' \
+	'			return history[0].FirstSeen' \
+	-- go test -count=1 -run 'TestFreshness' ./verify/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -224,12 +224,7 @@ func migrations() []migration {
 				`INSERT INTO generations (name, n) VALUES ('projects', 1)`,
 			},
 		},
-		{
-			// Reserved for branch vars (pipeline identification per
-			// project): it takes this number when merged.
-			version: 12,
-			name:    "reserved",
-		},
+		verificationMigration(),
 		verifyMigration(),
 	}
 }

@@ -55,7 +55,7 @@ func Decide(upstream string, image, current Read, earlier []Read) Verdict {
 	case image.Annotated && current.names(image.BaseDigest):
 		return v.fresh(ByAnnotation, fmt.Sprintf("built on %s %s, its current image (base annotation)", upstream, short(image.BaseDigest)))
 	case current.layersUnder(image.DiffIDs):
-		return v.fresh(ByLayers, fmt.Sprintf("built on %s %s, its current image (its %d layers are the image's first)", upstream, short(current.Digest), len(current.DiffIDs)))
+		return v.fresh(ByLayers, fmt.Sprintf("built on %s %s, its current image (%s)", upstream, short(current.Digest), firstLayers(len(current.DiffIDs))))
 	}
 	if image.Annotated && image.BaseDigest != "" {
 		for _, e := range earlier {
@@ -71,7 +71,7 @@ func Decide(upstream string, image, current Read, earlier []Read) Verdict {
 		}
 	}
 	if best != nil {
-		return v.stale(ByLayers, best.Digest, upstream, current.Digest, fmt.Sprintf("its %d layers are the image's first", len(best.DiffIDs)))
+		return v.stale(ByLayers, best.Digest, upstream, current.Digest, firstLayers(len(best.DiffIDs)))
 	}
 	v.State = StateUnknown
 	switch {
@@ -117,6 +117,14 @@ func Sum(verdicts []Verdict) (State, string) {
 		return StateUnknown, "no upstream image to judge against"
 	}
 	return StateFresh, "built on the current image of every upstream"
+}
+
+// firstLayers says that an upstream's n layers start the image.
+func firstLayers(n int) string {
+	if n == 1 {
+		return "its layer is the image's first"
+	}
+	return fmt.Sprintf("its %d layers are the image's first", n)
 }
 
 // short cuts a digest for a sentence: sha256:0123456789ab.

@@ -151,8 +151,12 @@ func (s *Server) AddPastPipeline(projectPath, ref, source, status string, starte
 // SetPipelineStatus changes a pipeline's status, stamping updated_at,
 // started_at and finished_at as GitLab would, and posts a Pipeline Hook
 // event when the status changed. A simulated pipeline is taken over: its
-// simulation stops, so tests can drive exact interleavings.
+// simulation stops, so tests can drive exact interleavings. A success
+// first pushes the project's images (SetImages), or fails when it cannot.
 func (s *Server) SetPipelineStatus(pipelineID int64, status string) error {
+	if status == "success" && s.publishFor(s.ctx, pipelineID) != nil {
+		status = "failed" // a job whose push fails fails its pipeline (images.go)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pl, ok := s.inst.pipelines[pipelineID]

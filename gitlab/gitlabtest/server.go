@@ -124,6 +124,9 @@ type Server struct {
 	hooksOut        hookState
 	createLimit     PipelineCreationLimit
 	createCounts    *createThrottle
+
+	// registry is what simulated pipelines push (images.go).
+	registry registrySide
 }
 
 // New starts a fake GitLab on a loopback port.

@@ -172,6 +172,10 @@ func (s *Server) run(ctx context.Context, pl *pipeline, d time.Duration, outcome
 			s.endRun(pl, ctx)
 			return
 		}
+		if st.status == "success" && s.publish(ctx, s.pathOf(pl), pl.id) != nil {
+			// A job whose push fails fails its pipeline.
+			st.status = "failed"
+		}
 		s.mu.Lock()
 		if ctx.Err() != nil {
 			s.mu.Unlock()

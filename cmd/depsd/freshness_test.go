@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/verify"
+)
+
+// depsd freshness: stalest first, exit 1 past --max-age, JSON, a filter
+// by project.
+func TestFreshnessCommand(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "depsd.db")
+	t.Setenv("DEPSD_STATE", state)
+	t.Setenv("DEPSD_CONFIG", "")
+	t.Chdir(dir)
+	if code, _, errOut := depsd(t, "freshness"); code != exitFail || !strings.Contains(errOut, "run depsd scan first") {
+		t.Fatalf("without state: exit %d, %s", code, errOut)
+	}
+	st, err := store.Open(t.Context(), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ruby = "registry.example.com/base/ruby:3"
+	moved := time.Now().Add(-48 * time.Hour).UTC().Truncate(time.Second)
+	if err := st.RecordUpstreamDigest(t.Context(), ruby, "sha256:old", moved.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordUpstreamDigest(t.Context(), ruby, "sha256:new", moved); err != nil {
+		t.Fatal(err)
+	}
+	amd64 := deps.Platform{OS: "linux", Architecture: "amd64"}
+	for _, r := range []verify.Record{
+		{Project: "apps/admin", VerifiedAt: time.Now(), Result: verify.Result{Image: "registry.example.com/apps/admin:latest", Platform: amd64,
+			State: verify.StateFresh, Digest: "sha256:" + strings.Repeat("a", 64), Detail: "built on the current image of every upstream",
+			Upstreams: []verify.Verdict{{Upstream: ruby, State: verify.StateFresh, BuiltOn: "sha256:new", Current: "sha256:new"}}}},
+		{Project: "apps/shop", VerifiedAt: time.Now(), Result: verify.Result{Image: "registry.example.com/apps/shop:latest", Platform: amd64,
+			State: verify.StateStale, Digest: "sha256:" + strings.Repeat("b", 64), Detail: "built on " + ruby + " sha256:old, not sha256:new",
+			Upstreams: []verify.Verdict{{Upstream: ruby, State: verify.StateStale, BuiltOn: "sha256:old", Current: "sha256:new"}}}},
+	} {
+		if err := st.SaveVerification(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+
+	code, out, errOut := depsd(t, "freshness")
+	if code != exitFail || !strings.Contains(errOut, "1 image(s) stale for longer than 24h0m0s: apps/shop") {
+		t.Errorf("stale for 48h: exit %d, stderr %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "apps/shop") || !strings.Contains(lines[1], "stale") || !strings.Contains(lines[1], "sha256:bbbbbbbbbbbb") || !strings.HasPrefix(lines[2], "apps/admin") {
+		t.Errorf("table, want the stale image first:\n%s", out)
+	}
+	if code, _, errOut := depsd(t, "freshness", "--max-age", "72h"); code != exitOK {
+		t.Errorf("--max-age 72h: exit %d, %s", code, errOut)
+	}
+	if code, out, _ := depsd(t, "freshness", "apps/admin", "--max-age", "0"); code != exitOK || strings.Contains(out, "apps/shop") {
+		t.Errorf("apps/admin only: exit %d\n%s", code, out)
+	}
+	code, out, _ = depsd(t, "freshness", "--json")
+	var got struct {
+		Images []verify.Row `json:"images"`
+		Beyond int          `json:"stale_beyond_max_age"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != exitFail || got.Beyond != 1 || len(got.Images) != 2 {
+		t.Fatalf("--json: exit %d, %v\n%s", code, err, out)
+	}
+	if r := got.Images[0]; r.Project != "apps/shop" || !r.StaleSince.Equal(moved) || r.Platform != "linux/amd64" {
+		t.Errorf("first row %+v, want apps/shop stale since %s (when ruby moved)", r, moved)
+	}
+	if code, _, errOut := depsd(t, "freshness", "--max-age", "-1h"); code != exitUsage {
+		t.Errorf("negative --max-age: exit %d, %s", code, errOut)
+	}
+}

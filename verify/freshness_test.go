@@ -1,0 +1,64 @@
+package verify_test
+
+import (
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/verify"
+)
+
+// Rows come stalest first, and an image is stale since its upstream moved
+// away from the digest it was built on.
+func TestFreshness(t *testing.T) {
+	const ruby, debian = "r.example.com/base/ruby:3", "r.example.com/base/debian:12"
+	t0 := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	history := map[string][]verify.Seen{
+		ruby:   {{"sha256:r3", t0.Add(30 * time.Hour)}, {"sha256:r2", t0.Add(10 * time.Hour)}, {"sha256:r1", t0}},
+		debian: {{"sha256:d2", t0.Add(20 * time.Hour)}, {"sha256:d1", t0}},
+	}
+	rec := func(project string, verdicts ...verify.Verdict) verify.Record {
+		st, detail := verify.Sum(verdicts)
+		return verify.Record{Project: project, VerifiedAt: t0.Add(40 * time.Hour),
+			Result: verify.Result{Image: "r.example.com/" + project + ":latest", Platform: amd64, State: st, Detail: detail, Upstreams: verdicts}}
+	}
+	v := func(up string, st verify.State, builtOn string) verify.Verdict {
+		return verify.Verdict{Upstream: up, State: st, BuiltOn: builtOn}
+	}
+	rows := verify.Freshness([]verify.Record{
+		rec("apps/fresh", v(ruby, verify.StateFresh, "sha256:r3")),
+		rec("apps/unknown", verify.Verdict{Upstream: ruby, State: verify.StateUnknown}),
+		rec("apps/recent", v(ruby, verify.StateStale, "sha256:r2")),                                          // ruby moved from r2 at 30h
+		rec("apps/old", v(ruby, verify.StateStale, "sha256:r1")),                                             // ruby moved from r1 at 10h
+		rec("apps/both", v(ruby, verify.StateFresh, "sha256:r3"), v(debian, verify.StateStale, "sha256:d1")), // debian moved at 20h
+		rec("apps/unrecorded", v("r.example.com/x:1", verify.StateStale, "sha256:x")),                        // no history: since verified
+	}, history)
+	want := []struct {
+		project string
+		since   time.Duration // from t0; -1: zero
+	}{{"apps/old", 10 * time.Hour}, {"apps/both", 20 * time.Hour}, {"apps/recent", 30 * time.Hour}, {"apps/unrecorded", 40 * time.Hour}, {"apps/unknown", -1}, {"apps/fresh", -1}}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d", len(rows), len(want))
+	}
+	for i, w := range want {
+		r := rows[i]
+		wantSince := time.Time{}
+		if w.since >= 0 {
+			wantSince = t0.Add(w.since)
+		}
+		if r.Project != w.project || !r.StaleSince.Equal(wantSince) {
+			t.Errorf("row %d: %s stale since %s, want %s since %s", i, r.Project, r.StaleSince, w.project, wantSince)
+		}
+	}
+	now := t0.Add(45 * time.Hour)
+	over := verify.Overdue(rows, 24*time.Hour, now)
+	if len(over) != 2 || over[0].Project != "apps/old" || over[1].Project != "apps/both" {
+		t.Errorf("overdue after 24h: %+v, want apps/old and apps/both", over)
+	}
+}
+
+func TestUpstreamOf(t *testing.T) {
+	u := verify.UpstreamOf("x:1", []verify.Seen{{Digest: "sha256:c"}, {Digest: "sha256:b"}, {Digest: "sha256:a"}})
+	if u.Current != "sha256:c" || len(u.Earlier) != 2 || u.Earlier[0] != "sha256:b" {
+		t.Errorf("UpstreamOf = %+v", u)
+	}
+}
