@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"gitlab.com/depsd/depsd/buildinfo"
+	"gitlab.com/depsd/depsd/verify"
 )
 
 // metrics are depsd's Prometheus metrics, on a registry of their own (no
@@ -24,6 +25,9 @@ type metrics struct {
 	scanProjects  prometheus.Gauge
 	scanWarnings  prometheus.Gauge
 	fires         *prometheus.CounterVec // schedule fires by kind and outcome
+	verifications *prometheus.CounterVec // image verifications by result
+	imageStale    *prometheus.GaugeVec   // 1 for an image stale on some platform
+	staleSeconds  *prometheus.GaugeVec   // how long an image has been stale
 }
 
 func newMetrics() *metrics {
@@ -63,6 +67,15 @@ func newMetrics() *metrics {
 		fires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "depsd_schedule_fires_total", Help: "Schedule fires (rebuild, job such as the maintenance rescan, image watch check), by outcome.",
 		}, []string{"kind", "outcome"}),
+		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depsd_image_verifications_total", Help: "Images verified after a successful build, one per image and platform, by result (fresh, stale, unknown).",
+		}, []string{"result"}),
+		imageStale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_image_stale", Help: "1 when the image a project publishes was built on an older image of an upstream (on any platform), 0 otherwise, as last verified.",
+		}, []string{"project", "image"}),
+		staleSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_image_stale_seconds", Help: "How long the image has been stale: since its upstream moved away from the image's base (0 when not stale).",
+		}, []string{"project", "image"}),
 	}
 	info := buildinfo.Get()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -70,7 +83,7 @@ func newMetrics() *metrics {
 		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion},
 	})
 	buildInfo.Set(1)
-	m.registry.MustRegister(buildInfo, m.fires, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
+	m.registry.MustRegister(buildInfo, m.fires, m.verifications, m.imageStale, m.staleSeconds, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
 		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -82,4 +95,33 @@ func (m *metrics) observeScan(finished time.Time, took time.Duration, projects, 
 	m.scanDuration.Set(took.Seconds())
 	m.scanProjects.Set(float64(projects))
 	m.scanWarnings.Set(float64(warnings))
+}
+
+// observeFreshness sets the images' staleness gauges from the freshness
+// rows (verify.Freshness): an image is stale when it is on any platform,
+// for as long as its stalest platform. Images no longer listed are
+// dropped.
+func (m *metrics) observeFreshness(rows []verify.Row, now time.Time) {
+	type key struct{ project, image string }
+	since := map[key]time.Time{}
+	for _, r := range rows {
+		k := key{r.Project, r.Image}
+		s, seen := since[k]
+		if !seen {
+			since[k] = time.Time{}
+		}
+		if r.State == verify.StateStale && !r.StaleSince.IsZero() && (s.IsZero() || r.StaleSince.Before(s)) {
+			since[k] = r.StaleSince
+		}
+	}
+	m.imageStale.Reset()
+	m.staleSeconds.Reset()
+	for k, s := range since {
+		stale, seconds := 0.0, 0.0
+		if !s.IsZero() {
+			stale, seconds = 1, max(now.Sub(s).Seconds(), 0)
+		}
+		m.imageStale.WithLabelValues(k.project, k.image).Set(stale)
+		m.staleSeconds.WithLabelValues(k.project, k.image).Set(seconds)
+	}
 }
