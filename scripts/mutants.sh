@@ -455,6 +455,12 @@ mutant "a success seen again while its member verifies starts a chain (resets th
 	'state IN ($2, $2, $2) AND $3 <> $4' \
 	-- go test -count=1 -run 'TestStaleTwiceBlocksDescendantsWithTheDigests' ./chain/
 
+mutant "depsd serve records no digest it reads (an image built on an earlier upstream is unknown, never stale)" \
+	daemon/verify.go \
+	'iv.st.RecordUpstreamDigest(ctx, image, digest, at); err != nil {' \
+	'error(nil); err != nil && at.IsZero() {' \
+	-- go test -count=1 -run 'TestStaleImageRebuiltWithoutCacheAgainstTheRegistry' ./daemon/
+
 mutant "a simulated pipeline told to build on an earlier base builds on the current one" \
 	gitlab/gitlabtest/images.go \
 	'		if plan.From != "" {' \
