@@ -373,3 +373,41 @@ func TestMergeResetsAVerifyingMember(t *testing.T) {
 		t.Errorf("shop after a late verdict = %+v", m)
 	}
 }
+
+// TestReconcilerUnblocksAStaleMember: the newer success that unblocks a
+// stale member is found by the reconciler when its webhook never came;
+// the stale pipeline's own success does not count again.
+func TestReconcilerUnblocksAStaleMember(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "ruby>shop", "shop>web")
+	v := newFakeVerifier(map[string][]chain.Verification{"shop": {stale, stale, fresh}})
+	e.verifying(v, chain.VerifyEnforce)
+	id := e.rebuild("shop")
+	for range 2 {
+		e.send()
+		e.finish("shop", "success")
+		e.verify()
+	}
+	e.wantStates(id, "shop=stale web=blocked")
+	if _, err := e.engine.Reconcile(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.wantStates(id, "shop=stale web=blocked")
+
+	e.clock.Advance(time.Minute)
+	e.gl.mu.Lock()
+	fix := e.gl.pipelines[len(e.gl.pipelines)-1]
+	fix.ID, fix.Status, fix.Source, fix.vars = fix.ID+100, "success", "push", nil
+	fix.CreatedAt, fix.UpdatedAt = e.clock.Now(), e.clock.Now()
+	e.gl.pipelines = append(e.gl.pipelines, fix)
+	e.gl.mu.Unlock()
+	if _, err := e.engine.Reconcile(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.wantStates(id, "shop=verifying web=waiting")
+	e.verify()
+	e.wantStates(id, "shop=success web=pending")
+	if asked := v.askedFor("shop"); len(asked) != 3 || asked[2] != fix.ID {
+		t.Errorf("shop verified for pipelines %v, want the fix %d last", asked, fix.ID)
+	}
+}

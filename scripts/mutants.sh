@@ -455,6 +455,12 @@ mutant "a success seen again while its member verifies starts a chain (resets th
 	'state IN ($2, $2, $2) AND $3 <> $4' \
 	-- go test -count=1 -run 'TestStaleTwiceBlocksDescendantsWithTheDigests' ./chain/
 
+mutant "the reconciler takes a stale member's own successful pipeline for the success that unblocks it" \
+	chain/reconcile.go \
+	'if failedID != 0 && retried {' \
+	'if failedID != 0 {' \
+	-- go test -count=1 -run 'TestReconcilerUnblocksAStaleMember' ./chain/
+
 mutant "depsd serve records no digest it reads (an image built on an earlier upstream is unknown, never stale)" \
 	daemon/verify.go \
 	'iv.st.RecordUpstreamDigest(ctx, image, digest, at); err != nil {' \
