@@ -319,7 +319,9 @@ func newServeSetup(t *testing.T, srv *gitlabtest.Server) *serveSetup {
 	// The default request budget (600/min) is meant for a shared GitLab; at
 	// a 300 ms reconcile interval it would make depsd, not the pipelines,
 	// set the pace of the test.
-	cfg := "gitlab:\n  requests_per_minute: 60000\n"
+	// Verification off: the fake GitLab's images are on
+	// registry.example.com, which is not there to read.
+	cfg := "gitlab:\n  requests_per_minute: 60000\nimages:\n  verify: \"off\"\n"
 	if err := os.WriteFile(filepath.Join(dir, "depsd.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
