@@ -492,6 +492,27 @@ mutant "an image is stale since its upstream's current digest appeared, not sinc
 	'			return history[0].FirstSeen' \
 	-- go test -count=1 -run 'TestFreshness' ./verify/
 
+mutant "a check never records its project's image digest (its downstreams are never found stale)" \
+	verify/check.go \
+	'			if res.Digest != "" {' \
+	'			if false {' \
+	-- go test -count=1 -run 'TestCheckRecordsAndJudgesAgainstHistory' ./verify/
+
+mutant "concurrent verifications each read the shared upstream (no single flight)" \
+	verify/verifier.go \
+	'	x, err, _ := v.flight.Do(key, func() (any, error) {
+		x, err := read()
+		if err == nil {
+			v.cache.add(key, x)
+		}
+		return x, err
+	})' \
+	'	x, err := read()
+	if err == nil {
+		v.cache.add(key, x)
+	}' \
+	-- go test -count=1 -run 'TestConcurrentVerificationsShareUpstreamReads' ./verify/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

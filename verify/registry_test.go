@@ -1,14 +1,15 @@
 package verify_test
 
 import (
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/registry"
@@ -257,5 +258,34 @@ func TestVerifyUnauthorized(t *testing.T) {
 	}
 	if strings.Contains(res.Detail, "s3cret") || strings.Contains(res.Detail, "ZGVwc2Q6czNjcmV0") {
 		t.Errorf("the detail leaks the credentials: %s", res.Detail)
+	}
+}
+
+// Concurrent verifications against one upstream share its reads: the
+// upstream's index, manifest and config are each fetched once.
+func TestConcurrentVerificationsShareUpstreamReads(t *testing.T) {
+	host := registrytest.Start(t)
+	ruby := host + "/base/ruby:3"
+	cur := image(t, amd64, layer(t, "ruby"))
+	curIdx := pushIndex(t, ruby, map[deps.Platform]v1.Image{amd64: cur})
+	const n = 8
+	for i := range n {
+		push(t, fmt.Sprintf("%s/apps/app%d:1", host, i), built(t, amd64, cur, fmt.Sprint(i), true, curIdx))
+	}
+	c := &counting{next: http.DefaultTransport, repos: map[string]int{}}
+	v := verify.New(registry.New(registry.Options{Transport: c}), verify.Options{})
+	up := []verify.Upstream{{Image: ruby, Current: curIdx}}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			res := v.Verify(t.Context(), verify.Request{Image: fmt.Sprintf("%s/apps/app%d:1", host, i), Platform: amd64, Upstreams: up})
+			if res.State != verify.StateFresh {
+				t.Errorf("app%d: %s (%s)", i, res.State, res.Detail)
+			}
+		})
+	}
+	wg.Wait()
+	if got := c.count("base/ruby"); got != 3 {
+		t.Errorf("upstream read with %d requests by %d concurrent verifications, want 3 (index, manifest, config once)", got, n)
 	}
 }
