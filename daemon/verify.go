@@ -112,6 +112,10 @@ func (iv *imageVerifier) Verify(ctx context.Context, req chain.VerifyRequest) ch
 func (iv *imageVerifier) verifyImage(ctx context.Context, img verify.Image, p deps.Platform) verify.Result {
 	req := verify.Request{Image: img.Image, Platform: p}
 	for _, u := range img.Upstreams {
+		// Current stays empty: the verifier resolves the tag, so an
+		// upstream that moved without depsd reading it (a base outside
+		// the scope) is judged by its image now, not by the newest digest
+		// recorded (verify.UpstreamOf would take that for current).
 		up := verify.Upstream{Image: u}
 		history, err := iv.st.UpstreamHistory(ctx, u)
 		if err != nil {
@@ -163,7 +167,7 @@ func summary(results []verify.Result) chain.Verification {
 			return chain.Verification{State: chain.ImageUnknown, Detail: fmt.Sprintf("%s (%s): %s", r.Image, r.Platform, r.Detail)}
 		}
 	}
-	return chain.Verification{State: chain.ImageFresh, Detail: fmt.Sprintf("%d images built on their upstreams' current images", len(results))}
+	return chain.Verification{State: chain.ImageFresh, Detail: "every image built on its upstreams' current images"}
 }
 
 // newImageVerifier builds the engine's Verifier from images.* in

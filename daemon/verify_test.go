@@ -133,3 +133,68 @@ func TestStaleImageRebuiltWithoutCacheAgainstTheRegistry(t *testing.T) {
 		t.Errorf("depsd_image_verifications_total{result=stale} = %v, want 3", got)
 	}
 }
+
+// TestExternalBaseMovedIsReadFromTheRegistry: an upstream outside the
+// scope (a base image no project builds) moves without depsd verifying
+// it; its current image is what the registry says now, not the newest
+// digest depsd recorded, so a build on its old image is stale, not fresh.
+func TestExternalBaseMovedIsReadFromTheRegistry(t *testing.T) {
+	host := registrytest.Start(t)
+	ruby, shop := host+"/ext/ruby:3", host+"/g/shop:latest"
+	old := registrytest.Push(t, ruby)
+	srv := testGitLab(t, gitlabtest.Options{RegistryHost: host,
+		Pipelines: gitlabtest.Behavior{Duration: 20 * time.Millisecond, Outcome: "success"}},
+		map[string]string{"g/shop": "FROM " + ruby + "\n", "g/web": "FROM " + shop + "\n"})
+	for path, im := range map[string]gitlabtest.Images{
+		"g/shop": {From: ruby, Annotate: true},
+		"g/web":  {From: shop, Annotate: true},
+	} {
+		if err := srv.SetImages(path, im); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gl, cfg := testClient(t, srv), testConfig(t, srv)
+	cfg.Images.Verify = config.VerifyEnforce
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl,
+		PollInterval: 50 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	rebuildShop := func() chain.MemberView {
+		t.Helper()
+		var id int64
+		eventually(t, "the rebuild to be accepted", func() bool {
+			id, err = d.Engine().Rebuild(ctx, "g/shop", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"})
+			return err == nil
+		})
+		var v chain.ChainView
+		eventually(t, "the chain to finish or block", func() bool {
+			v, err = d.Engine().Chain(ctx, id)
+			return err == nil && v.State != chain.Running
+		})
+		for _, m := range v.Members {
+			if m.Project == "g/shop" {
+				return m
+			}
+		}
+		t.Fatalf("no g/shop in chain %d", id)
+		return chain.MemberView{}
+	}
+	if m := rebuildShop(); m.Verified != chain.ImageFresh || m.Builds != 1 {
+		t.Fatalf("g/shop on ruby's first image = %+v, want fresh", m)
+	}
+	registrytest.Push(t, ruby) // ruby moves; depsd reads nothing of it yet
+	srv.PlanPublish("g/shop", gitlabtest.PublishPlan{From: old})
+	if m := rebuildShop(); m.Builds != 2 || !m.NoCache || m.Verified != chain.ImageFresh {
+		t.Errorf("g/shop built on ruby's old image = %+v: want it found stale and rebuilt without cache", m)
+	}
+}

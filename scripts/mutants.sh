@@ -461,6 +461,14 @@ mutant "the reconciler takes a stale member's own successful pipeline for the su
 	'if failedID != 0 {' \
 	-- go test -count=1 -run 'TestReconcilerUnblocksAStaleMember' ./chain/
 
+mutant "an upstream's current image taken from the digests recorded, not the registry (a base outside the scope that moved is missed)" \
+	daemon/verify.go \
+	'		for _, s := range history {
+			up.Earlier = append(up.Earlier, s.Digest)
+		}' \
+	'		up = verify.UpstreamOf(u, history)' \
+	-- go test -count=1 -run 'TestExternalBaseMovedIsReadFromTheRegistry' ./daemon/
+
 mutant "depsd serve records no digest it reads (an image built on an earlier upstream is unknown, never stale)" \
 	daemon/verify.go \
 	'iv.st.RecordUpstreamDigest(ctx, image, digest, at); err != nil {' \
