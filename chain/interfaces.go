@@ -161,6 +161,8 @@ type Tx interface {
 	QueueVerify(ctx context.Context, task VerifyTask) error
 	// VerifyTasks returns up to limit queued verifications, oldest first.
 	VerifyTasks(ctx context.Context, limit int) ([]VerifyTask, error)
+	// CountVerifyTasks counts the queued verifications.
+	CountVerifyTasks(ctx context.Context) (int, error)
 	// DoneVerify removes the verification of project's pipeline from the
 	// queue; none queued is not an error.
 	DoneVerify(ctx context.Context, project string, pipelineID int64) error

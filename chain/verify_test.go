@@ -279,6 +279,9 @@ func TestCrashWhileVerifyingLosesNothing(t *testing.T) {
 		t.Fatalf("VerifyPending after its context ended = %v", err)
 	}
 	e.wantStates(id, "shop=verifying web=waiting")
+	if st, err := e.engine.Stats(e.ctx); err != nil || st.VerifyQueued != 1 {
+		t.Errorf("stats after the crash = %+v, %v; want 1 verification queued", st, err)
+	}
 
 	// The next process verifies it: stale, so rebuilt without cache.
 	e.verifying(newFakeVerifier(map[string][]chain.Verification{"shop": {stale}}), chain.VerifyEnforce)
@@ -286,6 +289,9 @@ func TestCrashWhileVerifyingLosesNothing(t *testing.T) {
 		t.Fatalf("verified %d after the restart, want 1", n)
 	}
 	e.wantStates(id, "shop=pending web=waiting")
+	if st, err := e.engine.Stats(e.ctx); err != nil || st.VerifyQueued != 0 {
+		t.Errorf("stats once verified = %+v, %v; want none queued", st, err)
+	}
 	e.send()
 	if e.latest("shop").vars[chain.VarNoCache] != "1" {
 		t.Error("the rebuild after the restart is not without cache")

@@ -114,9 +114,13 @@ type Stats struct {
 	ActiveChains    int `json:"active_chains"`
 	PendingActions  int `json:"pending_actions"`
 	UnprocessedEvts int `json:"unprocessed_events"`
+	// VerifyQueued counts the successful builds whose images wait to be
+	// verified.
+	VerifyQueued int `json:"verify_queued"`
 }
 
-// Stats counts the active chains, pending actions and unprocessed events.
+// Stats counts the active chains, pending actions, unprocessed events and
+// queued verifications.
 func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
@@ -128,7 +132,10 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 		if s.PendingActions, err = tx.CountActions(ctx, ActionPending); err != nil {
 			return err
 		}
-		s.UnprocessedEvts, err = tx.CountEvents(ctx)
+		if s.UnprocessedEvts, err = tx.CountEvents(ctx); err != nil {
+			return err
+		}
+		s.VerifyQueued, err = tx.CountVerifyTasks(ctx)
 		return err
 	})
 	if err != nil {

@@ -391,6 +391,7 @@ func (d *Daemon) exportQueueDepth(ctx context.Context) error {
 		if s, err := d.engine.Stats(ctx); err == nil {
 			d.metrics.queueDepth.WithLabelValues("inbox").Set(float64(s.UnprocessedEvts))
 			d.metrics.queueDepth.WithLabelValues("outbox").Set(float64(s.PendingActions))
+			d.metrics.queueDepth.WithLabelValues("verify").Set(float64(s.VerifyQueued))
 		}
 		select {
 		case <-ctx.Done():

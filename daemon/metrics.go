@@ -50,7 +50,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(30, 2, 12), // 30 s … ~17 h
 		}, []string{"state"}),
 		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "depsd_queue_depth", Help: "Work waiting: recorded events not yet applied (inbox), actions not yet sent (outbox).",
+			Name: "depsd_queue_depth", Help: "Work waiting: recorded events not yet applied (inbox), actions not yet sent (outbox), successful builds whose images are not yet verified (verify).",
 		}, []string{"queue"}),
 		lastScan: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "depsd_last_scan_success_timestamp_seconds", Help: "When the last successful scan finished (Unix time).",

@@ -73,6 +73,15 @@ func (t chainTx) VerifyTasks(ctx context.Context, limit int) ([]chain.VerifyTask
 	return out, nil
 }
 
+// CountVerifyTasks implements chain.Tx.
+func (t chainTx) CountVerifyTasks(ctx context.Context) (int, error) {
+	var n int
+	if err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM verify_queue`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count queued verifications: %w", err)
+	}
+	return n, nil
+}
+
 // DoneVerify implements chain.Tx.
 func (t chainTx) DoneVerify(ctx context.Context, project string, pipelineID int64) error {
 	if err := t.tx.execLater(ctx, `DELETE FROM verify_queue WHERE project = $1 AND pipeline_id = $2`, project, pipelineID); err != nil {

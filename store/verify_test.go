@@ -43,6 +43,10 @@ func testVerifyQueue(t *testing.T, b backend) {
 		}
 		return out
 	}
+	var queued int
+	if err := s.ViewChains(ctx, func(tx chain.Tx) error { queued, err = tx.CountVerifyTasks(ctx); return err }); err != nil || queued != 2 {
+		t.Errorf("CountVerifyTasks = %d, %v; want 2", queued, err)
+	}
 	if got, want := tasks(10), []chain.VerifyTask{ruby, shop}; !reflect.DeepEqual(got, want) {
 		t.Errorf("queue = %+v\nwant %+v", got, want)
 	}
