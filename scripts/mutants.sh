@@ -488,8 +488,8 @@ mutant "the fake's complexity ignores GitLab's 1 % a page item (a query GitLab r
 
 mutant "a blob GraphQL gave no text of (binary) is taken as read, its content lost" \
 	scan/batch.go \
-	'		if blob.Complete {' \
-	'		if true || blob.Complete {' \
+	'	if blob.Complete {' \
+	'	if true || blob.Complete {' \
 	-- go test -count=1 -run 'TestGraphQLScanCostsAndEqualsREST' ./scan/
 
 mutant "an old GitLab without Repository.blobs is asked again for every batch" \
