@@ -62,10 +62,18 @@ type Action struct {
 }
 
 // createOptions are what its pipeline carries, by the project's ident.
-func (a Action) createOptions(chainID int64) gitlab.CreateOptions {
+//
+// A build without cache goes with the depsd_no_cache input too, unless the
+// project refused it (noCacheInputRefused: it declares depsd_action_id
+// only; the build then has nothing to tell it to skip its cache).
+func (a Action) createOptions(chainID int64, noCacheInputRefused bool) gitlab.CreateOptions {
 	switch a.Ident {
 	case IdentInputs:
-		return gitlab.CreateOptions{Inputs: map[string]string{InputActionID: a.ID}}
+		inputs := map[string]string{InputActionID: a.ID}
+		if a.NoCache && !noCacheInputRefused {
+			inputs[InputNoCache] = "true"
+		}
+		return gitlab.CreateOptions{Inputs: inputs}
 	case IdentNone:
 		return gitlab.CreateOptions{}
 	}

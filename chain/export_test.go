@@ -49,4 +49,10 @@ func SentQueued(e *Engine) int {
 }
 
 // CreateOptionsOf is what the outbox sends for a (by its project's ident).
-func CreateOptionsOf(a Action) gitlab.CreateOptions { return a.createOptions(a.ChainID) }
+func CreateOptionsOf(a Action) gitlab.CreateOptions { return a.createOptions(a.ChainID, false) }
+
+// CreatePipelineOf creates a's pipeline as the outbox's sender does (its
+// project's ident, the refusals it learns from), without an outbox.
+func (e *Engine) CreatePipelineOf(ctx context.Context, a Action) (gitlab.Pipeline, error) {
+	return e.create(ctx, e.log, &a, a.ChainID)
+}

@@ -208,6 +208,10 @@ const (
 // InputActionID is the pipeline input that carries the action's id.
 const InputActionID = "depsd_action_id"
 
+// InputNoCache is the pipeline input that asks a project declaring it for
+// a build without cache (Action.NoCache), where variables are refused.
+const InputNoCache = "depsd_no_cache"
+
 // StoredEvent is an inbox entry.
 type StoredEvent struct {
 	Seq        int64

@@ -356,12 +356,19 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64, callsDone fu
 // without either; what was learned is stored for the project (a.Ident
 // follows), so the refusal costs one request, once, and no failure.
 func (e *Engine) create(ctx context.Context, log *slog.Logger, a *Action, chainID int64) (gitlab.Pipeline, error) {
+	noCacheRefused := false
 	for {
-		p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID))
+		p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID, noCacheRefused))
 		var next PipelineIdent
 		switch {
 		case err == nil:
 			return p, nil
+		case errors.Is(err, gitlab.ErrInputsRefused) && a.Ident == IdentInputs && a.NoCache && !noCacheRefused:
+			// The project declares depsd_action_id but not depsd_no_cache:
+			// the same inputs less that one, and nothing to learn.
+			log.Info("project refused the depsd_no_cache input; building without it", "err", err)
+			noCacheRefused = true
+			continue
 		case errors.Is(err, gitlab.ErrVariablesRefused) && (a.Ident == "" || a.Ident == IdentVariables):
 			next = IdentInputs
 			if e.noInputs.Load() {

@@ -276,3 +276,53 @@ func TestUnrecordedSuccessWaitsForTheResend(t *testing.T) {
 		t.Errorf("%d app pipelines, want 1", n)
 	}
 }
+
+// A rebuild without cache in a project that takes inputs, not variables,
+// asks for it with the depsd_no_cache input where the CI configuration
+// declares it, and without it (one refusal more, nothing learned) where
+// only depsd_action_id is declared.
+func TestNoCacheInputWhereDeclared(t *testing.T) {
+	t.Parallel()
+	const both = "spec:\n  inputs:\n    depsd_action_id:\n      default: ''\n    depsd_no_cache:\n      default: 'false'\n---\nbuild:\n  script: echo $[[ inputs.depsd_no_cache ]]\n"
+	for _, tc := range []struct {
+		name      string
+		ci        string
+		wantInput map[string]any // the pipeline's inputs but the action id
+		wantPosts int64
+	}{
+		{"declared", both, map[string]any{chain.InputNoCache: "true"}, 1},
+		{"only the action id declared", inputsCI, map[string]any{}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGitLabEnv(t, nil, "base>app")
+			if _, err := g.srv.SetFile("g/app", ".gitlab-ci.yml", tc.ci); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.srv.SetCISettings("g/app", gitlabtest.RestrictedCISettings(gitlabtest.RoleDeveloper)); err != nil {
+				t.Fatal(err)
+			}
+			info, _ := g.srv.Project("g/app")
+			a := chain.Action{ID: "a-nocache", ChainID: 1, Project: "g/app", ProjectID: info.ID, Ref: "main",
+				Ident: chain.IdentInputs, NoCache: true}
+			before := g.srv.Requests("POST /projects/:id/pipeline")
+			if _, err := g.engine.CreatePipelineOf(g.ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			if n := g.srv.Requests("POST /projects/:id/pipeline") - before; n != tc.wantPosts {
+				t.Errorf("%d creates, want %d", n, tc.wantPosts)
+			}
+			ps := g.srv.Pipelines("g/app")
+			got := ps[len(ps)-1].Inputs
+			if got[chain.InputActionID] != "a-nocache" {
+				t.Errorf("inputs %v lack the action id", got)
+			}
+			delete(got, chain.InputActionID)
+			if len(got) != len(tc.wantInput) || (len(got) > 0 && got[chain.InputNoCache] != tc.wantInput[chain.InputNoCache]) {
+				t.Errorf("inputs besides the action id = %v, want %v", got, tc.wantInput)
+			}
+			if p, err := g.store.Project(g.ctx, "g/app"); err != nil || p.PipelineIdent == string(chain.IdentNone) {
+				t.Errorf("a refused depsd_no_cache taught the project %q (%v): it still takes the action id", p.PipelineIdent, err)
+			}
+		})
+	}
+}

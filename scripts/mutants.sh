@@ -703,6 +703,12 @@ mutant "podman-executor: a per-project build job on rootless podman asks for an 
 	'		if true {' \
 	-- pe_test -run 'TestBuildProfileOnRootlessPodman' ./executor/
 
+mutant "a project declaring depsd_action_id but not depsd_no_cache is taught to take no input (a no-cache rebuild downgrades it)" \
+	chain/outbox.go \
+	'case errors.Is(err, gitlab.ErrInputsRefused) && a.Ident == IdentInputs && a.NoCache && !noCacheRefused:' \
+	'case false && a.NoCache && !noCacheRefused:' \
+	-- go test -count=1 -run 'TestNoCacheInputWhereDeclared' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
