@@ -236,7 +236,10 @@ func (e *Executor) startAndWait(ctx context.Context, name, dir string, useChanne
 	if useChannel {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		if err := channel.Ready(rctx, dir, e.alive(ctx, name)); err != nil {
+		end := e.Trace.Span("ChannelReady", name)
+		err := channel.Ready(rctx, dir, e.alive(ctx, name))
+		end(err)
+		if err != nil {
 			return fmt.Errorf("container %s: %w", name, err)
 		}
 	}
