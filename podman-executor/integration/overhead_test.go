@@ -24,7 +24,7 @@ import (
 // or after_script (TestRealRunnerTrivialJobStages checks it).
 var trivialJobStages = []string{"prepare_script", "get_sources", "build_script", "cleanup_file_variables"}
 
-// overheadGoal is the issue's goal: a trivial job's whole driver time
+// overheadGoal is the per-job overhead goal: a trivial job's whole driver time
 // within 1.5 times one bare `podman run --rm IMAGE true`.
 const overheadGoal = 1.5
 
