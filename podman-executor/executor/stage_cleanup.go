@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
-
-	"gitlab.com/depsd/depsd/podman-executor/container"
 )
 
 // CleanupStage removes the job's container, its services and its network.
@@ -24,53 +21,31 @@ func (e *Executor) CleanupStage(ctx context.Context) error {
 // (group = the job container's name). Errors are collected, not fatal on
 // the first, so one stuck service does not keep the rest around.
 func (e *Executor) removeGroup(ctx context.Context, group string) error {
-	return e.removeListed(ctx, group, e.listGroup(ctx, group))
-}
-
-// groupList is what a job left in podman, as three concurrent list calls
-// found it.
-type groupList struct {
-	containers []container.Info
-	networks   []container.Network
-	volumes    []container.Volume
-	errs       [3]error
-}
-
-// listGroup lists a job's labelled containers, networks and volumes,
-// the three calls at once (they are independent, and each is a round
-// trip to podman).
-func (e *Executor) listGroup(ctx context.Context, group string) *groupList {
 	sel := map[string]string{LabelManaged: "true", LabelGroup: group}
-	var l groupList
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); l.containers, l.errs[0] = e.Engine.List(ctx, sel) }()
-	go func() { defer wg.Done(); l.networks, l.errs[1] = e.Engine.ListNetworks(ctx, sel) }()
-	go func() { defer wg.Done(); l.volumes, l.errs[2] = e.Engine.ListVolumes(ctx, sel) }()
-	wg.Wait()
-	return &l
-}
-
-// removeListed removes what listGroup found: the containers first (a
-// network or volume in use cannot go), then the networks and volumes,
-// then the job's state directory.
-func (e *Executor) removeListed(ctx context.Context, group string, l *groupList) error {
-	if l.errs[0] != nil {
-		return l.errs[0]
+	list, err := e.Engine.List(ctx, sel)
+	if err != nil {
+		return err
 	}
 	var errs []error
-	for _, c := range l.containers {
+	for _, c := range list {
 		if err := e.Engine.Remove(ctx, c.ID); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, l.errs[1], l.errs[2])
-	for _, n := range l.networks {
+	nets, err := e.Engine.ListNetworks(ctx, sel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, n := range nets {
 		if err := e.Engine.RemoveNetwork(ctx, n.Name); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for _, v := range l.volumes {
+	vols, err := e.Engine.ListVolumes(ctx, sel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, v := range vols {
 		if err := e.Engine.RemoveVolume(ctx, v.Name); err != nil {
 			errs = append(errs, err)
 		}

@@ -342,14 +342,8 @@ func (e *Executor) progress(format string, args ...any) {
 
 // removeStale removes what an earlier attempt of this job left behind,
 // refusing to touch a same-named container the executor did not create.
-// The name's owner and the job's labelled leftovers are looked up at once.
 func (e *Executor) removeStale(ctx context.Context, name string) error {
-	var info container.Info
-	var err error
-	done := make(chan struct{})
-	go func() { defer close(done); info, err = e.Engine.Inspect(ctx, name) }()
-	l := e.listGroup(ctx, name)
-	<-done
+	info, err := e.Engine.Inspect(ctx, name)
 	switch {
 	case errors.Is(err, container.ErrNotFound):
 	case err != nil:
@@ -359,7 +353,7 @@ func (e *Executor) removeStale(ctx context.Context, name string) error {
 	default:
 		e.progress("Removing container %s left by an earlier attempt", name)
 	}
-	return e.removeListed(ctx, name, l)
+	return e.removeGroup(ctx, name)
 }
 
 // pullPolicies are the policies to try, in order, for an image whose
