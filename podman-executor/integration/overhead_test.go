@@ -138,7 +138,7 @@ func BenchmarkJobOverhead(b *testing.B) {
 	}
 	for _, c := range cs {
 		if c.prof != nil {
-			b.Logf("profile of %s (median ms per job; calls made at once each count in full):\n%s", c.name, formatProfile(c.prof))
+			b.Logf("profile of %s (median ms per job):\n%s", c.name, formatProfile(c.prof))
 		}
 	}
 	b.ReportMetric(ms(median(exe.times)), "driver-ms")
