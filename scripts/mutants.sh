@@ -665,6 +665,12 @@ mutant "podman-executor: a per-project build job on rootless podman asks for an 
 	'		if true {' \
 	-- pe_test -run 'TestBuildProfileOnRootlessPodman' ./executor/
 
+mutant "podman-executor: a job container that stops right after start is taken for running (prepare succeeds, the first stage hangs)" \
+	podman-executor/executor/stage_prepare.go \
+	'return fmt.Errorf("container %s stopped right after start", name)' \
+	'return nil' \
+	-- pe_test -run 'TestPrepare/container_that_exits_at_once$' ./executor/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
