@@ -708,6 +708,11 @@ mutant "a project declaring depsd_action_id but not depsd_no_cache is taught to 
 	'case errors.Is(err, gitlab.ErrInputsRefused) && a.Ident == IdentInputs && a.NoCache && !noCacheRefused:' \
 	'case false && a.NoCache && !noCacheRefused:' \
 	-- go test -count=1 -run 'TestNoCacheInputWhereDeclared' ./chain/
+mutant "podman-executor: a job container that stops right after start is taken for running (prepare succeeds, the first stage hangs)" \
+	podman-executor/executor/stage_prepare.go \
+	'return fmt.Errorf("container %s stopped right after start", name)' \
+	'return nil' \
+	-- pe_test -run 'TestPrepare/container_that_exits_at_once$' ./executor/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

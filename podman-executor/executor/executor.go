@@ -83,6 +83,9 @@ type Executor struct {
 	Stderr io.Writer
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Trace, when set, times the steps that are not Engine calls (the
+	// Engine from Dial is then traced too).
+	Trace *Tracer
 	// Listening reports whether a service listens on a TCP port (nil:
 	// through /proc with a local podman, else by connecting); tests
 	// replace it.

@@ -220,27 +220,41 @@ func (e *Executor) withChannel(name, dir string, fallback []string, mounts []con
 	return channel.Loop(channel.MountPoint), ms, nil
 }
 
-// startAndWait starts a created container and waits until it runs (and
-// its stage loop reads, with the channel in dir).
+// startAndWait starts a created container and waits until it runs: with
+// the channel in dir, until its stage loop reads (which proves it runs:
+// podman is asked only if the loop is slow to come), else until podman
+// reports it running.
 func (e *Executor) startAndWait(ctx context.Context, name, dir string, useChannel bool) error {
 	if err := e.Engine.Start(ctx, name); err != nil {
 		return err
 	}
-	info, err := e.Engine.Inspect(ctx, name)
-	if err != nil {
-		return err
-	}
-	if !info.Running {
-		return fmt.Errorf("container %s stopped right after start", name)
-	}
 	if useChannel {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		if err := channel.Ready(rctx, dir, e.alive(ctx, name)); err != nil {
+		end := e.Trace.Span("ChannelReady", name)
+		err := channel.Ready(rctx, dir, e.running(ctx, name))
+		end(err)
+		if err != nil {
 			return fmt.Errorf("container %s: %w", name, err)
 		}
+		return nil
 	}
-	return nil
+	return e.running(ctx, name)()
+}
+
+// running returns a check that fails unless the container just started
+// runs.
+func (e *Executor) running(ctx context.Context, name string) func() error {
+	return func() error {
+		info, err := e.Engine.Inspect(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !info.Running {
+			return fmt.Errorf("container %s stopped right after start", name)
+		}
+		return nil
+	}
 }
 
 // sharedBuildsVolume is the volume holding builds_dir, or "" when it

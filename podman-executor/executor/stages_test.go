@@ -156,6 +156,10 @@ func TestPrepare(t *testing.T) {
 			}},
 		{name: "container that exits at once", setup: func(fk *container.Fake) { fk.StartExits = map[string]bool{jobName: true} },
 			wantCode: 2, wantOut: "stopped right after start"},
+		{name: "container that exits at once, with the stage channel", setup: func(fk *container.Fake) {
+			fk.StartExits = map[string]bool{jobName: true}
+			fk.IsLocal = true
+		}, wantCode: 2, wantOut: "stopped right after start"},
 		{name: "podman failure is a system failure", setup: func(fk *container.Fake) { fk.Fail = map[string]error{"Create": errors.New("boom")} },
 			wantCode: 2, wantOut: "boom"},
 		{name: "services on a job network under their aliases",

@@ -129,6 +129,7 @@ type runner struct {
 	cache      string   // cache_host_dir
 	state      string   // state_dir
 	extraEnv   []string // more driver environment (benchmarks)
+	runStages  []string // run stages of runJob; nil: stages
 	// cred runs the driver as another user (rootless); newDir then makes
 	// the directories it needs, owned by that user.
 	cred   *syscall.Credential
@@ -362,7 +363,11 @@ func (r *runner) runJob(j *job) jobRun {
 	jr.stages = map[string]result{}
 	if jr.prepare.code == 0 {
 		failed := false
-		for _, stage := range stages {
+		run := stages
+		if r.runStages != nil {
+			run = r.runStages
+		}
+		for _, stage := range run {
 			if failed && stage != "after_script" && stage != "cleanup_file_variables" {
 				continue
 			}

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 
 	"gitlab.com/depsd/depsd/podman-executor/container"
 	"gitlab.com/depsd/depsd/podman-executor/executor"
@@ -172,9 +173,21 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		e := &executor.Executor{Config: cfg, Job: job, Stdout: logOut, Stderr: stderr, Log: log,
+		traced := stage
+		if stage == "run" {
+			traced += ":" + args[2]
+		}
+		tr, closeTrace := openTrace(job.Driver["PODMAN_EXECUTOR_TRACE"], traced, log)
+		defer closeTrace()
+		e := &executor.Executor{Config: cfg, Job: job, Stdout: logOut, Stderr: stderr, Log: log, Trace: tr,
 			Dial: func(ctx context.Context) (executor.Engine, error) {
-				return container.Dial(ctx, cfg.PodmanURL)
+				end := tr.Span("Dial", "")
+				eng, err := container.Dial(ctx, cfg.PodmanURL)
+				end(err)
+				if err != nil || tr == nil {
+					return eng, err
+				}
+				return tr.Engine(eng), nil
 			}}
 		switch stage {
 		case "config":
@@ -199,6 +212,23 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		}
 	})
 	return executor.ExitCode(err, codes, stderr)
+}
+
+// openTrace opens the trace file path (PODMAN_EXECUTOR_TRACE; "" traces
+// nothing) for appending one line per podman call of stage; the returned
+// func closes it. A file that cannot be opened is logged, not fatal.
+func openTrace(path, stage string, log *slog.Logger) (*executor.Tracer, func()) {
+	if path == "" {
+		return nil, func() {}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		log.Warn("trace file", "err", err)
+		return nil, func() {}
+	}
+	tr := executor.NewTracer(f, stage, time.Now)
+	end := tr.Span("Stage", "")
+	return tr, func() { end(nil); f.Close() }
 }
 
 // runnerConfig prints the runner's [[runners]] section for this binary

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -135,5 +137,45 @@ func TestRunnerConfigStage(t *testing.T) {
 				t.Errorf("a failed runner-config printed a section:\n%s", &stdout)
 			}
 		})
+	}
+}
+
+// TestTraceFile: with PODMAN_EXECUTOR_TRACE, each stage appends its steps
+// to that file (a failed dial included, marked), and the config stage's
+// stdout stays JSON only.
+func TestTraceFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte(`podman_url = "unix://`+dir+`/no.sock"`+"\n"+`cache_host_dir = "`+dir+`/cache"`+"\nstate_dir = \""+dir+"/state\"\nhelper_binary = \"none\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(dir, "trace")
+	env := []string{"PODMAN_EXECUTOR_CONFIG=" + cfg, "SYSTEM_FAILURE_EXIT_CODE=2", "PODMAN_EXECUTOR_TRACE=" + trace,
+		"CUSTOM_ENV_CI_JOB_ID=5", "CUSTOM_ENV_CI_PROJECT_ID=6"}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"config"}, env, &stdout, &stderr); code != 0 {
+		t.Fatalf("config: exit %d\n%s", code, &stderr)
+	}
+	if !json.Valid(stdout.Bytes()) {
+		t.Errorf("config stdout is not JSON: %q", stdout.String())
+	}
+	if code := run([]string{"cleanup"}, env, &stdout, &stderr); code != 2 {
+		t.Fatalf("cleanup without podman: exit %d", code)
+	}
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			t.Fatalf("trace line %q: want STAGE CALL ARG MS", l)
+		}
+		got = append(got, strings.Join(append(f[:2], f[4:]...), " "))
+	}
+	want := []string{"config Stage", "cleanup Dial error", "cleanup Stage"}
+	if !slices.Equal(got, want) {
+		t.Errorf("trace %q, want %q", got, want)
 	}
 }
