@@ -19,7 +19,7 @@ set -euo pipefail
 IMAGE=${DEPSD_BUILDAH_IMAGE:-localhost/buildah-job-test:bookworm}
 CACHE=${DEPSD_CACHE:-/var/cache/depsd-ci}
 SUITE=bookworm
-PACKAGES=buildah,fuse-overlayfs,containernetworking-plugins,ca-certificates
+PACKAGES=buildah,fuse-overlayfs,containernetworking-plugins,ca-certificates,git
 KEY=$(printf '%s\n' "$SUITE" "$PACKAGES" | sha256sum | cut -c1-12)
 TARBALL=$CACHE/buildah-$SUITE-$KEY.tar
 

@@ -1,0 +1,530 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/internal/realtest"
+	"gitlab.com/depsd/depsd/registry"
+	"gitlab.com/depsd/depsd/registry/registrytest"
+	"gitlab.com/depsd/depsd/verify"
+)
+
+// The real chain (make e2e-real): images really built by buildah in jobs
+// that the real GitLab Runner takes from the fake GitLab and runs with
+// podman-executor, pushed to Debian's docker-registry, ordered by the
+// depsd binary, and judged by the verify package.
+
+// Projects of the real chain: base → ruby → app, and the diamond base →
+// left, right → bottom.
+const (
+	rcBase   = "acme/base"
+	rcRuby   = "acme/ruby"
+	rcApp    = "acme/app"
+	rcLeft   = "acme/left"
+	rcRight  = "acme/right"
+	rcBottom = "acme/bottom"
+)
+
+// realTimeout bounds one whole chain of real builds (six jobs, two at a
+// time, on a loaded 2-core machine); a passing run takes a fraction.
+const realTimeout = 6 * time.Minute
+
+// Images of the CI machine (.ci/podman.sh, .ci/helper-image.sh,
+// .ci/buildah-image.sh), overridable as in podman-executor's tests.
+func rcImage(env, def string) string {
+	if v := os.Getenv(env); v != "" {
+		return v
+	}
+	return def
+}
+
+// rcCIYAML is every project's .gitlab-ci.yml: build with buildah (layer
+// cache on, --no-cache when depsd asks for a rebuild without cache) and
+// push to the project's image in the registry. RUBY_IMAGE, when set,
+// is passed as a build argument: how a job comes to build on an old
+// image. The script's own time is printed for the overhead figures.
+func rcCIYAML(jobImage string) string {
+	return `build:
+  stage: build
+  image: ` + jobImage + `
+  script:
+    - start=$(date +%s%N)
+    - if [ "${DEPSD_NO_CACHE:-}" = 1 ]; then no_cache=--no-cache; else no_cache=; fi
+    - buildah build --layers --tls-verify=false $no_cache ${RUBY_IMAGE:+--build-arg RUBY_IMAGE=$RUBY_IMAGE} -t "$CI_REGISTRY_IMAGE:latest" .
+    - buildah push --tls-verify=false "$CI_REGISTRY_IMAGE:latest"
+    - echo "depsd-e2e-script-ms $(( ($(date +%s%N) - start) / 1000000 ))"
+`
+}
+
+// rcContainerfiles are the projects' Containerfiles on registry host reg,
+// base's with version v.
+func rcContainerfiles(reg, v string) map[string]string {
+	img := func(p string) string { return reg + "/" + p + ":latest" }
+	return map[string]string{
+		rcBase: fmt.Sprintf("FROM %s/ext/busybox:latest\nRUN echo %s > /etc/base-version\n", reg, v),
+		rcRuby: fmt.Sprintf("FROM %s\nRUN echo ruby > /etc/ruby-version && cat /etc/base-version\n", img(rcBase)),
+		// app's FROM is an ARG whose default depsd reads as its
+		// upstream; a job may pass another (RUBY_IMAGE).
+		rcApp:   fmt.Sprintf("ARG RUBY_IMAGE=%s\nFROM ${RUBY_IMAGE}\nRUN echo app > /app\n", img(rcRuby)),
+		rcLeft:  fmt.Sprintf("FROM %s\nRUN echo left > /left\n", img(rcBase)),
+		rcRight: fmt.Sprintf("FROM %s\nRUN echo right > /right\n", img(rcBase)),
+		rcBottom: fmt.Sprintf("FROM %s AS right\nFROM %s\nCOPY --from=right /right /right\nRUN cat /left /right > /bottom\n",
+			img(rcRight), img(rcLeft)),
+	}
+}
+
+// rcFrom is each project's upstream through its built stage's FROM (what
+// verify judges), and rcAfter every project each one waits for.
+var (
+	rcFrom  = map[string]string{rcRuby: rcBase, rcApp: rcRuby, rcLeft: rcBase, rcRight: rcBase, rcBottom: rcLeft}
+	rcAfter = map[string][]string{rcRuby: {rcBase}, rcApp: {rcRuby}, rcLeft: {rcBase}, rcRight: {rcBase},
+		rcBottom: {rcLeft, rcRight}}
+	rcDownstream = []string{rcRuby, rcApp, rcLeft, rcRight, rcBottom}
+)
+
+// TestRealChain: a change pushed to base rebuilds the chain for real:
+// each image built by a real job and pushed, in dependency order, once,
+// every member fresh by its image's base annotation. A second change, with
+// depsd serve killed -9 after base's success, ends the same. A job of app
+// made to build on ruby's earlier image is judged stale.
+func TestRealChain(t *testing.T) {
+	rc := startRealChain(t)
+
+	// 1. A change to base: the whole chain, timed.
+	first := rc.runChain("v2", nil)
+	rc.logFigures(first)
+	rc.assertChain(first)
+	ruby1 := rc.digest(rcRuby)
+
+	// 2. Another change, and depsd serve killed -9 once base succeeded
+	// and its downstream pipelines were created.
+	second := rc.runChain("v3", func() {
+		rc.w.waitUntil("depsd created ruby's, left's and right's pipelines", realTimeout, func() bool {
+			cs, err := rc.w.chains()
+			if err != nil || len(cs) < 2 || cs[0].State == chain.Finished {
+				return false
+			}
+			for _, p := range []string{rcRuby, rcLeft, rcRight} {
+				if m, ok := member(cs[0], p); !ok || m.PipelineID == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		if err := rc.serve.signal(t, syscall.SIGKILL, stepTimeout); exitCode(err) == 0 {
+			t.Fatalf("depsd exited cleanly on SIGKILL?")
+		}
+		rc.serve = rc.setup.start(t)
+	})
+	rc.assertChain(second)
+	if ruby2 := rc.digest(rcRuby); ruby2 == ruby1 {
+		t.Fatalf("ruby's image did not change between the chains (%s): the test cannot tell stale from fresh", ruby1)
+	}
+
+	// 3. app built on ruby's earlier image: stale.
+	ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
+	defer cancel()
+	pl, err := rc.gl.CreatePipeline(ctx, rc.ids[rcApp], "main", gitlab.CreateOptions{
+		Variables: map[string]string{"RUBY_IMAGE": rc.reg + "/" + rcRuby + "@" + ruby1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rc.srv.WaitPipeline(ctx, pl.ID); err != nil || got.Status != "success" {
+		t.Fatalf("app's pipeline on ruby@%s: %s %v\n%s", ruby1, got.Status, err, rc.jobLog(pl.ID))
+	}
+	res := rc.verify(rcApp, ruby1)
+	if res.State != verify.StateStale {
+		t.Errorf("app built on ruby@%s: verification %s (%s), want stale", ruby1, res.State, res.Detail)
+	}
+
+	t.Run("stale rebuilt without cache", func(t *testing.T) {
+		// depsd's own verification after a success, a stale member state
+		// and rebuilds with DEPSD_NO_CACHE=1 come with the chain engine's
+		// verification (branch verifychain); the jobs above already honour
+		// DEPSD_NO_CACHE.
+		t.Skip("needs the chain engine's verification (a stale member state and a no-cache rebuild, branch verifychain): not on this branch yet")
+	})
+}
+
+// realChain is the whole set-up: registry, fake GitLab with real jobs, the
+// real runner with podman-executor, and depsd serve.
+type realChain struct {
+	t     *testing.T
+	reg   string // the registry's host:port
+	srv   *gitlabtest.Server
+	gl    *gitlab.Client
+	ids   map[string]int64
+	setup *serveSetup
+	serve *serveProc
+	w     *world
+	v     *verify.Verifier
+	rdr   *registry.Client
+}
+
+func startRealChain(t *testing.T) *realChain {
+	t.Helper()
+	host := os.Getenv("CONTAINER_HOST")
+	if host == "" {
+		if _, err := os.Stat("/tmp/depsd-ci/podman/podman.sock"); err == nil {
+			host = "unix:///tmp/depsd-ci/podman/podman.sock"
+		}
+	}
+	realtest.Require(t, realtest.Podman, host != "", `no podman service: eval "$(.ci/podman.sh start)"`)
+	_, err := os.Stat("/dev/fuse")
+	realtest.Require(t, realtest.Podman, err == nil, "no /dev/fuse for buildah in jobs")
+	runnerBin := os.Getenv("DEPSD_GITLAB_RUNNER")
+	_, err = os.Stat(runnerBin)
+	realtest.Require(t, realtest.GitLabRunner, runnerBin != "" && err == nil,
+		"set DEPSD_GITLAB_RUNNER (../shared/tools/gitlab-runner/install.sh DIR prints it)")
+	jobImage := rcImage("DEPSD_BUILDAH_IMAGE", "localhost/buildah-job-test:bookworm")
+	seedImage := rcImage("DEPSD_TEST_IMAGE", "localhost/busybox-test:latest")
+	for _, img := range []string{jobImage, seedImage} {
+		err := podman(host, "image", "exists", img).Run()
+		realtest.Require(t, realtest.Podman, err == nil,
+			fmt.Sprintf("image %s missing (.ci/podman.sh start, .ci/buildah-image.sh): %v", img, err))
+	}
+	// The job clones its sources itself (see startRunner): its image needs
+	// git, which .ci/buildah-image.sh installs since the real chain.
+	if out, err := podman(host, "run", "--rm", "--entrypoint", "git", jobImage, "--version").CombinedOutput(); err != nil {
+		t.Fatalf("job image %s has no git (%v: %s): remove it and run .ci/buildah-image.sh again", jobImage, err, out)
+	}
+	reg := registrytest.Start(t)
+	// The external seed: base is FROM it.
+	if out, err := podman(host, "push", "--tls-verify=false", seedImage, "docker://"+reg+"/ext/busybox:latest").CombinedOutput(); err != nil {
+		t.Fatalf("push the seed image: %v\n%s", err, out)
+	}
+
+	rc := &realChain{t: t, reg: reg, ids: map[string]int64{}}
+	rc.rdr = registry.New(registry.Options{})
+	rc.v = verify.New(rc.rdr, verify.Options{})
+	runnerToken := "glrt-" + randHex(t, 9) + "-e2e-real"
+	rc.srv = gitlabtest.New(gitlabtest.Options{Token: "glpat-e2e", RegistryHost: reg, RunnerToken: runnerToken})
+	t.Cleanup(rc.srv.Close)
+	files := rcContainerfiles(reg, "v1")
+	for _, p := range append([]string{rcBase}, rcDownstream...) {
+		id, err := rc.srv.AddProject(gitlabtest.Project{Path: p, Files: map[string]string{
+			"Containerfile": files[p], ".gitlab-ci.yml": rcCIYAML(jobImage)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.ids[p] = id
+		if err := rc.srv.SetPipelineBehavior(p, gitlabtest.Behavior{Jobs: true, OnPush: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc.gl = newClient(t, rc.srv)
+	startRunner(t, host, runnerBin, rc.srv.URL, runnerToken, jobImage)
+
+	rc.setup = newServeSetup(t, rc.srv)
+	rc.serve = rc.setup.start(t)
+	rc.w = rc.setup.world(t)
+	rc.w.syncHooks(rc.gl)
+	return rc
+}
+
+// startRunner runs `gitlab-runner run` (two concurrent jobs) with
+// podman-executor, built here from its module, as its custom executor,
+// until the test ends.
+func startRunner(t *testing.T, host, runnerBin, url, token, jobImage string) {
+	t.Helper()
+	dir := t.TempDir()
+	driver := filepath.Join(dir, "podman-executor")
+	build := exec.Command("go", "build", "-tags", "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp",
+		"-o", driver, "./cmd/podman-executor")
+	build.Dir = filepath.Join("..", "podman-executor")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build podman-executor: %v\n%s", err, out)
+	}
+	// network_mode = "host": the fake GitLab (sources over git's HTTP,
+	// the runner's helper commands) and the registry listen on the host's
+	// 127.0.0.1, which a job on a bridge network cannot reach.
+	// helper_binary, not helper_image: a build job runs in its project's
+	// user namespace, and a checkout written by a helper container outside
+	// it is not the job's to write to ("cannot touch .../gitlab_runner_env:
+	// Permission denied"), so the job container clones its sources itself.
+	drvConf := filepath.Join(dir, "driver.toml")
+	drv := fmt.Sprintf(`podman_url = %q
+cache_host_dir = %q
+state_dir = %q
+helper_binary = %q
+stop_grace = "2s"
+network_mode = "host"
+allowed_build_images = [%q]
+`, host, filepath.Join(dir, "cache"), filepath.Join(dir, "state"), runnerBin, jobImage)
+	if err := os.WriteFile(drvConf, []byte(drv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stage := func(s string) string {
+		return fmt.Sprintf("    %s_exec = %q\n    %s_args = [\"--config\", %q, %q]\n", s, driver, s, drvConf, s)
+	}
+	cfg := fmt.Sprintf("concurrent = 2\ncheck_interval = 1\n\n[[runners]]\n  name = \"e2e-real\"\n  url = %q\n  token = %q\n"+
+		"  executor = \"custom\"\n  limit = 2\n  builds_dir = \"/builds\"\n  cache_dir = \"/cache\"\n  [runners.custom]\n",
+		url, token) + stage("config") + stage("prepare") + stage("run") + stage("cleanup") +
+		"    graceful_kill_timeout = 10\n    force_kill_timeout = 10\n"
+	cfgPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(runnerBin, "run", "--config", cfgPath, "--working-directory", dir)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	if c := os.Getenv("CONTAINERS_CONF"); c != "" {
+		cmd.Env = append(cmd.Env, "CONTAINERS_CONF="+c)
+	}
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		// SIGQUIT: no new jobs, running ones finish; then the group.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("gitlab-runner log:\n%s", logs.tail(80))
+		}
+		removeBuildVolumes(host, token)
+	})
+}
+
+// removeBuildVolumes removes the per-project build storage of this test's
+// runner (labelled with the runner's short token, a prefix of token).
+func removeBuildVolumes(host, token string) {
+	out, err := podman(host, "volume", "ls", "--format", `{{.Name}} {{index .Labels "io.depsd.podman-executor.runner"}}`).Output()
+	if err != nil {
+		return
+	}
+	for line := range strings.Lines(string(out)) {
+		name, runner, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if ok && runner != "" && strings.Contains(token, runner) {
+			_ = podman(host, "volume", "rm", "-f", name).Run()
+		}
+	}
+}
+
+func podman(host string, args ...string) *exec.Cmd {
+	return exec.Command("podman", append([]string{"--url", host}, args...)...)
+}
+
+func randHex(t *testing.T, n int) string {
+	b := make([]byte, (n+1)/2)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)[:n]
+}
+
+// chainRun is one chain started by a change pushed to base.
+type chainRun struct {
+	pushedAt  time.Time
+	pipelines map[string]gitlabtest.Pipeline // the run's one pipeline per project
+	view      chain.ChainView
+}
+
+// runChain pushes base's Containerfile at version v and waits until
+// depsd's chain finished; during, if set, runs once base succeeded.
+func (rc *realChain) runChain(v string, during func()) chainRun {
+	t := rc.t
+	t.Helper()
+	before := map[string]int{}
+	for _, p := range append([]string{rcBase}, rcDownstream...) {
+		before[p] = len(rc.srv.Pipelines(p))
+	}
+	earlier, err := rc.w.chains()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := chainRun{pushedAt: time.Now(), pipelines: map[string]gitlabtest.Pipeline{}}
+	if _, err := rc.srv.SetFile(rcBase, "Containerfile", rcContainerfiles(rc.reg, v)[rcBase]); err != nil {
+		t.Fatal(err)
+	}
+	if during != nil {
+		during()
+	}
+	rc.w.waitUntil("the chain of base "+v+" finished", realTimeout, func() bool {
+		rc.failFast(before)
+		cs, err := rc.w.chains()
+		if err != nil || len(cs) != len(earlier)+1 {
+			return false
+		}
+		run.view = cs[0]
+		return cs[0].State == chain.Finished
+	})
+	// The last webhooks and the runner are done once GitLab is idle.
+	rc.w.waitUntil("GitLab is idle", stepTimeout, func() bool {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return rc.srv.WaitIdle(ctx) == nil
+	})
+	for p, n := range before {
+		ps := rc.srv.Pipelines(p)[n:]
+		if len(ps) != 1 {
+			t.Errorf("%s: %d pipelines in the chain of base %s, want 1\n%s", p, len(ps), v, rc.w.dump())
+			continue
+		}
+		run.pipelines[p] = ps[0]
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	return run
+}
+
+// failFast stops the test at the first failed pipeline since before (the
+// counts of pipelines per project), with its job's log.
+func (rc *realChain) failFast(before map[string]int) {
+	rc.t.Helper()
+	for p, n := range before {
+		for _, pl := range rc.srv.Pipelines(p)[n:] {
+			if pl.Status == "failed" || pl.Status == "canceled" {
+				rc.t.Fatalf("%s: pipeline %d %s\n%s\n%s", p, pl.ID, pl.Status, rc.jobLog(pl.ID), rc.w.dump())
+			}
+		}
+	}
+}
+
+// assertChain checks what a user would look for after a chain: every
+// pipeline succeeded, each started after its upstreams succeeded, depsd's
+// chain shows each member built once, and every image is fresh on its
+// upstream's current image.
+func (rc *realChain) assertChain(run chainRun) {
+	t := rc.t
+	t.Helper()
+	for p, pl := range run.pipelines {
+		if pl.Status != "success" {
+			t.Errorf("%s: pipeline %d %s, want success\n%s", p, pl.ID, pl.Status, rc.jobLog(pl.ID))
+		}
+	}
+	if pl := run.pipelines[rcBase]; pl.Source != "push" {
+		t.Errorf("base's pipeline has source %s, want push (the change, not depsd)", pl.Source)
+	}
+	for _, p := range rcDownstream {
+		pl := run.pipelines[p]
+		if pl.Source != "api" {
+			t.Errorf("%s's pipeline has source %s, want api (created by depsd)", p, pl.Source)
+		}
+		for _, up := range rcAfter[p] {
+			rc.w.notBefore(pl, run.pipelines[up], p, up)
+		}
+		if m, ok := member(run.view, p); !ok || m.State != chain.Success || m.Builds != 1 {
+			t.Errorf("depsd's chain member %s = %+v, want success after 1 build", p, m)
+		}
+		if !strings.Contains(rc.jobLog(pl.ID), "Writing manifest") {
+			t.Errorf("%s's job did not push an image:\n%s", p, rc.jobLog(pl.ID))
+		}
+	}
+	for _, p := range rcDownstream {
+		res := rc.verify(p, "")
+		if res.State != verify.StateFresh {
+			t.Errorf("%s: verification %s (%s), want fresh on %s's current image", p, res.State, res.Detail, rcFrom[p])
+		}
+	}
+	res := rc.v.Verify(context.Background(), verify.Request{Image: rc.ref(rcBase), Platform: rcPlatform(),
+		Upstreams: []verify.Upstream{{Image: rc.reg + "/ext/busybox:latest"}}})
+	if res.State != verify.StateFresh {
+		t.Errorf("base: verification %s (%s), want fresh on the seed", res.State, res.Detail)
+	}
+}
+
+func rcPlatform() deps.Platform { return deps.Platform{OS: "linux", Architecture: runtime.GOARCH} }
+
+func (rc *realChain) ref(p string) string { return rc.reg + "/" + p + ":latest" }
+
+// verify judges p's image against its FROM upstream's current image;
+// earlier, if set, is a digest that upstream had before.
+func (rc *realChain) verify(p, earlier string) verify.Result {
+	up := verify.Upstream{Image: rc.ref(rcFrom[p])}
+	if earlier != "" {
+		up.Earlier = []string{earlier}
+	}
+	return rc.v.Verify(context.Background(), verify.Request{Image: rc.ref(p), Platform: rcPlatform(), Upstreams: []verify.Upstream{up}})
+}
+
+// digest is the current manifest digest of p's image.
+func (rc *realChain) digest(p string) string {
+	rc.t.Helper()
+	m, err := rc.rdr.Manifest(context.Background(), rc.ref(p))
+	if err != nil {
+		rc.t.Fatalf("read %s: %v", rc.ref(p), err)
+	}
+	return m.Digest
+}
+
+// jobLog is the trace of a pipeline's jobs.
+func (rc *realChain) jobLog(pipelineID int64) string {
+	var b strings.Builder
+	for _, j := range rc.srv.Jobs(pipelineID) {
+		fmt.Fprintf(&b, "-- job %d %s (%s, exit %d %s)\n%s\n", j.ID, j.Name, j.Status, j.ExitCode, j.FailureReason, j.Trace)
+	}
+	return b.String()
+}
+
+var scriptMS = regexp.MustCompile(`depsd-e2e-script-ms (\d+)`)
+
+// logFigures prints the chain's wall time (to the end of app, of bottom)
+// and, per job, the script's own time (build and push) against the rest:
+// depsd's trigger after the upstream's success, the runner's pick-up, and
+// the job's set-up and tear-down.
+func (rc *realChain) logFigures(run chainRun) {
+	t := rc.t
+	var b bytes.Buffer
+	end := func(p string) time.Duration { return run.pipelines[p].FinishedAt.Sub(run.pushedAt) }
+	fmt.Fprintf(&b, "real chain on %d CPUs: chain of 3 (base → ruby → app) %.1f s, diamond (base → left, right → bottom) %.1f s\n",
+		runtime.NumCPU(), end(rcApp).Seconds(), end(rcBottom).Seconds())
+	fmt.Fprintf(&b, "%-12s %9s %9s %9s %9s %9s\n", "project", "trigger", "pick-up", "job", "script", "overhead")
+	for _, p := range append([]string{rcBase}, rcDownstream...) {
+		pl := run.pipelines[p]
+		trigger := time.Duration(0)
+		if p != rcBase {
+			last := time.Time{}
+			for _, up := range rcAfter[p] {
+				if f := run.pipelines[up].FinishedAt; f.After(last) {
+					last = f
+				}
+			}
+			trigger = pl.CreatedAt.Sub(last)
+		}
+		pickup := pl.StartedAt.Sub(pl.CreatedAt)
+		job := pl.FinishedAt.Sub(pl.StartedAt)
+		script := time.Duration(-1)
+		if m := scriptMS.FindStringSubmatch(rc.jobLog(pl.ID)); m != nil {
+			ms, _ := strconv.Atoi(m[1])
+			script = time.Duration(ms) * time.Millisecond
+		}
+		fmt.Fprintf(&b, "%-12s %8.2fs %8.2fs %8.2fs %8.2fs %8.2fs\n", p, trigger.Seconds(), pickup.Seconds(), job.Seconds(),
+			script.Seconds(), (trigger + pickup + job - script).Seconds())
+	}
+	t.Log("\n" + b.String())
+	if f := os.Getenv("DEPSD_E2E_REAL_FIGURES"); f != "" {
+		if err := os.WriteFile(f, b.Bytes(), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
