@@ -116,6 +116,7 @@ func TestRealChain(t *testing.T) {
 
 	// 2. Another change, and depsd serve killed -9 once base succeeded
 	// and its downstream pipelines were created.
+	var restarted time.Time
 	second := rc.runChain("v3", func() {
 		rc.w.waitUntil("depsd created ruby's, left's and right's pipelines", realTimeout, func() bool {
 			cs, err := rc.w.chains()
@@ -132,9 +133,18 @@ func TestRealChain(t *testing.T) {
 		if err := rc.serve.signal(t, syscall.SIGKILL, stepTimeout); exitCode(err) == 0 {
 			t.Fatalf("depsd exited cleanly on SIGKILL?")
 		}
+		restarted = time.Now()
 		rc.serve = rc.setup.start(t)
 	})
 	rc.assertChain(second)
+	// The kill fell in the middle: app's and bottom's pipelines were
+	// created by the restarted process.
+	for _, p := range []string{rcApp, rcBottom} {
+		if pl := second.pipelines[p]; !pl.CreatedAt.After(restarted) {
+			t.Errorf("%s's pipeline was created at %s, before depsd was restarted at %s: the kill did not fall mid-chain",
+				p, pl.CreatedAt.Format("15:04:05.000"), restarted.Format("15:04:05.000"))
+		}
+	}
 	if ruby2 := rc.digest(rcRuby); ruby2 == ruby1 {
 		t.Fatalf("ruby's image did not change between the chains (%s): the test cannot tell stale from fresh", ruby1)
 	}
