@@ -223,7 +223,8 @@ func RunReal(ctx context.Context, out io.Writer, o RealOptions) error {
 		}
 	}
 	fmt.Fprintf(out, "GitLab (simulated, with real jobs) at %s\n", srv.URL)
-	stopRunner, err := startRunner(o, srv.URL, token)
+	stopRunner, err := StartRunner(RunnerOptions{Dir: filepath.Join(o.StateDir, "runner"), Runner: o.Runner, Executor: o.Executor,
+		PodmanURL: o.PodmanURL, JobImage: o.JobImage, URL: srv.URL, Token: token})
 	if err != nil {
 		return err
 	}
@@ -387,38 +388,66 @@ func startRegistry(ctx context.Context, dir string) (addr string, stop func(), e
 	}
 }
 
-// startRunner runs `gitlab-runner run` (two jobs at a time) with
-// podman-executor as its custom executor, until stop, which also removes
-// the build storage volumes of this runner's jobs.
-func startRunner(o RealOptions, url, token string) (stop func(), err error) {
-	dir := filepath.Join(o.StateDir, "runner")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// RunnerOptions configure StartRunner.
+type RunnerOptions struct {
+	// Dir holds the runner's and the driver's configuration and state.
+	Dir string
+	// Runner and Executor are the gitlab-runner and podman-executor
+	// binaries; PodmanURL the podman API service the jobs run on.
+	Runner, Executor, PodmanURL string
+	// JobImage is allowed to build images (allowed_build_images).
+	JobImage string
+	// URL and Token are GitLab's and the runner's authentication token.
+	URL, Token string
+	// Concurrent is how many jobs run at once; default 2.
+	Concurrent int
+	// Log receives the runner's output; nil: discarded.
+	Log io.Writer
+}
+
+// StartRunner runs `gitlab-runner run` with podman-executor as its custom
+// executor, for image-building jobs, until stop, which lets running jobs
+// finish (SIGQUIT; killed after 30 s) and removes the build storage
+// volumes of this runner's jobs. make e2e-real runs its chain on it too.
+func StartRunner(o RunnerOptions) (stop func(), err error) {
+	if o.Concurrent <= 0 {
+		o.Concurrent = 2
+	}
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	// network_mode = "host": the simulated GitLab and the registry listen
-	// on 127.0.0.1. helper_binary: the build job clones its own sources
-	// inside its project's user namespace.
-	drv := filepath.Join(dir, "driver.toml")
+	// network_mode = "host": GitLab (the sources over git's HTTP, the
+	// runner's helper commands) and the registry listen on the host's
+	// 127.0.0.1, which a job on a bridge network cannot reach.
+	// helper_binary, not helper_image: a build job runs in its project's
+	// user namespace, and a checkout written by a helper container outside
+	// it is not the job's to write to ("cannot touch .../gitlab_runner_env:
+	// Permission denied"), so the job container clones its sources itself
+	// (its image needs git).
+	drv := filepath.Join(o.Dir, "driver.toml")
 	body := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nstate_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n"+
 		"network_mode = \"host\"\nallowed_build_images = [%q]\n",
-		o.PodmanURL, filepath.Join(dir, "cache"), filepath.Join(dir, "state"), o.Runner, o.JobImage)
+		o.PodmanURL, filepath.Join(o.Dir, "cache"), filepath.Join(o.Dir, "state"), o.Runner, o.JobImage)
 	if err := os.WriteFile(drv, []byte(body), 0o644); err != nil {
 		return nil, err
 	}
 	stage := func(s string) string {
 		return fmt.Sprintf("    %s_exec = %q\n    %s_args = [\"--config\", %q, %q]\n", s, o.Executor, s, drv, s)
 	}
-	cfg := fmt.Sprintf("concurrent = 2\ncheck_interval = 1\n\n[[runners]]\n  name = \"depsd-demo\"\n  url = %q\n  token = %q\n"+
-		"  executor = \"custom\"\n  limit = 2\n  builds_dir = \"/builds\"\n  cache_dir = \"/cache\"\n  [runners.custom]\n",
-		url, token) + stage("config") + stage("prepare") + stage("run") + stage("cleanup") +
+	cfg := fmt.Sprintf("concurrent = %d\ncheck_interval = 1\n\n[[runners]]\n  name = \"depsd-real-chain\"\n  url = %q\n  token = %q\n"+
+		"  executor = \"custom\"\n  limit = %d\n  builds_dir = \"/builds\"\n  cache_dir = \"/cache\"\n  [runners.custom]\n",
+		o.Concurrent, o.URL, o.Token, o.Concurrent) + stage("config") + stage("prepare") + stage("run") + stage("cleanup") +
 		"    graceful_kill_timeout = 10\n    force_kill_timeout = 10\n"
-	cfgPath := filepath.Join(dir, "config.toml")
+	cfgPath := filepath.Join(o.Dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(o.Runner, "run", "--config", cfgPath, "--working-directory", dir)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "HOME="+dir)
+	cmd := exec.Command(o.Runner, "run", "--config", cfgPath, "--working-directory", o.Dir)
+	cmd.Dir = o.Dir
+	cmd.Env = append(os.Environ(), "HOME="+o.Dir)
+	cmd.Stdout, cmd.Stderr = o.Log, o.Log
+	// Its own process group, so that a stuck runner's drivers can be
+	// killed with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start gitlab-runner: %w", err)
@@ -433,7 +462,7 @@ func startRunner(o RealOptions, url, token string) (stop func(), err error) {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
-		removeVolumes(o.PodmanURL, token)
+		removeVolumes(o.PodmanURL, o.Token)
 	}, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/demo"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
@@ -251,8 +252,8 @@ func startRealChain(t *testing.T) *realChain {
 }
 
 // startRunner runs `gitlab-runner run` (two concurrent jobs) with
-// podman-executor, built here from its module, as its custom executor,
-// until the test ends.
+// podman-executor, built here from its module, as its custom executor
+// (demo.StartRunner, as depsd demo --real does), until the test ends.
 func startRunner(t *testing.T, host, runnerBin, url, token, jobImage string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -264,79 +265,18 @@ func startRunner(t *testing.T, host, runnerBin, url, token, jobImage string) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build podman-executor: %v\n%s", err, out)
 	}
-	// network_mode = "host": the fake GitLab (sources over git's HTTP,
-	// the runner's helper commands) and the registry listen on the host's
-	// 127.0.0.1, which a job on a bridge network cannot reach.
-	// helper_binary, not helper_image: a build job runs in its project's
-	// user namespace, and a checkout written by a helper container outside
-	// it is not the job's to write to ("cannot touch .../gitlab_runner_env:
-	// Permission denied"), so the job container clones its sources itself.
-	drvConf := filepath.Join(dir, "driver.toml")
-	drv := fmt.Sprintf(`podman_url = %q
-cache_host_dir = %q
-state_dir = %q
-helper_binary = %q
-stop_grace = "2s"
-network_mode = "host"
-allowed_build_images = [%q]
-`, host, filepath.Join(dir, "cache"), filepath.Join(dir, "state"), runnerBin, jobImage)
-	if err := os.WriteFile(drvConf, []byte(drv), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	stage := func(s string) string {
-		return fmt.Sprintf("    %s_exec = %q\n    %s_args = [\"--config\", %q, %q]\n", s, driver, s, drvConf, s)
-	}
-	cfg := fmt.Sprintf("concurrent = 2\ncheck_interval = 1\n\n[[runners]]\n  name = \"e2e-real\"\n  url = %q\n  token = %q\n"+
-		"  executor = \"custom\"\n  limit = 2\n  builds_dir = \"/builds\"\n  cache_dir = \"/cache\"\n  [runners.custom]\n",
-		url, token) + stage("config") + stage("prepare") + stage("run") + stage("cleanup") +
-		"    graceful_kill_timeout = 10\n    force_kill_timeout = 10\n"
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(runnerBin, "run", "--config", cfgPath, "--working-directory", dir)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-	if c := os.Getenv("CONTAINERS_CONF"); c != "" {
-		cmd.Env = append(cmd.Env, "CONTAINERS_CONF="+c)
-	}
 	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	stop, err := demo.StartRunner(demo.RunnerOptions{Dir: filepath.Join(dir, "runner"), Runner: runnerBin, Executor: driver,
+		PodmanURL: host, JobImage: jobImage, URL: url, Token: token, Log: logs})
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		// SIGQUIT: no new jobs, running ones finish; then the group.
-		_ = cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		stop()
 		if t.Failed() {
 			t.Logf("gitlab-runner log:\n%s", logs.tail(80))
 		}
-		removeBuildVolumes(host, token)
 	})
-}
-
-// removeBuildVolumes removes the per-project build storage of this test's
-// runner (labelled with the runner's short token, a prefix of token).
-func removeBuildVolumes(host, token string) {
-	out, err := podman(host, "volume", "ls", "--format", `{{.Name}} {{index .Labels "io.depsd.podman-executor.runner"}}`).Output()
-	if err != nil {
-		return
-	}
-	for line := range strings.Lines(string(out)) {
-		name, runner, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if ok && runner != "" && strings.Contains(token, runner) {
-			_ = podman(host, "volume", "rm", "-f", name).Run()
-		}
-	}
 }
 
 func podman(host string, args ...string) *exec.Cmd {
@@ -535,6 +475,28 @@ func (rc *realChain) logFigures(run chainRun) {
 	if f := os.Getenv("DEPSD_E2E_REAL_FIGURES"); f != "" {
 		if err := os.WriteFile(f, b.Bytes(), 0o644); err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// depsd demo --real on a machine without what it needs says what is
+// missing and how to get it, and fails, instead of starting half of it.
+func TestDemoRealSaysWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, depsdBinary(t), "demo", "--real")
+	cmd.Dir = t.TempDir()
+	// No podman service, and nothing on PATH: an empty directory.
+	cmd.Env = []string{"PATH=" + t.TempDir(), "HOME=" + cmd.Dir}
+	out, err := cmd.CombinedOutput()
+	if exitCode(err) != 1 {
+		t.Errorf("depsd demo --real without prerequisites: %v, want exit status 1\n%s", err, out)
+	}
+	for _, want := range []string{"missing podman: apt-get install podman", "missing a podman API service",
+		"missing docker-registry: apt-get install docker-registry", "missing gitlab-runner", "missing podman-executor: make build"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
 }
