@@ -190,7 +190,15 @@ type realChain struct {
 	rdr   *registry.Client
 }
 
-func startRealChain(t *testing.T) *realChain {
+// realSetup is what a real chain needs of the machine: the podman
+// service, the real runner, and the job and seed images.
+type realSetup struct {
+	podmanURL, runner, jobImage, seedImage string
+}
+
+// realPrerequisites finds them, skipping the test where they may be
+// missing and failing it where they are expected (internal/realtest).
+func realPrerequisites(t *testing.T) realSetup {
 	t.Helper()
 	host := os.Getenv("CONTAINER_HOST")
 	if host == "" {
@@ -205,18 +213,41 @@ func startRealChain(t *testing.T) *realChain {
 	_, err = os.Stat(runnerBin)
 	realtest.Require(t, realtest.GitLabRunner, runnerBin != "" && err == nil,
 		"set DEPSD_GITLAB_RUNNER (../shared/tools/gitlab-runner/install.sh DIR prints it)")
-	jobImage := rcImage("DEPSD_BUILDAH_IMAGE", "localhost/buildah-job-test:bookworm")
-	seedImage := rcImage("DEPSD_TEST_IMAGE", "localhost/busybox-test:latest")
-	for _, img := range []string{jobImage, seedImage} {
+	s := realSetup{podmanURL: host, runner: runnerBin,
+		jobImage:  rcImage("DEPSD_BUILDAH_IMAGE", demo.DefaultJobImage),
+		seedImage: rcImage("DEPSD_TEST_IMAGE", demo.DefaultSeedImage)}
+	for _, img := range []string{s.jobImage, s.seedImage} {
 		err := podman(host, "image", "exists", img).Run()
 		realtest.Require(t, realtest.Podman, err == nil,
 			fmt.Sprintf("image %s missing (.ci/podman.sh start, .ci/buildah-image.sh): %v", img, err))
 	}
-	// The job clones its sources itself (see startRunner): its image needs
-	// git, which .ci/buildah-image.sh installs since the real chain.
-	if out, err := podman(host, "run", "--rm", "--entrypoint", "git", jobImage, "--version").CombinedOutput(); err != nil {
-		t.Fatalf("job image %s has no git (%v: %s): remove it and run .ci/buildah-image.sh again", jobImage, err, out)
+	// The job clones its sources itself (demo.StartRunner): its image
+	// needs git, which .ci/buildah-image.sh installs since the real chain.
+	if out, err := podman(host, "run", "--rm", "--entrypoint", "git", s.jobImage, "--version").CombinedOutput(); err != nil {
+		t.Fatalf("job image %s has no git (%v: %s): remove it and run .ci/buildah-image.sh again", s.jobImage, err, out)
 	}
+	return s
+}
+
+// buildExecutor builds podman-executor from its module, with its tags,
+// into a directory of the test's.
+func buildExecutor(t *testing.T) string {
+	t.Helper()
+	driver := filepath.Join(t.TempDir(), "podman-executor")
+	build := exec.Command("go", "build", "-tags", "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp",
+		"-o", driver, "./cmd/podman-executor")
+	build.Dir = filepath.Join("..", "podman-executor")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build podman-executor: %v\n%s", err, out)
+	}
+	return driver
+}
+
+func startRealChain(t *testing.T) *realChain {
+	t.Helper()
+	rs := realPrerequisites(t)
+	host, runnerBin, jobImage, seedImage := rs.podmanURL, rs.runner, rs.jobImage, rs.seedImage
 	reg := registrytest.Start(t)
 	// The external seed: base is FROM it.
 	if out, err := podman(host, "push", "--tls-verify=false", seedImage, "docker://"+reg+"/ext/busybox:latest").CombinedOutput(); err != nil {
@@ -256,15 +287,8 @@ func startRealChain(t *testing.T) *realChain {
 // (demo.StartRunner, as depsd demo --real does), until the test ends.
 func startRunner(t *testing.T, host, runnerBin, url, token, jobImage string) {
 	t.Helper()
+	driver := buildExecutor(t)
 	dir := t.TempDir()
-	driver := filepath.Join(dir, "podman-executor")
-	build := exec.Command("go", "build", "-tags", "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp",
-		"-o", driver, "./cmd/podman-executor")
-	build.Dir = filepath.Join("..", "podman-executor")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build podman-executor: %v\n%s", err, out)
-	}
 	logs := &syncBuffer{}
 	stop, err := demo.StartRunner(demo.RunnerOptions{Dir: filepath.Join(dir, "runner"), Runner: runnerBin, Executor: driver,
 		PodmanURL: host, JobImage: jobImage, URL: url, Token: token, Log: logs})
@@ -498,5 +522,30 @@ func TestDemoRealSaysWhatIsMissing(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// depsd demo --real builds the demo's chain for real (registry and runner
+// started for it, stopped after) and prints, as each member succeeds, its
+// image's digest and its verification: all six fresh.
+func TestDemoReal(t *testing.T) {
+	rs := realPrerequisites(t)
+	ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, depsdBinary(t), "demo", "--real", "--podman-url", rs.podmanURL, "--runner", rs.runner,
+		"--executor", buildExecutor(t), "--job-image", rs.jobImage)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("depsd demo --real: %v\n%s", err, out)
+	}
+	for _, p := range []string{"base", "ruby", "app", "left", "right", "bottom"} {
+		re := regexp.MustCompile(`demo/` + p + `\s+success\s+pipeline \d+\s+sha256:[0-9a-f]{12}\s+fresh`)
+		if !re.Match(out) {
+			t.Errorf("no line shows demo/%s built, its digest and fresh:\n%s", p, out)
+		}
+	}
+	if !strings.Contains(string(out), "6 images built by real jobs") {
+		t.Errorf("depsd demo --real did not report the chain:\n%s", out)
 	}
 }
