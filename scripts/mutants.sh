@@ -665,6 +665,12 @@ mutant "podman-executor: a per-project build job on rootless podman asks for an 
 	'		if true {' \
 	-- pe_test -run 'TestBuildProfileOnRootlessPodman' ./executor/
 
+mutant "demo: depsd demo --real does not look for podman-executor beside depsd (make build's bin/ is then reported missing)" \
+	demo/real.go \
+	'} else if self, err := env.executable(); err == nil && env.stat(' \
+	'} else if self, err := env.executable(); err != nil && env.stat(' \
+	-- go test -count=1 -run 'TestRealDemoPrerequisites' ./demo/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
