@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -229,19 +230,31 @@ func realPrerequisites(t *testing.T) realSetup {
 	return s
 }
 
+var executorBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
 // buildExecutor builds podman-executor from its module, with its tags,
-// into a directory of the test's.
+// once for the suite (removed with the depsd binary's directory).
 func buildExecutor(t *testing.T) string {
 	t.Helper()
-	driver := filepath.Join(t.TempDir(), "podman-executor")
-	build := exec.Command("go", "build", "-tags", "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp",
-		"-o", driver, "./cmd/podman-executor")
-	build.Dir = filepath.Join("..", "podman-executor")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build podman-executor: %v\n%s", err, out)
+	executorBin.once.Do(func() {
+		dir := filepath.Dir(depsdBinary(t))
+		executorBin.path = filepath.Join(dir, "podman-executor")
+		build := exec.Command("go", "build", "-tags", "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp",
+			"-o", executorBin.path, "./cmd/podman-executor")
+		build.Dir = filepath.Join("..", "podman-executor")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			executorBin.err = fmt.Errorf("build podman-executor: %v\n%s", err, out)
+		}
+	})
+	if executorBin.err != nil {
+		t.Fatal(executorBin.err)
 	}
-	return driver
+	return executorBin.path
 }
 
 func startRealChain(t *testing.T) *realChain {
