@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# buildah-image.sh: a Debian minbase image with buildah, the job image of
-# podman-executor's image-build tests (a job that runs `buildah build` and
-# `buildah push` without privileged).
+# buildah-image.sh: a Debian minbase image with buildah and git, the job
+# image of podman-executor's image-build tests (a job that runs `buildah
+# build` and `buildah push` without privileged) and of the real chain
+# (e2e/realchain_test.go, whose jobs clone their own sources).
 #
 #   .ci/buildah-image.sh     # needs the podman service of .ci/podman.sh
 #
