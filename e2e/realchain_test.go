@@ -305,7 +305,13 @@ var executorBin struct {
 func buildExecutor(t *testing.T) string {
 	t.Helper()
 	executorBin.once.Do(func() {
-		dir := filepath.Dir(depsdBinary(t))
+		// Not beside depsd, where depsd demo --real would find it (see
+		// TestDemoRealSaysWhatIsMissing).
+		dir := filepath.Join(filepath.Dir(depsdBinary(t)), "executor")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			executorBin.err = err
+			return
+		}
 		executorBin.path = filepath.Join(dir, "podman-executor")
 		build := exec.Command("go", "build", "-tags", "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp",
 			"-o", executorBin.path, "./cmd/podman-executor")
