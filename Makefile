@@ -3,7 +3,7 @@
 # a build list with BuildKit's); it builds without cgo and with these tags.
 EXECUTOR_TAGS := remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp
 
-.PHONY: test test-depsd test-executor vet build build-depsd release image man demo bench bench-docs fuzz mutants soak
+.PHONY: test test-depsd test-executor vet build build-depsd release image man demo bench bench-docs fuzz mutants soak e2e-real
 
 # The version stamped into the binaries (depsd version, User-Agent, the
 # depsd_build_info metric): the git tag, else the commit, "-dirty" for a
@@ -34,6 +34,15 @@ test-depsd:
 
 test-executor:
 	cd podman-executor && CGO_ENABLED=0 go test -count=1 -tags "$(EXECUTOR_TAGS)" ./...
+
+## e2e-real: the image chain for real (docs/real-chain.md): base → ruby → app
+## and a diamond built by buildah in jobs of the real GitLab Runner with
+## podman-executor, pushed to docker-registry, ordered by depsd serve and
+## verified. `make test` runs it too; this runs it alone, with its figures.
+## Needs the podman service (eval "$$(.ci/podman.sh start)"), the job image
+## (.ci/buildah-image.sh) and DEPSD_GITLAB_RUNNER (.ci/run sets all three).
+e2e-real:
+	go test -count=1 -v -run '^(TestRealChain|TestDemoReal)$$' ./e2e/
 
 ## build: static depsd and podman-executor for this machine, in bin/
 build: build-depsd

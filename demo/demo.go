@@ -204,6 +204,12 @@ func createdPipelines(srv *gitlabtest.Server, id int64) map[string]int {
 
 // follow prints every member state change until the chain ends.
 func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, start time.Time) (chain.ChainView, error) {
+	return followWith(ctx, out, engine, id, start, nil)
+}
+
+// followWith is follow, with what onSuccess returns for a member that
+// succeeded added to its line (the real demo's digest and verification).
+func followWith(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, start time.Time, onSuccess func(project string) string) (chain.ChainView, error) {
 	seen := map[string]chain.MemberState{}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -223,6 +229,9 @@ func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, 
 				line += fmt.Sprintf("  pipeline %d", m.PipelineID)
 			case m.Why != "":
 				line += "  " + m.Why
+			}
+			if m.State == chain.Success && onSuccess != nil {
+				line += onSuccess(m.Project)
 			}
 			fmt.Fprintln(out, strings.TrimRight(line, " "))
 		}

@@ -713,6 +713,11 @@ mutant "podman-executor: a job container that stops right after start is taken f
 	'return fmt.Errorf("container %s stopped right after start", name)' \
 	'return nil' \
 	-- pe_test -run 'TestPrepare/container_that_exits_at_once$' ./executor/
+mutant "demo: depsd demo --real does not look for podman-executor beside depsd (make build's bin/ is then reported missing)" \
+	demo/real.go \
+	'} else if self, err := env.executable(); err == nil && env.stat(' \
+	'} else if self, err := env.executable(); err != nil && env.stat(' \
+	-- go test -count=1 -run 'TestRealDemoPrerequisites' ./demo/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
