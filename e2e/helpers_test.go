@@ -340,6 +340,14 @@ func newServeSetup(t *testing.T, srv *gitlabtest.Server) *serveSetup {
 	return &serveSetup{srv: srv, dir: dir, listen: listen, logs: &syncBuffer{}, client: newHTTPClient(t)}
 }
 
+// configure replaces the depsd.yaml the next start reads.
+func (s *serveSetup) configure(t *testing.T, yaml string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(s.dir, "depsd.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (s *serveSetup) world(t *testing.T) *world {
 	return &world{t: t, srv: s.srv, url: "http://" + s.listen, logs: s.logs, client: s.client}
 }
