@@ -86,6 +86,10 @@ func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
 			return ListSchedules(ctx, d.opts.Config.Scheduler, d.store, d.log)
 		},
 		Hooks: d.hookStatus,
+		Freshness: func(ctx context.Context, projects ...string) ([]verify.Row, error) {
+			rep, err := d.freshness(ctx, FreshnessQuery{Projects: projects})
+			return rep.Images, err
+		},
 		Replicas: func(ctx context.Context) (dashboard.Replicas, error) {
 			st, err := d.Status(ctx)
 			return replicasView(st), err
