@@ -72,7 +72,7 @@ func TestFreshnessPages(t *testing.T) {
 		want []string
 	}{
 		{"/freshness", 200, []string{"g/shop stale", "g/cli stale", "h/docs unknown", "g/ruby fresh"},
-			[]string{`<a href="/chains/7">chain 7 rebuilds it</a>`, "run depsd rebuild g/cli", "26h00m", "sha256:111111111111</code> → <code", `href="/projects/g/shop"`, `aria-current="page">Freshness`}},
+			[]string{`<a href="/chains/7">chain 7 rebuilds it</a>`, "run depsd rebuild g/cli", "26h00m", `sha256:111111111111</code> → <code title="sha256:2222`, `href="/projects/g/shop"`, `aria-current="page">Freshness`}},
 		{"/freshness?state=stale", 200, []string{"g/shop stale", "g/cli stale"}, []string{"≠ 2 stale", "? 1 unknown", "✓ 1 fresh"}},
 		{"/freshness?project=g/", 200, []string{"g/shop stale", "g/cli stale", "g/ruby fresh"}, []string{"of 3 images matching"}},
 		{"/freshness?project=h/&state=fresh", 200, nil, []string{"No image matches the filter"}},
