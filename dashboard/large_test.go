@@ -3,13 +3,18 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/verify"
 )
 
 // largeInstance is 2,000 projects in three levels of image chains, as in
@@ -99,4 +104,96 @@ func BenchmarkGraphPage2000(b *testing.B) {
 	for b.Loop() {
 		renderGraph(b, br, s.url+"/graph")
 	}
+}
+
+// The Freshness page of 2,000 projects' images renders whole, stalest
+// first; the render time is logged (speed is shown, not asserted).
+func TestLargeFreshnessInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the 2,000-project browser test")
+	}
+	b := newBrowser(t)
+	projects := largeInstance(2000)
+	s := serve(t, projects, nil, nil, scheduler.Config{})
+	st, err := store.Open(t.Context(), s.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	stale := seedVerifications(t, st, projects, now)
+
+	served := time.Now()
+	resp, err := http.Get(s.url + "/freshness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	t.Logf("freshness page of %d images served in %s (%d kB)", len(projects), time.Since(served), size/1000)
+
+	ctx, cancel := context.WithTimeout(b.ctx, 2*pageTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/freshness"), chromedp.WaitVisible(chromedp.CSS("#freshness"))); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if n := eval[int](t, b, `document.querySelectorAll("#freshness tbody tr").length`); n != len(projects) {
+		t.Errorf("%d rows, want %d (one image per project)", n, len(projects))
+	}
+	first := eval[string](t, b, `document.querySelector("#freshness tbody tr").dataset.project + " " + document.querySelector("#freshness tbody tr").dataset.state`)
+	if first != stale[0]+" stale" {
+		t.Errorf("first row %q, want %s stale (the stalest)", first, stale[0])
+	}
+	t.Logf("freshness page of %d images rendered in %s", len(projects), took)
+	b.open(t, s.url+"/freshness?state=stale")
+	if n := eval[int](t, b, `document.querySelectorAll("#freshness tbody tr").length`); n != len(stale) {
+		t.Errorf("state=stale: %d rows, want %d", n, len(stale))
+	}
+	if errs := b.errors(); len(errs) > 0 {
+		t.Errorf("console errors: %v", errs)
+	}
+}
+
+// seedVerifications stores a verification of each project's image, as
+// depsd serve would after its pipeline: every third stale against its
+// runtime (which moved i minutes before now, so the stalest is the one of
+// the largest i), every third unknown, the rest fresh. It returns the stale
+// projects, stalest first.
+func seedVerifications(t testing.TB, st *store.Store, projects []gitlabtest.Project, now time.Time) []string {
+	t.Helper()
+	ctx := context.Background()
+	amd64 := deps.Platform{OS: "linux", Architecture: "amd64"}
+	var stale []string
+	for i, p := range projects {
+		up := fmt.Sprintf("%sacme/images/runtime-%d:1", registry, i%45)
+		old, cur := fmt.Sprintf("sha256:%064x", 2*i), fmt.Sprintf("sha256:%064x", 2*i+1)
+		res := verify.Result{Image: registry + p.Path + ":latest", Platform: amd64, Digest: fmt.Sprintf("sha256:%064x", 1_000_000+i)}
+		switch i % 3 {
+		case 0:
+			// Each stale project has an upstream of its own moving at its
+			// own time: history keyed per project keeps the order exact.
+			up = fmt.Sprintf("%s-%d", up, i)
+			if err := st.RecordUpstreamDigest(ctx, up, old, now.Add(-48*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.RecordUpstreamDigest(ctx, up, cur, now.Add(-time.Duration(i)*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			res.State = verify.StateStale
+			res.Upstreams = []verify.Verdict{{Upstream: up, State: verify.StateStale, By: verify.ByLayers, BuiltOn: old, Current: cur}}
+			stale = append([]string{p.Path}, stale...)
+		case 1:
+			res.State, res.Reason = verify.StateUnknown, verify.ReasonNoBase
+			res.Upstreams = []verify.Verdict{{Upstream: up, State: verify.StateUnknown, Reason: verify.ReasonNoBase, Current: cur}}
+		default:
+			res.State = verify.StateFresh
+			res.Upstreams = []verify.Verdict{{Upstream: up, State: verify.StateFresh, By: verify.ByAnnotation, BuiltOn: cur, Current: cur}}
+		}
+		if err := st.SaveVerification(ctx, verify.Record{Project: p.Path, Result: res, VerifiedAt: now.Add(-time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return stale
 }
