@@ -10,11 +10,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/store"
-	"gitlab.com/depsd/depsd/verify"
+	"gitlab.com/depsd/depsd/verify/verifytest"
 )
 
 // largeInstance is 2,000 projects in three levels of image chains, as in
@@ -121,7 +120,14 @@ func TestLargeFreshnessInBrowser(t *testing.T) {
 	}
 	defer st.Close()
 	now := time.Now()
-	stale := seedVerifications(t, st, projects, now)
+	paths := make([]string, len(projects))
+	for i, p := range projects {
+		paths[i] = p.Path
+	}
+	stale, err := verifytest.Seed(t.Context(), st, gitlabtest.DefaultRegistryHost, paths, now)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	served := time.Now()
 	resp, err := http.Get(s.url + "/freshness")
@@ -154,46 +160,4 @@ func TestLargeFreshnessInBrowser(t *testing.T) {
 	if errs := b.errors(); len(errs) > 0 {
 		t.Errorf("console errors: %v", errs)
 	}
-}
-
-// seedVerifications stores a verification of each project's image, as
-// depsd serve would after its pipeline: every third stale against its
-// runtime (which moved i minutes before now, so the stalest is the one of
-// the largest i), every third unknown, the rest fresh. It returns the stale
-// projects, stalest first.
-func seedVerifications(t testing.TB, st *store.Store, projects []gitlabtest.Project, now time.Time) []string {
-	t.Helper()
-	ctx := context.Background()
-	amd64 := deps.Platform{OS: "linux", Architecture: "amd64"}
-	var stale []string
-	for i, p := range projects {
-		up := fmt.Sprintf("%sacme/images/runtime-%d:1", registry, i%45)
-		old, cur := fmt.Sprintf("sha256:%064x", 2*i), fmt.Sprintf("sha256:%064x", 2*i+1)
-		res := verify.Result{Image: registry + p.Path + ":latest", Platform: amd64, Digest: fmt.Sprintf("sha256:%064x", 1_000_000+i)}
-		switch i % 3 {
-		case 0:
-			// Each stale project has an upstream of its own moving at its
-			// own time: history keyed per project keeps the order exact.
-			up = fmt.Sprintf("%s-%d", up, i)
-			if err := st.RecordUpstreamDigest(ctx, up, old, now.Add(-48*time.Hour)); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.RecordUpstreamDigest(ctx, up, cur, now.Add(-time.Duration(i)*time.Minute)); err != nil {
-				t.Fatal(err)
-			}
-			res.State = verify.StateStale
-			res.Upstreams = []verify.Verdict{{Upstream: up, State: verify.StateStale, By: verify.ByLayers, BuiltOn: old, Current: cur}}
-			stale = append([]string{p.Path}, stale...)
-		case 1:
-			res.State, res.Reason = verify.StateUnknown, verify.ReasonNoBase
-			res.Upstreams = []verify.Verdict{{Upstream: up, State: verify.StateUnknown, Reason: verify.ReasonNoBase, Current: cur}}
-		default:
-			res.State = verify.StateFresh
-			res.Upstreams = []verify.Verdict{{Upstream: up, State: verify.StateFresh, By: verify.ByAnnotation, BuiltOn: cur, Current: cur}}
-		}
-		if err := st.SaveVerification(ctx, verify.Record{Project: p.Path, Result: res, VerifiedAt: now.Add(-time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return stale
 }
