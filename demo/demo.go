@@ -7,6 +7,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,13 @@ type Options struct {
 	Listen string
 	// Logger receives the daemon's logs. Default: discard.
 	Logger *slog.Logger
+	// Registry is the host:port of a registry that takes anonymous
+	// pushes over plain HTTP (Debian's docker-registry, or
+	// podman run -p 127.0.0.1:5000:5000 docker.io/library/registry:2):
+	// the simulated pipelines push their images there and the demo shows
+	// each member's verification (images.go). Empty: no images, no
+	// verification.
+	Registry string
 	// Seeded, if set, is called with the simulated GitLab once its
 	// projects exist, so that a test can count what it records.
 	Seeded func(*gitlabtest.Server)
@@ -72,9 +80,9 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 		defer cancel()
 	}
 
-	srv := gitlabtest.New(gitlabtest.Options{Token: "glpat-demo"})
+	srv := gitlabtest.New(gitlabtest.Options{Token: "glpat-demo", RegistryHost: opts.Registry})
 	defer srv.Close()
-	if err := seed(srv, opts.PipelineTime); err != nil {
+	if err := seed(srv, opts.PipelineTime, opts.Registry); err != nil {
 		return err
 	}
 	if opts.Seeded != nil {
@@ -92,6 +100,18 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 	cfg.Scope.Groups = []string{"infra", "apps"}
 	cfg.State = filepath.Join(opts.StateDir, "depsd.db")
 	cfg.Hooks.Secret = "demo-webhook-secret"
+
+	var images *imageChecker
+	if opts.Registry != "" {
+		if images, err = newImageChecker(ctx, srv, opts.Registry, cfg.State); err != nil {
+			return err
+		}
+		defer images.Close()
+		if err := images.prebuild(ctx); err != nil {
+			return fmt.Errorf("demo registry %s: %w", opts.Registry, err)
+		}
+		fmt.Fprintf(out, "pipelines push their images to %s; each member's images are verified after it succeeds\n", opts.Registry)
+	}
 
 	listening := make(chan string, 1)
 	d, err := daemon.New(ctx, daemon.Options{
@@ -113,7 +133,7 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 		defer srv.Close()
 		storyCtx, cancel := context.WithTimeout(gctx, opts.Timeout)
 		defer cancel()
-		if err := story(storyCtx, out, d, gl, srv, listening, cfg); err != nil || !opts.Stay {
+		if err := story(storyCtx, out, d, gl, srv, images, listening, cfg); err != nil || !opts.Stay {
 			return err
 		}
 		fmt.Fprintln(out, "\ndepsd keeps serving the dashboard (and the simulated GitLab runs on); press Ctrl-C to stop")
@@ -124,7 +144,7 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 }
 
 // story is what the demo tells once the daemon runs.
-func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Client, srv *gitlabtest.Server, listening <-chan string, cfg config.Config) error {
+func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Client, srv *gitlabtest.Server, images *imageChecker, listening <-chan string, cfg config.Config) error {
 	var addr string
 	select {
 	case addr = <-listening:
@@ -160,7 +180,19 @@ func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Clie
 	if err != nil {
 		return err
 	}
-	view, err := follow(ctx, out, engine, id, start)
+	verdicts := map[string]string{}
+	var verified func(ctx context.Context, project string, pipelineID int64) (string, error)
+	if images != nil {
+		verified = func(ctx context.Context, project string, pipelineID int64) (string, error) {
+			r, ok, err := images.check(ctx, project, pipelineID)
+			if err != nil || !ok {
+				return "", err
+			}
+			verdicts[project] = string(r.Result.State)
+			return verdict(r), nil
+		}
+	}
+	view, err := follow(ctx, out, engine, id, start, verified)
 	if err != nil {
 		return err
 	}
@@ -168,7 +200,7 @@ func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Clie
 	// What GitLab recorded, not what the engine believes: the pipelines
 	// created through the API for this chain, per project.
 	created := createdPipelines(srv, id)
-	printFinal(out, view, created, graphOrder(chain.RebuildPlan(graph, root)))
+	printFinal(out, view, created, graphOrder(chain.RebuildPlan(graph, root)), verdicts)
 	if view.State != chain.Finished {
 		return fmt.Errorf("chain %d ended %s", id, view.State)
 	}
@@ -199,8 +231,10 @@ func createdPipelines(srv *gitlabtest.Server, id int64) map[string]int {
 	return n
 }
 
-// follow prints every member state change until the chain ends.
-func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, start time.Time) (chain.ChainView, error) {
+// follow prints every member state change until the chain ends, and,
+// when verified is set, the verdict on a member's images once it succeeds.
+func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, start time.Time,
+	verified func(ctx context.Context, project string, pipelineID int64) (string, error)) (chain.ChainView, error) {
 	seen := map[string]chain.MemberState{}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -222,6 +256,15 @@ func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, 
 				line += "  " + m.Why
 			}
 			fmt.Fprintln(out, strings.TrimRight(line, " "))
+			if verified != nil && m.State == chain.Success {
+				v, err := verified(ctx, m.Project, m.PipelineID)
+				if err != nil {
+					return view, err
+				}
+				if v != "" {
+					fmt.Fprintf(out, "  %7s  %-20s %-9s  %s\n", fmt.Sprintf("+%.1fs", time.Since(start).Seconds()), m.Project, "verified", v)
+				}
+			}
 		}
 		if view.State != chain.Running {
 			return view, nil
@@ -245,7 +288,9 @@ func graphOrder(waves [][]string) map[string]int {
 	return rank
 }
 
-func printFinal(out io.Writer, v chain.ChainView, created map[string]int, rank map[string]int) {
+// printFinal prints the chain's members in build order with what GitLab
+// recorded, and with a registry the verdict on their images.
+func printFinal(out io.Writer, v chain.ChainView, created map[string]int, rank map[string]int, verdicts map[string]string) {
 	fmt.Fprintf(out, "chain %d: %s\n", v.ID, v.State)
 	members := slices.Clone(v.Members)
 	slices.SortStableFunc(members, func(a, b chain.MemberView) int { return rank[a.Project] - rank[b.Project] })
@@ -253,6 +298,10 @@ func printFinal(out io.Writer, v chain.ChainView, created map[string]int, rank m
 		ups := "-"
 		if len(m.Upstreams) > 0 {
 			ups = strings.Join(m.Upstreams, ", ")
+		}
+		if len(verdicts) > 0 {
+			fmt.Fprintf(out, "  %-20s %-8s images %-8s pipeline %-4d created on GitLab: %d  after %s\n", m.Project, m.State, cmp.Or(verdicts[m.Project], "-"), m.PipelineID, created[m.Project], ups)
+			continue
 		}
 		fmt.Fprintf(out, "  %-20s %-8s pipeline %-4d created on GitLab: %d  after %s\n", m.Project, m.State, m.PipelineID, created[m.Project], ups)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/registry/registrytest"
 )
 
 // TestDemo runs the demo and counts what the simulated GitLab recorded, not
@@ -132,5 +133,38 @@ func TestStayKeepsServingTheDashboard(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("demo did not stop when its context ended")
+	}
+}
+
+// TestDemoWithRegistry: with a real registry, the simulated pipelines push
+// their images and the live view and the final table show each member's
+// verdict: fresh, except the member built on the base's previous image,
+// stale; the base (nothing to judge it against) and docs (no image) none.
+func TestDemoWithRegistry(t *testing.T) {
+	host := registrytest.Start(t)
+	var out bytes.Buffer
+	err := Run(context.Background(), &out, Options{PipelineTime: 50 * time.Millisecond, StateDir: t.TempDir(), Timeout: time.Minute, Registry: host})
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	live := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+\+[\d.]+s\s+(\S+)\s+verified\s+images (\w+)`).FindAllStringSubmatch(out.String(), -1) {
+		live[m[1]] = m[2]
+	}
+	final := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(\S+)\s+success\s+images (\S+)\s+pipeline`).FindAllStringSubmatch(out.String(), -1) {
+		final[m[1]] = m[2]
+	}
+	want := map[string]string{"infra/images/ruby": "fresh", "apps/shop": "fresh", "infra/tools/lint": "fresh", staleMember: "stale", "infra/tools/ci": "fresh"}
+	for p, w := range want {
+		if live[p] != w || final[p] != w {
+			t.Errorf("%s: live view says %q, final table %q; want %s\n%s", p, live[p], final[p], w, out.String())
+		}
+	}
+	if final["infra/images/base"] != "-" || final["apps/docs"] != "-" || len(live) != len(want) {
+		t.Errorf("base and docs have a verdict: live %v, final %v\n%s", live, final, out.String())
+	}
+	if !strings.Contains(out.String(), "images stale: built on "+host+"/infra/images/base:latest") {
+		t.Errorf("the stale member does not say what it was built on:\n%s", out.String())
 	}
 }

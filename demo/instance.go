@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -11,8 +12,12 @@ import (
 // external debian, a ruby runtime FROM it, an app FROM ruby, a diamond
 // (two tool images FROM base, one image combining both), and a docs site
 // that declares its upstream in .gitlab-deps.
-func sampleProjects() []gitlabtest.Project {
-	reg := "registry.example.com/"
+func sampleProjects() []gitlabtest.Project { return sampleProjectsOn("") }
+
+// sampleProjectsOn is the sample with its images on registry host reg
+// (empty: gitlabtest's default, which is not a real registry).
+func sampleProjectsOn(reg string) []gitlabtest.Project {
+	reg = cmp.Or(reg, gitlabtest.DefaultRegistryHost) + "/"
 	return []gitlabtest.Project{
 		{Path: "infra/images/base", Files: map[string]string{
 			"Containerfile": "ARG DEBIAN=bookworm-slim\nFROM debian:${DEBIAN}\nRUN apt-get update && apt-get -y upgrade\n"}},
@@ -42,11 +47,13 @@ func pastMinutes() map[string][]int {
 
 // seed creates the sample projects on srv with a history of successful
 // pipelines (apps/docs has none); every new pipeline runs for pipelineTime
-// and succeeds.
-func seed(srv *gitlabtest.Server, pipelineTime time.Duration) error {
+// and succeeds. With a registry, successful pipelines push the images of
+// sampleImages there.
+func seed(srv *gitlabtest.Server, pipelineTime time.Duration, reg string) error {
 	day := time.Now().Add(-24 * time.Hour)
 	past := pastMinutes()
-	for _, p := range sampleProjects() {
+	images := sampleImages(reg)
+	for _, p := range sampleProjectsOn(reg) {
 		if _, err := srv.AddProject(p); err != nil {
 			return fmt.Errorf("seed %s: %w", p.Path, err)
 		}
@@ -58,6 +65,11 @@ func seed(srv *gitlabtest.Server, pipelineTime time.Duration) error {
 		}
 		if err := srv.SetPipelineBehavior(p.Path, gitlabtest.Behavior{Duration: pipelineTime, Outcome: "success"}); err != nil {
 			return fmt.Errorf("seed %s: %w", p.Path, err)
+		}
+		if im, ok := images[p.Path]; ok && reg != "" {
+			if err := srv.SetImages(p.Path, im); err != nil {
+				return fmt.Errorf("seed %s: %w", p.Path, err)
+			}
 		}
 	}
 	return nil

@@ -15,9 +15,10 @@ func newDemoCmd(a *app) *cobra.Command {
 		pipelineTime time.Duration
 		stay         bool
 		listen       string
+		registry     string
 	)
 	cmd := &cobra.Command{
-		Use:   "demo [--pipeline-time D] [--stay [--listen ADDR]]",
+		Use:   "demo [--pipeline-time D] [--stay [--listen ADDR]] [--registry HOST:PORT]",
 		Short: "Run depsd end to end against a simulated GitLab",
 		Long: `demo needs no setup: it starts a simulated GitLab in-process with a few
 projects whose images depend on each other, lets depsd serve scan it and
@@ -25,10 +26,18 @@ install its webhooks, starts a rebuild of the base image and shows the
 chain building in dependency order, each image exactly once. It prints the
 dashboard's URL; with --stay depsd keeps serving it (and the simulated
 GitLab) after the story, until Ctrl-C. The state lives in a temporary
-directory that is removed at the end.`,
+directory that is removed at the end.
+
+With --registry, the simulated pipelines push their images to that
+registry (one on 127.0.0.1 or localhost taking anonymous pushes, such as
+Debian's docker-registry), and the live view shows each member's
+verification after it succeeds: fresh, or stale for the member the demo
+builds on the base's previous image (see docs/verification.md). Without a
+registry there is nothing to verify and the column is left out.`,
 		Example: `  depsd demo
   depsd demo --pipeline-time 100ms
-  depsd demo --stay --listen 127.0.0.1:8080`,
+  depsd demo --stay --listen 127.0.0.1:8080
+  depsd demo --registry 127.0.0.1:5000`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := os.MkdirTemp("", "depsd-demo-")
@@ -36,12 +45,13 @@ directory that is removed at the end.`,
 				return err
 			}
 			defer os.RemoveAll(dir)
-			return demo.Run(cmd.Context(), a.stdout, demo.Options{PipelineTime: pipelineTime, StateDir: dir, Stay: stay, Listen: listen, Logger: s.logger(a.stderr)})
+			return demo.Run(cmd.Context(), a.stdout, demo.Options{PipelineTime: pipelineTime, StateDir: dir, Stay: stay, Listen: listen, Registry: registry, Logger: s.logger(a.stderr)})
 		},
 	}
 	s.addLogging(cmd.Flags(), "error")
 	cmd.Flags().DurationVar(&pipelineTime, "pipeline-time", time.Second, "how long each simulated pipeline runs")
 	cmd.Flags().BoolVar(&stay, "stay", false, "keep serving the dashboard after the demo, until Ctrl-C")
+	cmd.Flags().StringVar(&registry, "registry", "", "a registry (host:port, plain HTTP, anonymous pushes) the simulated pipelines push their images to; the demo then shows each member's verification")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "depsd's address (dashboard, webhook); port 0 picks a free one")
 	return cmd
 }
