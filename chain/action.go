@@ -33,7 +33,10 @@ type Action struct {
 	ProjectID int64
 	Ref       string   // the default branch when written; refreshed when sent
 	Upstreams []string // in-chain upstreams that caused it (DEPSD_UPSTREAM)
-	State     ActionState
+	// NoCache: build without cache (DEPSD_NO_CACHE=1): the member's
+	// previous build published a stale image (verify.go).
+	NoCache bool
+	State   ActionState
 	// Attempts counts the claims. An action claimed before may have been
 	// sent (the worker crashed or GitLab answered 5xx): it is looked for on
 	// GitLab before it is created again.
@@ -71,11 +74,15 @@ func (a Action) createOptions(chainID int64) gitlab.CreateOptions {
 
 // Variables are the pipeline variables of the action's pipeline.
 func (a Action) Variables(chainID int64) map[string]string {
-	return map[string]string{
+	vars := map[string]string{
 		VarChainID:  formatID(chainID),
 		VarUpstream: strings.Join(a.Upstreams, ","),
 		VarActionID: a.ID,
 	}
+	if a.NoCache {
+		vars[VarNoCache] = "1"
+	}
+	return vars
 }
 
 // newActionID returns a random id: unique across stores and restarts, so a

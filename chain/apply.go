@@ -25,8 +25,11 @@ const (
 //     variable or by its pipeline id) moves the member whose current action
 //     it is (Member.applyStatus), and settles its chain;
 //   - a success that is no member's current build unblocks the project
-//     where it failed or was canceled in an active chain (a retry or a new
-//     pipeline, whoever created it);
+//     where it failed, was canceled or is stale in an active chain (a
+//     retry or a new pipeline, whoever created it);
+//   - a success is verified where the project publishes images
+//     (verify.go): a member's under the configured VerifyMode, any other
+//     for the record only;
 //   - in full mode, a success of a pipeline depsd did not create that
 //     unblocked nothing starts a chain at the project (merged into
 //     overlapping chains);
@@ -122,6 +125,11 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		if err := readSeen(); err != nil || seen.Started {
 			return "ignored: pipeline already handled", err
 		}
+		if !handled {
+			if err := t.verifyOutside(ev, p.ID); err != nil {
+				return "", err
+			}
+		}
 		c, err := t.startFirstLevel(ev.Project, reason)
 		if err != nil || c == nil {
 			return "no dependents", err
@@ -138,6 +146,9 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	}
 	if err := readSeen(); err != nil || seen.Started {
 		return "ignored: pipeline already handled", err
+	}
+	if err := t.verifyOutside(ev, p.ID); err != nil {
+		return "", err
 	}
 	before := len(t.chains)
 	c, err := t.startFull(ev.Project, &rootSuccess{pipelineID: ev.PipelineID, url: ev.URL}, reason)
@@ -191,6 +202,11 @@ func (t *txn) applyToAction(a Action, ev PipelineEvent) (handled, succeeded, cha
 		return false, false, changed, nil
 	}
 	ch, succ := m.applyStatus(ev.PipelineID, ev.Status, ev.URL, t.now)
+	if succ {
+		if err := t.verifyAfter(c, m); err != nil {
+			return false, false, false, err
+		}
+	}
 	if ch || changed {
 		c.touch(t.now)
 		if err := t.settle(c); err != nil {
@@ -209,7 +225,7 @@ func (t *txn) unblock(ev PipelineEvent) (bool, error) {
 			continue
 		}
 		m := c.member(ev.Project)
-		if m == nil || (m.State != Failed && m.State != Canceled) {
+		if m == nil || (m.State != Failed && m.State != Canceled && m.State != Stale) {
 			continue
 		}
 		if ev.PipelineID < m.PipelineID {
@@ -219,8 +235,12 @@ func (t *txn) unblock(ev PipelineEvent) (bool, error) {
 		}
 		m.State, m.Why, m.Requeued, m.ActionID = Success, fmt.Sprintf("succeeded in pipeline %d", ev.PipelineID), false, ""
 		m.PipelineID, m.PipelineURL, m.FinishedAt = ev.PipelineID, ev.URL, t.now
+		m.Verified, m.VerifyDetail = "", ""
 		c.changed(m)
 		c.touch(t.now)
+		if err := t.verifyAfter(c, m); err != nil {
+			return false, err
+		}
 		if err := t.settle(c); err != nil {
 			return false, err
 		}

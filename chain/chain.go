@@ -49,6 +49,13 @@ const (
 	MemberBlocked MemberState = "blocked"
 	// MemberExpired: the chain expired before the member finished.
 	MemberExpired MemberState = "expired"
+	// Verifying: the member's pipeline succeeded and the images its project
+	// publishes are being read from their registry (images.verify:
+	// enforce); its descendants wait for the verdict (verify.go).
+	Verifying MemberState = "verifying"
+	// Stale: the member's images were still built on an older image of an
+	// upstream after a rebuild without cache; its descendants are blocked.
+	Stale MemberState = "stale"
 )
 
 // Building reports whether a member in state s has an action in flight
@@ -59,11 +66,18 @@ func (s MemberState) Building() bool {
 
 // Unfinished reports whether a member in state s still has work ahead
 // without anyone's intervention.
-func (s MemberState) Unfinished() bool { return s == Waiting || s.Building() }
+func (s MemberState) Unfinished() bool { return s == Waiting || s == Verifying || s.Building() }
 
 // Broken reports whether s stops the member's descendants.
 func (s MemberState) Broken() bool {
-	return s == Failed || s == Canceled || s == MemberBlocked || s == MemberExpired
+	return s == Failed || s == Canceled || s == Stale || s == MemberBlocked || s == MemberExpired
+}
+
+// MemberStates are the states a member can be in, in the order of its
+// life: what the API, the CLI and the dashboard show.
+func MemberStates() []MemberState {
+	return []MemberState{Waiting, Pending, Triggered, MemberRunning, Verifying, Success,
+		Failed, Canceled, Stale, MemberBlocked, MemberExpired}
 }
 
 // Mode is how the engine follows the graph.
@@ -138,12 +152,21 @@ type Member struct {
 	// Builds counts the actions created for the member in this chain,
 	// less those withdrawn before they were sent: 1 normally, 2 after a
 	// requeue or a reset by a merge.
-	Builds      int
-	ActionID    string // the current action; "" when none
-	PipelineID  int64  // the current (or last) pipeline; 0 when none
-	PipelineURL string
-	TriggeredAt time.Time
-	FinishedAt  time.Time
+	Builds int
+	// NoCache: the current build was asked without cache, because the
+	// previous one's images were stale; a stale verdict on it makes the
+	// member Stale instead of rebuilding it again.
+	NoCache bool
+	// Verified is the verdict on the images of the member's last build
+	// (ImageFresh, ImageStale, ImageUnknown; "" when none was reached),
+	// and VerifyDetail says it in a sentence.
+	Verified     ImageState
+	VerifyDetail string
+	ActionID     string // the current action; "" when none
+	PipelineID   int64  // the current (or last) pipeline; 0 when none
+	PipelineURL  string
+	TriggeredAt  time.Time
+	FinishedAt   time.Time
 }
 
 // member returns the member for project p, or nil.

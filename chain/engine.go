@@ -56,9 +56,20 @@ type Config struct {
 	// of a base image can release hundreds at once. Default 4; the daemon
 	// uses the GitLab client's own bound (gitlab.concurrency).
 	SendConcurrency int
-	Now             func() time.Time // default time.Now
-	Logger          *slog.Logger     // default: discard
-	Observer        Observer         // default: none
+	// Verifier, when set, verifies the images of every successful build
+	// of a project that publishes some (verify.go); Verify says what the
+	// verdict does: VerifyEnforce (default), VerifyReport or VerifyOff.
+	Verifier Verifier
+	Verify   VerifyMode
+	// VerifyTimeout bounds one build's verification: the member's
+	// descendants never wait longer for it (the verdict is then unknown).
+	// Default 1 minute.
+	VerifyTimeout time.Duration
+	// VerifyConcurrency bounds the verifications in flight. Default 4.
+	VerifyConcurrency int
+	Now               func() time.Time // default time.Now
+	Logger            *slog.Logger     // default: discard
+	Observer          Observer         // default: none
 }
 
 // Engine applies events and rebuild requests to the chains in the store and
@@ -87,6 +98,15 @@ type Config struct {
 //     chains.
 //   - First-level chains hold the direct dependents of one success (or,
 //     for a rebuild, the project itself); they never merge or block.
+//   - A build is verified when its project publishes images (Verifier):
+//     under VerifyEnforce a full-mode member whose pipeline succeeded is
+//     Verifying (unfinished: its descendants wait) until the verdict; a
+//     stale one is rebuilt once without cache (NoCache), and is Stale
+//     (broken, like a failure) if that build is stale too; fresh and
+//     unknown succeed. A later success of a stale member's project
+//     unblocks it as it does a failed one. Successes that are no member's
+//     build (a chain's root, first-level mode) and every success under
+//     VerifyReport are verified and recorded, never acted on.
 type Engine struct {
 	cfg      Config
 	log      *slog.Logger
@@ -94,6 +114,7 @@ type Engine struct {
 	now      func() time.Time
 	inboxC   chan struct{}
 	outboxC  chan struct{}
+	verifyC  chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
 	// noInputs: the GitLab is older than 17.10 (no pipeline inputs), so a
 	// project refusing variables gets bare pipelines (SetPipelineInputs).
@@ -159,6 +180,17 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.SendConcurrency <= 0 {
 		cfg.SendConcurrency = 4
 	}
+	switch cfg.Verify {
+	case "":
+		cfg.Verify = VerifyEnforce
+	case VerifyOff, VerifyReport, VerifyEnforce:
+	default:
+		return nil, errors.New("chain engine: unknown verification mode " + strconv.Quote(string(cfg.Verify)))
+	}
+	def(&cfg.VerifyTimeout, time.Minute)
+	if cfg.VerifyConcurrency <= 0 {
+		cfg.VerifyConcurrency = 4
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -175,6 +207,7 @@ func New(cfg Config) (*Engine, error) {
 		now:     func() time.Time { return cfg.Now().UTC() },
 		inboxC:  make(chan struct{}, 1),
 		outboxC: make(chan struct{}, 1),
+		verifyC: make(chan struct{}, 1),
 	}, nil
 }
 

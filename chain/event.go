@@ -41,6 +41,10 @@ const (
 	VarChainID  = "DEPSD_CHAIN_ID"
 	VarUpstream = "DEPSD_UPSTREAM"
 	VarActionID = "DEPSD_ACTION_ID"
+	// VarNoCache is "1" on a rebuild asked without cache, because the
+	// previous build published a stale image (docs/verification.md shows
+	// the job snippet that honours it).
+	VarNoCache = "DEPSD_NO_CACHE"
 )
 
 // Event is one entry of the event inbox: exactly one of Pipeline and Push is

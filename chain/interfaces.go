@@ -66,8 +66,10 @@ type Store interface {
 type PipelineSeen struct {
 	Action    Action
 	HasAction bool // Action is the action that created the pipeline
-	Counted   bool // a chain member recorded its success with the pipeline
-	Started   bool // a chain has a ReasonPipeline with the pipeline's id
+	// Counted: a chain member recorded its success with the pipeline (it
+	// is Success, Verifying or Stale with it).
+	Counted bool
+	Started bool // a chain has a ReasonPipeline with the pipeline's id
 }
 
 // recordingFirstKey is the context key of RecordingFirst.
@@ -163,6 +165,17 @@ type Tx interface {
 	CatchUpCursor(ctx context.Context, projectID int64) (at time.Time, ok bool, err error)
 	// SetCatchUpCursor stores it.
 	SetCatchUpCursor(ctx context.Context, projectID int64, at time.Time) error
+
+	// QueueVerify adds a verification to do; one already queued for the
+	// same project and pipeline is kept as it is.
+	QueueVerify(ctx context.Context, task VerifyTask) error
+	// VerifyTasks returns up to limit queued verifications, oldest first.
+	VerifyTasks(ctx context.Context, limit int) ([]VerifyTask, error)
+	// CountVerifyTasks counts the queued verifications.
+	CountVerifyTasks(ctx context.Context) (int, error)
+	// DoneVerify removes the verification of project's pipeline from the
+	// queue; none queued is not an error.
+	DoneVerify(ctx context.Context, project string, pipelineID int64) error
 }
 
 // Project is what the engine needs to know of a stored project.

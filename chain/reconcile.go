@@ -198,10 +198,11 @@ func (e *Engine) livePipelines(ctx context.Context) ([]livePipeline, error) {
 	return todo, err
 }
 
-// reconcileBroken looks for the success that would unblock a failed or
-// canceled member, in case its webhook never came: the member's own
-// pipeline retried to success (a retry keeps the pipeline id), or a newer
-// successful pipeline of the project on its default branch. It costs two
+// reconcileBroken looks for the success that would unblock a failed,
+// canceled or stale member, in case its webhook never came: the member's
+// own pipeline retried to success (a retry keeps the pipeline id; not for
+// a stale member, whose pipeline succeeded), or a newer successful
+// pipeline of the project on its default branch. It costs two
 // requests per broken member.
 func (e *Engine) reconcileBroken(ctx context.Context) (int, error) {
 	type broken struct {
@@ -210,14 +211,15 @@ func (e *Engine) reconcileBroken(ctx context.Context) (int, error) {
 		pipelineID int64
 		actionID   string
 		since      time.Time
+		stale      bool // its pipeline succeeded: only a newer one counts
 	}
 	var todo []broken
 	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
 		chains, err := tx.ActiveChains(ctx)
 		for _, c := range chains {
 			for _, m := range c.Members {
-				if (m.State == Failed || m.State == Canceled) && m.ProjectID != 0 {
-					todo = append(todo, broken{m.Project, m.ProjectID, m.PipelineID, m.ActionID, m.FinishedAt})
+				if (m.State == Failed || m.State == Canceled || m.State == Stale) && m.ProjectID != 0 {
+					todo = append(todo, broken{m.Project, m.ProjectID, m.PipelineID, m.ActionID, m.FinishedAt, m.State == Stale})
 				}
 			}
 		}
@@ -232,7 +234,7 @@ func (e *Engine) reconcileBroken(ctx context.Context) (int, error) {
 	changed := 0
 	var first error
 	for _, b := range todo {
-		p, found, err := e.successSince(ctx, b.projectID, b.pipelineID, e.defaultBranch(ctx, b.project), b.since)
+		p, found, err := e.successSince(ctx, b.projectID, b.pipelineID, !b.stale, e.defaultBranch(ctx, b.project), b.since)
 		if err != nil {
 			if ctx.Err() != nil {
 				return changed, ctx.Err()
@@ -264,8 +266,8 @@ func (e *Engine) reconcileBroken(ctx context.Context) (int, error) {
 
 // successSince returns a successful pipeline of the project: the failed
 // pipeline itself after a retry, or a newer one on ref.
-func (e *Engine) successSince(ctx context.Context, projectID, failedID int64, ref string, since time.Time) (gitlab.Pipeline, bool, error) {
-	if failedID != 0 {
+func (e *Engine) successSince(ctx context.Context, projectID, failedID int64, retried bool, ref string, since time.Time) (gitlab.Pipeline, bool, error) {
+	if failedID != 0 && retried {
 		p, err := e.cfg.GitLab.GetPipeline(ctx, projectID, failedID)
 		if err != nil && !errors.Is(err, gitlab.ErrNotFound) {
 			return p, false, err

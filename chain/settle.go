@@ -54,7 +54,7 @@ func (c *Chain) topoOrder() (order []*Member, down map[*Member][]*Member, cyclic
 // upstreams, in dependency order, and returns the members that became ready
 // to build (their state is now Pending; the caller writes their actions).
 // In full mode:
-//   - a member with a failed, canceled, blocked or expired in-chain upstream
+//   - a member with a failed, canceled, stale, blocked or expired in-chain upstream
 //     is blocked, and says which project stopped it;
 //   - a member whose in-chain upstreams all succeeded is ready;
 //   - any other is waiting, and says for whom.
@@ -116,7 +116,7 @@ func (c *Chain) settleMember(m *Member, now time.Time) (changed, ready bool) {
 			continue
 		}
 		switch {
-		case um.State == Failed || um.State == Canceled:
+		case um.State == Failed || um.State == Canceled || um.State == Stale:
 			if state != MemberBlocked {
 				state, why = MemberBlocked, blockedBy(um)
 			}
@@ -144,8 +144,12 @@ func (c *Chain) settleMember(m *Member, now time.Time) (changed, ready bool) {
 	return changed, ready
 }
 
-// blockedBy says why a member is blocked by the failed or canceled u.
+// blockedBy says why a member is blocked by the failed, canceled or
+// stale u.
 func blockedBy(u *Member) string {
+	if u.State == Stale {
+		return fmt.Sprintf("blocked: %s was %s", u.Project, u.VerifyDetail)
+	}
 	verb := "failed"
 	if u.State == Canceled {
 		verb = "was canceled"

@@ -30,8 +30,9 @@ type rootSuccess struct {
 //     one queued build): when its pipeline ends it waits again and is
 //     triggered once more after its upstreams, and its descendants wait for
 //     that second build;
-//   - a member that already finished (success, failed, canceled) is reset
-//     to waiting: the change needs a new build;
+//   - a member that already finished (success, failed, canceled, stale)
+//     or whose images are being verified is reset to waiting: the change
+//     needs a new build;
 //   - the root of a successful pipeline is left as it is if it is already a
 //     member (its success counts only when it is a build of the chain);
 //   - in-chain upstreams are recomputed from the current graph.
@@ -104,7 +105,9 @@ func (t *txn) startFull(root string, done *rootSuccess, reason Reason) (*Chain, 
 			}
 		case m.State.Building():
 			m.Requeued = true
-		case m.State == Success || m.State == Failed || m.State == Canceled:
+		case m.State == Success || m.State == Verifying || m.State == Failed || m.State == Canceled || m.State == Stale:
+			// Built (or being verified, or failed, canceled, stale):
+			// the change needs a new build.
 			m.reset()
 		}
 	}

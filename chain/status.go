@@ -120,7 +120,8 @@ func (m *Member) applyStatus(pipelineID int64, status, url string, now time.Time
 func (m *Member) requeue() {
 	m.Requeued = false
 	m.State, m.Why = Waiting, ""
-	m.ActionID = ""
+	m.ActionID, m.NoCache = "", false
+	m.Verified, m.VerifyDetail = "", ""
 	m.FinishedAt = time.Time{}
 }
 
@@ -133,7 +134,8 @@ func (m *Member) reset() {
 }
 
 func sameMember(a, b Member) bool {
-	return a.State == b.State && a.Why == b.Why && a.Requeued == b.Requeued &&
+	return a.State == b.State && a.Why == b.Why && a.Requeued == b.Requeued && a.NoCache == b.NoCache &&
+		a.Verified == b.Verified && a.VerifyDetail == b.VerifyDetail &&
 		a.ActionID == b.ActionID && a.PipelineID == b.PipelineID && a.PipelineURL == b.PipelineURL &&
 		a.FinishedAt.Equal(b.FinishedAt) && a.TriggeredAt.Equal(b.TriggeredAt)
 }

@@ -204,7 +204,7 @@ type seen struct {
 // seenOf returns what m's dependents see of it (Chain.settleMember).
 func seenOf(m *Member) seen {
 	switch m.State {
-	case Failed, Canceled:
+	case Failed, Canceled, Stale:
 		return seen{blocked: true, why: blockedBy(m)}
 	case MemberBlocked, MemberExpired:
 		return seen{blocked: true, why: m.Why}

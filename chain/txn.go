@@ -286,7 +286,7 @@ func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
 	}
 	a := Action{
 		ID: newActionID(), ChainID: c.ID, Project: m.Project, ProjectID: p.ID, Ref: p.DefaultBranch,
-		Upstreams: slices.Clone(ups), State: ActionPending, NextAttemptAt: t.now, CreatedAt: t.now,
+		Upstreams: slices.Clone(ups), NoCache: m.NoCache, State: ActionPending, NextAttemptAt: t.now, CreatedAt: t.now,
 		Ident: p.Ident,
 	}
 	// Claimed here, as claim would, when this engine's outbox runs and

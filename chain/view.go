@@ -31,8 +31,14 @@ type MemberView struct {
 	Why         string      `json:"why,omitempty"`
 	Requeued    bool        `json:"requeued"`
 	Builds      int         `json:"builds"`
-	TriggeredAt *time.Time  `json:"triggered_at,omitempty"`
-	FinishedAt  *time.Time  `json:"finished_at,omitempty"`
+	// NoCache: the current build was asked without cache (its previous
+	// images were stale); Verified and VerifyDetail are the verdict on
+	// the last build's images.
+	NoCache      bool       `json:"no_cache,omitempty"`
+	Verified     ImageState `json:"verified,omitempty"`
+	VerifyDetail string     `json:"verify_detail,omitempty"`
+	TriggeredAt  *time.Time `json:"triggered_at,omitempty"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
 }
 
 // View returns the chain as shown to users.
@@ -49,6 +55,7 @@ func (c *Chain) View() ChainView {
 		v.Members = append(v.Members, MemberView{
 			Project: m.Project, State: m.State, PipelineID: m.PipelineID, PipelineURL: m.PipelineURL,
 			Upstreams: nonNil(m.Upstreams), Why: m.Why, Requeued: m.Requeued, Builds: m.Builds,
+			NoCache: m.NoCache, Verified: m.Verified, VerifyDetail: m.VerifyDetail,
 			TriggeredAt: timePtr(m.TriggeredAt), FinishedAt: timePtr(m.FinishedAt),
 		})
 	}
@@ -113,9 +120,13 @@ type Stats struct {
 	BlockedSince    time.Time `json:"blocked_since,omitzero"`
 	PendingActions  int       `json:"pending_actions"`
 	UnprocessedEvts int       `json:"unprocessed_events"`
+	// VerifyQueued counts the successful builds whose images wait to be
+	// verified.
+	VerifyQueued int `json:"verify_queued"`
 }
 
-// Stats counts the active chains, pending actions and unprocessed events.
+// Stats counts the active chains, pending actions, unprocessed events and
+// queued verifications.
 func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
@@ -136,7 +147,10 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 		if s.PendingActions, err = tx.CountActions(ctx, ActionPending); err != nil {
 			return err
 		}
-		s.UnprocessedEvts, err = tx.CountEvents(ctx)
+		if s.UnprocessedEvts, err = tx.CountEvents(ctx); err != nil {
+			return err
+		}
+		s.VerifyQueued, err = tx.CountVerifyTasks(ctx)
 		return err
 	})
 	if err != nil {

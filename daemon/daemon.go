@@ -158,6 +158,11 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.store = st
 	d.state = newGraphState()
+	iv, err := d.newImageVerifier()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	d.incarnation = newIncarnation(opts.ReplicaID)
 	// The lease is held by this process, not by its replica id: two
 	// processes given the same id (a copied --replica-id) must not both
@@ -172,7 +177,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		// As many creates in flight as the client lets through: they are
 		// urgent, and its limits keep the rest of the traffic safe.
 		SendConcurrency: cfg.GitLab.Concurrency,
-		Now:             opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
+		Verifier:        iv, Verify: chain.VerifyMode(cfg.Images.Verify), VerifyTimeout: verifyTimeout(cfg.Images.Timeout),
+		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
 	if err != nil {
 		st.Close()
@@ -300,6 +306,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	g.Go(func() error { return d.elector.run(gctx, d.lead) })
 	g.Go(func() error { return d.followScans(gctx) })
 	g.Go(func() error { return d.exportState(gctx) })
+	g.Go(func() error { return d.exportFreshness(gctx) })
 	g.Go(func() error {
 		// Shutdown: on SIGTERM (ctx) or a failed component (gctx), refuse
 		// new requests and finish those in flight, then stop the workers.

@@ -22,7 +22,8 @@ const (
 )
 
 // lead is the leader's work for one term: the schedules and maintenance
-// (a scheduler built for the term), the reconciler and the catch-up. It
+// (a scheduler built for the term), the reconciler, the catch-up and the
+// verification of successful builds' images. It
 // returns when ctx ends (leadership lost or shutdown).
 func (d *Daemon) lead(ctx context.Context) error {
 	sched, err := d.newScheduler()
@@ -34,6 +35,10 @@ func (d *Daemon) lead(ctx context.Context) error {
 	// The health page's webhook states: looked at once per term, by the
 	// leader only, so that replicas do not each list every project's hooks.
 	g.Go(func() error { d.checkHooksAtStart(gctx); return nil })
+	// Successful builds' images are verified by the leader alone, so no
+	// two replicas read the same images (the store queues them; a leader
+	// that dies leaves them to the next).
+	g.Go(func() error { return d.engine.RunVerify(gctx) })
 	g.Go(func() error {
 		return d.every(gctx, jobReconcile, d.opts.ReconcileInterval, func(ctx context.Context) error {
 			_, err := d.engine.Reconcile(ctx)

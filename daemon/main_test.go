@@ -43,7 +43,7 @@ func testClient(t *testing.T, srv *gitlabtest.Server) *gitlab.Client {
 }
 
 // testConfig is a daemon's configuration over srv: group g, a fresh state
-// file, a webhook secret, defaults otherwise.
+// file, a webhook secret, no image verification, defaults otherwise.
 func testConfig(t *testing.T, srv *gitlabtest.Server) config.Config {
 	t.Helper()
 	cfg := config.Defaults()
@@ -51,5 +51,9 @@ func testConfig(t *testing.T, srv *gitlabtest.Server) config.Config {
 	cfg.Scope.Groups = []string{"g"}
 	cfg.State = filepath.Join(t.TempDir(), "depsd.db")
 	cfg.Hooks.Secret = "s"
+	// The fake GitLab's projects publish images on its registry host
+	// (registry.example.com unless a test gives a real one): verifying
+	// them would look that name up. Tests of verification turn it on.
+	cfg.Images.Verify = config.VerifyOff
 	return cfg
 }

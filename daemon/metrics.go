@@ -11,6 +11,7 @@ import (
 	"gitlab.com/depsd/depsd/dashboard"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/verify"
 	"gitlab.com/depsd/depsd/webhook"
 )
 
@@ -38,6 +39,9 @@ type metrics struct {
 	replicas       prometheus.Gauge       // processes with a current liveness lease
 	webhooks       *prometheus.GaugeVec   // depsd's hooks by the state the last check left them in
 	jobRuns        *prometheus.CounterVec // leader jobs' runs by task and outcome
+	verifications  *prometheus.CounterVec // image verifications by result
+	imageStale     *prometheus.GaugeVec   // 1 for an image stale on some platform
+	staleSeconds   *prometheus.GaugeVec   // how long an image has been stale
 }
 
 // Hook states of depsd_webhooks (dashboard.HookState), all exported so
@@ -64,7 +68,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(30, 2, 12), // 30 s … ~17 h
 		}, []string{"state"}),
 		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "depsd_queue_depth", Help: "Work waiting: recorded events not yet applied (inbox), actions not yet sent (outbox).",
+			Name: "depsd_queue_depth", Help: "Work waiting: recorded events not yet applied (inbox), actions not yet sent (outbox), successful builds whose images are not yet verified (verify).",
 		}, []string{"queue"}),
 		lastScan: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "depsd_last_scan_success_timestamp_seconds", Help: "When the last successful scan finished (Unix time).",
@@ -81,6 +85,15 @@ func newMetrics() *metrics {
 		fires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "depsd_schedule_fires_total", Help: "Schedule fires (rebuild, job such as the maintenance rescan, image watch check), by outcome.",
 		}, []string{"kind", "outcome"}),
+		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depsd_image_verifications_total", Help: "Images verified after a successful build, one per image and platform, by result (fresh, stale, unknown).",
+		}, []string{"result"}),
+		imageStale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_image_stale", Help: "1 when the image a project publishes was built on an older image of an upstream (on any platform), 0 otherwise, as last verified.",
+		}, []string{"project", "image"}),
+		staleSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_image_stale_seconds", Help: "How long the image has been stale: since its upstream moved away from the image's base (0 when not stale).",
+		}, []string{"project", "image"}),
 		chains: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "depsd_chains", Help: "Active chains, by state (running, blocked).",
 		}, []string{"state"}),
@@ -123,6 +136,7 @@ func newMetrics() *metrics {
 	m.chainDuration.WithLabelValues(string(chain.Expired))
 	m.queueDepth.WithLabelValues("inbox")
 	m.queueDepth.WithLabelValues("outbox")
+	m.queueDepth.WithLabelValues("verify")
 	for _, kind := range []scheduler.Kind{scheduler.KindRebuild, scheduler.KindJob, scheduler.KindWatch} {
 		m.fires.WithLabelValues(string(kind), "ok")
 		m.fires.WithLabelValues(string(kind), "error")
@@ -133,7 +147,7 @@ func newMetrics() *metrics {
 		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion},
 	})
 	buildInfo.Set(1)
-	m.registry.MustRegister(buildInfo, m.fires, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
+	m.registry.MustRegister(buildInfo, m.fires, m.verifications, m.imageStale, m.staleSeconds, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
 		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
 		m.chains, m.blockedLongest, m.storeUp, m.replicas, m.webhooks, m.jobRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -184,6 +198,7 @@ func (m *metrics) observeState(now time.Time, s chain.Stats, ok bool, replicas i
 	}
 	m.queueDepth.WithLabelValues("inbox").Set(float64(s.UnprocessedEvts))
 	m.queueDepth.WithLabelValues("outbox").Set(float64(s.PendingActions))
+	m.queueDepth.WithLabelValues("verify").Set(float64(s.VerifyQueued))
 	m.chains.WithLabelValues(string(chain.Running)).Set(float64(s.ActiveChains - s.BlockedChains))
 	m.chains.WithLabelValues(string(chain.Blocked)).Set(float64(s.BlockedChains))
 	longest := 0.0
@@ -221,4 +236,33 @@ func (m *metrics) observeScan(finished time.Time, took time.Duration, projects, 
 	m.scanDuration.Set(took.Seconds())
 	m.scanProjects.Set(float64(projects))
 	m.scanWarnings.Set(float64(warnings))
+}
+
+// observeFreshness sets the images' staleness gauges from the freshness
+// rows (verify.Freshness): an image is stale when it is on any platform,
+// for as long as its stalest platform. Images no longer listed are
+// dropped.
+func (m *metrics) observeFreshness(rows []verify.Row, now time.Time) {
+	type key struct{ project, image string }
+	since := map[key]time.Time{}
+	for _, r := range rows {
+		k := key{r.Project, r.Image}
+		s, seen := since[k]
+		if !seen {
+			since[k] = time.Time{}
+		}
+		if r.State == verify.StateStale && !r.StaleSince.IsZero() && (s.IsZero() || r.StaleSince.Before(s)) {
+			since[k] = r.StaleSince
+		}
+	}
+	m.imageStale.Reset()
+	m.staleSeconds.Reset()
+	for k, s := range since {
+		stale, seconds := 0.0, 0.0
+		if !s.IsZero() {
+			stale, seconds = 1, max(now.Sub(s).Seconds(), 0)
+		}
+		m.imageStale.WithLabelValues(k.project, k.image).Set(stale)
+		m.staleSeconds.WithLabelValues(k.project, k.image).Set(seconds)
+	}
 }

@@ -17,6 +17,9 @@ import (
 // whole after each scan so readers never see a half-updated one.
 type graphState struct {
 	cur atomic.Pointer[scanned]
+	// projectsChanged, if set, is told the projects of each graph loaded
+	// (what they publish follows: imageVerifier).
+	projectsChanged func([]scan.Project)
 }
 
 type scanned struct {
@@ -43,6 +46,9 @@ func (s *graphState) reload(ctx context.Context, st *store.Store) error {
 	ids := make(map[int64]bool, len(projects))
 	for _, p := range projects {
 		ids[p.ID] = true
+	}
+	if s.projectsChanged != nil {
+		s.projectsChanged(projects)
 	}
 	s.cur.Store(&scanned{graph: scan.GraphOf(projects), ids: ids, scan: meta.StartedAt})
 	return nil

@@ -79,8 +79,8 @@ type stateCount struct {
 // memberOrder is the order states are counted in, most urgent first.
 func memberOrder() []chain.MemberState {
 	return []chain.MemberState{
-		chain.MemberRunning, chain.Triggered, chain.Pending, chain.Waiting,
-		chain.Failed, chain.Canceled, chain.MemberBlocked, chain.MemberExpired, chain.Success,
+		chain.MemberRunning, chain.Verifying, chain.Triggered, chain.Pending, chain.Waiting,
+		chain.Failed, chain.Canceled, chain.Stale, chain.MemberBlocked, chain.MemberExpired, chain.Success,
 	}
 }
 

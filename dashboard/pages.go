@@ -598,6 +598,10 @@ func stateIcon(state any) string {
 		return "⊘"
 	case "canceled":
 		return "■"
+	case "verifying":
+		return "◎"
+	case "stale":
+		return "≠"
 	case "expired":
 		return "⌛"
 	case "failing":

@@ -100,6 +100,9 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 	cfg.Scope.Groups = []string{"infra", "apps"}
 	cfg.State = filepath.Join(opts.StateDir, "depsd.db")
 	cfg.Hooks.Secret = "demo-webhook-secret"
+	// The demo's projects publish no image to a registry yet
+	// (docs/verification.md): verifying would look registry.example.com up.
+	cfg.Images.Verify = config.VerifyOff
 
 	var images *imageChecker
 	if opts.Registry != "" {

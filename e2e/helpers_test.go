@@ -169,6 +169,9 @@ func startDaemon(t *testing.T, srv *gitlabtest.Server, dc daemonConfig) *world {
 		cfg.Hooks.Signing = dc.signing
 	}
 	cfg.Hooks.SigningToken = dc.signingToken
+	// The fake GitLab's images are on registry.example.com, which is not
+	// there to verify (daemon/verify_test.go verifies against a real one).
+	cfg.Images.Verify = config.VerifyOff
 	if dc.reconcile == 0 {
 		dc.reconcile = time.Minute
 	}
@@ -328,7 +331,9 @@ func newServeSetup(t *testing.T, srv *gitlabtest.Server) *serveSetup {
 	// The default request budget (600/min) is meant for a shared GitLab; at
 	// a 300 ms reconcile interval it would make depsd, not the pipelines,
 	// set the pace of the test.
-	cfg := "gitlab:\n  requests_per_minute: 60000\n"
+	// Verification off: the fake GitLab's images are on
+	// registry.example.com, which is not there to read.
+	cfg := "gitlab:\n  requests_per_minute: 60000\nimages:\n  verify: \"off\"\n"
 	if err := os.WriteFile(filepath.Join(dir, "depsd.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

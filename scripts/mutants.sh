@@ -488,8 +488,8 @@ mutant "the fake's complexity ignores GitLab's 1 % a page item (a query GitLab r
 
 mutant "a blob GraphQL gave no text of (binary) is taken as read, its content lost" \
 	scan/batch.go \
-	'		if blob.Complete {' \
-	'		if true || blob.Complete {' \
+	'	if blob.Complete {' \
+	'	if true || blob.Complete {' \
 	-- go test -count=1 -run 'TestGraphQLScanCostsAndEqualsREST' ./scan/
 
 mutant "an old GitLab without Repository.blobs is asked again for every batch" \
@@ -554,6 +554,44 @@ mutant "the shortest earlier layer prefix is taken for the base" \
 	'len(e.DiffIDs) > len(best.DiffIDs)' \
 	'len(e.DiffIDs) < len(best.DiffIDs)' \
 	-- go test -count=1 -run 'TestDecide' ./verify/
+
+mutant "a member still stale after its rebuild without cache is rebuilt again (and again)" \
+	chain/verify.go \
+	'	case !m.NoCache:' \
+	'	case true:' \
+	-- go test -count=1 -run 'TestStaleTwiceBlocksDescendantsWithTheDigests' ./chain/
+
+mutant "a member verifying its images counts as finished (the chain ends before the verdict)" \
+	chain/chain.go \
+	'return s == Waiting || s == Verifying || s.Building()' \
+	'return s == Waiting || s.Building()' \
+	-- go test -count=1 -run 'TestVerifyingMemberKeepsTheChainRunning' ./chain/
+
+mutant "a success seen again while its member verifies starts a chain (resets the member)" \
+	store/outbox.go \
+	'state IN ($2, $3, $4)' \
+	'state IN ($2, $2, $2) AND $3 <> $4' \
+	-- go test -count=1 -run 'TestStaleTwiceBlocksDescendantsWithTheDigests' ./chain/
+
+mutant "the reconciler takes a stale member's own successful pipeline for the success that unblocks it" \
+	chain/reconcile.go \
+	'if failedID != 0 && retried {' \
+	'if failedID != 0 {' \
+	-- go test -count=1 -run 'TestReconcilerUnblocksAStaleMember' ./chain/
+
+mutant "an upstream's current image taken from the digests recorded, not the registry (a base outside the scope that moved is missed)" \
+	daemon/verify.go \
+	'		for _, s := range history {
+			up.Earlier = append(up.Earlier, s.Digest)
+		}' \
+	'		up = verify.UpstreamOf(u, history)' \
+	-- go test -count=1 -run 'TestExternalBaseMovedIsReadFromTheRegistry' ./daemon/
+
+mutant "depsd serve records no digest it reads (an image built on an earlier upstream is unknown, never stale)" \
+	daemon/verify.go \
+	'iv.st.RecordUpstreamDigest(ctx, image, digest, at); err != nil {' \
+	'error(nil); err != nil && at.IsZero() {' \
+	-- go test -count=1 -run 'TestStaleImageRebuiltWithoutCacheAgainstTheRegistry' ./daemon/
 
 mutant "a simulated pipeline told to build on an earlier base builds on the current one" \
 	gitlab/gitlabtest/images.go \

@@ -78,6 +78,9 @@ type memberRow struct {
 	why                 string
 	requeued, builds    int
 	actionID            string
+	noCache             int
+	verified            string
+	verifyDetail        string
 	pipelineID          any
 	pipelineURL         string
 	triggered, finished any
@@ -93,6 +96,10 @@ func rowOf(m *chain.Member) (memberRow, error) {
 	if m.Requeued {
 		r.requeued = 1
 	}
+	if m.NoCache {
+		r.noCache = 1
+	}
+	r.verified, r.verifyDetail = string(m.Verified), m.VerifyDetail
 	if m.PipelineID != 0 {
 		r.pipelineID = m.PipelineID
 	}
@@ -238,7 +245,7 @@ func (t chainTx) loadReasons(ctx context.Context, byID map[int64]*chain.Chain, i
 
 func (t chainTx) loadMembers(ctx context.Context, byID map[int64]*chain.Chain, in string, ids []any) error {
 	rows, err := t.tx.QueryContext(ctx, `SELECT chain_id, project, project_id, state, upstreams, why, requeued,
-		builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at
+		builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at, no_cache, verified, verify_detail
 		FROM chain_members WHERE chain_id IN `+in+` ORDER BY chain_id, project`, ids...)
 	if err != nil {
 		return fmt.Errorf("read chain members: %w", err)
@@ -248,14 +255,16 @@ func (t chainTx) loadMembers(ctx context.Context, byID map[int64]*chain.Chain, i
 		var id int64
 		var m chain.Member
 		var state, ups string
-		var requeued int
+		var requeued, noCache int
+		var verified string
 		var pipeline sql.NullInt64
 		var triggered, finished sql.NullString
 		if err := rows.Scan(&id, &m.Project, &m.ProjectID, &state, &ups, &m.Why, &requeued, &m.Builds,
-			&m.ActionID, &pipeline, &m.PipelineURL, &triggered, &finished); err != nil {
+			&m.ActionID, &pipeline, &m.PipelineURL, &triggered, &finished, &noCache, &verified, &m.VerifyDetail); err != nil {
 			return fmt.Errorf("read chain members: %w", err)
 		}
 		m.State, m.Requeued, m.PipelineID = chain.MemberState(state), requeued != 0, pipeline.Int64
+		m.NoCache, m.Verified = noCache != 0, chain.ImageState(verified)
 		if err := decodeJSON(ups, &m.Upstreams); err != nil {
 			return fmt.Errorf("chain %d member %s: %w", id, m.Project, err)
 		}
@@ -412,11 +421,11 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain, fresh bool) er
 			return err
 		}
 		rows = append(rows, []any{c.ID, m.Project, r.projectID, r.state, r.upstreams, r.why, r.requeued,
-			r.builds, r.actionID, r.pipelineID, r.pipelineURL, r.triggered, r.finished})
+			r.builds, r.actionID, r.pipelineID, r.pipelineURL, r.triggered, r.finished, r.noCache, r.verified, r.verifyDetail})
 	}
 	// Several rows per statement (execRows), each text prepared once: by
 	// the statement cache (SQLite) or by pgx per connection.
-	if err := t.tx.execRows(ctx, upsertMemberHead, upsertMemberTail, 13, rows); err != nil {
+	if err := t.tx.execRows(ctx, upsertMemberHead, upsertMemberTail, 16, rows); err != nil {
 		return fmt.Errorf("write chain %d members: %w", c.ID, err)
 	}
 	return nil
@@ -424,14 +433,16 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain, fresh bool) er
 
 const (
 	upsertMemberHead = `INSERT INTO chain_members (chain_id, project, project_id, state,
-	upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at)
+	upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at,
+	no_cache, verified, verify_detail)
 	VALUES `
 	upsertMemberTail = `
 	ON CONFLICT (chain_id, project) DO UPDATE SET project_id = excluded.project_id, state = excluded.state,
 		upstreams = excluded.upstreams, why = excluded.why, requeued = excluded.requeued,
 		builds = excluded.builds, action_id = excluded.action_id, pipeline_id = excluded.pipeline_id,
 		pipeline_url = excluded.pipeline_url, triggered_at = excluded.triggered_at,
-		finished_at = excluded.finished_at`
+		finished_at = excluded.finished_at, no_cache = excluded.no_cache, verified = excluded.verified,
+		verify_detail = excluded.verify_detail`
 )
 
 // Project returns a stored project's id and default branch.

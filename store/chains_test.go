@@ -26,6 +26,9 @@ func testChainRoundTrip(t *testing.T, b backend) {
 			{Project: "g/app", ProjectID: 2, State: chain.Triggered, Upstreams: []string{"g/base"}, Requeued: true, Builds: 1,
 				ActionID: "a-1", PipelineID: 12, PipelineURL: "https://x/12", TriggeredAt: t0.Add(time.Minute)},
 			{Project: "g/base", ProjectID: 1, State: chain.Success, PipelineID: 9, FinishedAt: t0},
+			{Project: "g/shop", ProjectID: 3, State: chain.Stale, Upstreams: []string{"g/base"}, Builds: 2, NoCache: true,
+				Verified: chain.ImageStale, VerifyDetail: "built on g/base sha256:0123456789ab, not sha256:ba9876543210 (base annotation)",
+				PipelineID: 14, FinishedAt: t0.Add(2 * time.Minute)},
 		},
 	}
 	err := s.UpdateChains(ctx, func(tx chain.Tx) error { return tx.SaveChain(ctx, c) })
@@ -273,7 +276,7 @@ func testOutboxDueAndLease(t *testing.T, b backend) {
 	s, _ := b.openTemp(t)
 	ctx := t.Context()
 	a := chain.Action{ID: "a-1", ChainID: 1, Project: "g/a", ProjectID: 3, Ref: "main", Upstreams: []string{"g/b", "g/c"},
-		State: chain.ActionPending, NextAttemptAt: t0, CreatedAt: t0}
+		NoCache: true, State: chain.ActionPending, NextAttemptAt: t0, CreatedAt: t0}
 	err := s.UpdateChains(ctx, func(tx chain.Tx) error {
 		if err := tx.AddAction(ctx, a); err != nil {
 			return err
@@ -332,6 +335,8 @@ func testPipelineSeen(t *testing.T, b backend) {
 		Members: []*chain.Member{
 			{Project: "g/base", ProjectID: 5, State: chain.Success, PipelineID: 88},
 			{Project: "g/app", ProjectID: 7, State: chain.MemberRunning, PipelineID: 89},
+			{Project: "g/stale", ProjectID: 8, State: chain.Stale, PipelineID: 86},
+			{Project: "g/verifying", ProjectID: 9, State: chain.Verifying, PipelineID: 87},
 		}}
 	err := s.UpdateChains(ctx, func(tx chain.Tx) error {
 		for _, a := range []chain.Action{second, first, unsent} {
@@ -351,6 +356,8 @@ func testPipelineSeen(t *testing.T, b backend) {
 		{77, chain.PipelineSeen{Action: first, HasAction: true}},
 		{0, chain.PipelineSeen{}},
 		{88, chain.PipelineSeen{Counted: true}},
+		{86, chain.PipelineSeen{Counted: true}}, // stale: the success counted, and was judged
+		{87, chain.PipelineSeen{Counted: true}}, // verifying: it counted, its images are read
 		{89, chain.PipelineSeen{}},
 		{99, chain.PipelineSeen{Started: true}},
 		{100, chain.PipelineSeen{}},

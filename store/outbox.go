@@ -11,13 +11,13 @@ import (
 )
 
 const actionColumns = `id, chain_id, project, project_id, ref, upstreams, state, attempts, next_attempt_at,
-	lease_until, last_error, pipeline_id, pipeline_url, created_at, sent_at, claimed_by, claimed_at`
+	lease_until, last_error, pipeline_id, pipeline_url, created_at, sent_at, claimed_by, claimed_at, no_cache`
 
 // AddAction writes a new action to the outbox (through the pipeline on
 // PostgreSQL: a success may queue hundreds, sent in one round trip).
 func (t chainTx) AddAction(ctx context.Context, a chain.Action) error {
 	err := t.tx.execLater(ctx, `INSERT INTO outbox (`+actionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, actionArgs(a)...)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`, actionArgs(a)...)
 	if err != nil {
 		return fmt.Errorf("write action %s: %w", a.ID, err)
 	}
@@ -29,7 +29,7 @@ func (t chainTx) UpdateAction(ctx context.Context, a chain.Action) error {
 	res, err := t.tx.ExecContext(ctx, `UPDATE outbox SET chain_id = $2, project = $3, project_id = $4, ref = $5,
 		upstreams = $6, state = $7, attempts = $8, next_attempt_at = $9, lease_until = $10, last_error = $11,
 		pipeline_id = $12, pipeline_url = $13, created_at = $14, sent_at = $15, claimed_by = $16,
-		claimed_at = $17 WHERE id = $1`, actionArgs(a)...)
+		claimed_at = $17, no_cache = $18 WHERE id = $1`, actionArgs(a)...)
 	if err != nil {
 		return fmt.Errorf("update action %s: %w", a.ID, err)
 	}
@@ -44,9 +44,13 @@ func actionArgs(a chain.Action) []any {
 	if a.PipelineID != 0 {
 		pipeline = a.PipelineID
 	}
+	noCache := 0
+	if a.NoCache {
+		noCache = 1
+	}
 	return []any{a.ID, a.ChainID, a.Project, a.ProjectID, a.Ref, strings.Join(a.Upstreams, ","), string(a.State),
 		a.Attempts, encodeTime(a.NextAttemptAt), encodeTime(a.LeaseUntil), a.LastError, pipeline, a.PipelineURL,
-		encodeTime(a.CreatedAt), encodeTime(a.SentAt), a.ClaimedBy, encodeTime(a.ClaimedAt)}
+		encodeTime(a.CreatedAt), encodeTime(a.SentAt), a.ClaimedBy, encodeTime(a.ClaimedAt), noCache}
 }
 
 // Action returns the action with this id.
@@ -64,10 +68,17 @@ var actionByIDQuery = `SELECT ` + actionColumns + ` FROM outbox WHERE id = $1`
 
 // pipelineSeenQuery is PipelineSeen's statement, built once.
 var pipelineSeenQuery = `SELECT ` + prefixed("o.", actionColumns) + `,
-		EXISTS (SELECT 1 FROM chain_members WHERE pipeline_id = $1 AND state = $2),
+		EXISTS (SELECT 1 FROM chain_members WHERE pipeline_id = $1 AND state IN ($2, $3, $4)),
 		EXISTS (SELECT 1 FROM chain_reasons WHERE pipeline_id = $1)
 	FROM (SELECT 1 AS one) AS one LEFT JOIN outbox o ON o.id = (SELECT id FROM outbox WHERE pipeline_id = $1
 		AND created_at = (SELECT MIN(created_at) FROM outbox WHERE pipeline_id = $1) LIMIT 1)`
+
+// pipelineSeenArgs are pipelineSeenQuery's arguments: a member counted
+// its success with the pipeline when it is Success, Verifying or Stale
+// with it.
+func pipelineSeenArgs(pipelineID int64) []any {
+	return []any{pipelineID, string(chain.Success), string(chain.Verifying), string(chain.Stale)}
+}
 
 // PipelineSeen implements chain.Tx: one query, one round trip on
 // PostgreSQL, for the three look-ups a pipeline event of the inbox makes.
@@ -84,7 +95,7 @@ func (t chainTx) PipelineSeen(ctx context.Context, pipelineID int64) (chain.Pipe
 	var seen chain.PipelineSeen
 	var err error
 	seen.Action, seen.HasAction, err = t.queryAction(ctx, pipelineSeenQuery,
-		[]any{pipelineID, string(chain.Success)}, &seen.Counted, &seen.Started)
+		pipelineSeenArgs(pipelineID), &seen.Counted, &seen.Started)
 	if err != nil {
 		return chain.PipelineSeen{}, fmt.Errorf("look up pipeline %d: %w", pipelineID, err)
 	}
@@ -132,10 +143,10 @@ func scanAction(scan func(dest ...any) error, extra ...any) (chain.Action, bool,
 	// Every column may be NULL: PipelineSeen's row has no action when
 	// none matched.
 	var id, project, ref, ups, state, lastError, url, claimedBy sql.NullString
-	var chainID, projectID, attempts, pipeline sql.NullInt64
+	var chainID, projectID, attempts, pipeline, noCache sql.NullInt64
 	var next, lease, created, sent, claimedAt sql.NullString
 	dest := append([]any{&id, &chainID, &project, &projectID, &ref, &ups, &state, &attempts, &next, &lease,
-		&lastError, &pipeline, &url, &created, &sent, &claimedBy, &claimedAt}, extra...)
+		&lastError, &pipeline, &url, &created, &sent, &claimedBy, &claimedAt, &noCache}, extra...)
 	err := scan(dest...)
 	if errIsNotFound(err) {
 		return chain.Action{}, false, nil
@@ -148,7 +159,7 @@ func scanAction(scan func(dest ...any) error, extra ...any) (chain.Action, bool,
 	}
 	a.ID, a.ChainID, a.Project, a.ProjectID, a.Ref = id.String, chainID.Int64, project.String, projectID.Int64, ref.String
 	a.State, a.Attempts, a.LastError, a.PipelineID = chain.ActionState(state.String), int(attempts.Int64), lastError.String, pipeline.Int64
-	a.PipelineURL, a.ClaimedBy = url.String, claimedBy.String
+	a.PipelineURL, a.ClaimedBy, a.NoCache = url.String, claimedBy.String, noCache.Int64 != 0
 	if ups.String != "" {
 		a.Upstreams = strings.Split(ups.String, ",")
 	}

@@ -70,7 +70,7 @@ func (a *recordingAhead) statements() []aheadStatement {
 	case look.actionID != "":
 		stmts = append(stmts, aheadStatement{query: actionByIDQuery, args: []any{look.actionID}, read: readLook()})
 	case look.pipelineID != 0:
-		stmts = append(stmts, aheadStatement{query: pipelineSeenQuery, args: []any{look.pipelineID, string(chain.Success)},
+		stmts = append(stmts, aheadStatement{query: pipelineSeenQuery, args: pipelineSeenArgs(look.pipelineID),
 			read: readLook(&look.seen.Counted, &look.seen.Started)})
 	}
 	return stmts

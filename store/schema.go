@@ -240,5 +240,6 @@ func migrations() []migration {
 		},
 		signingTokenMigration(),
 		verificationMigration(),
+		verifyMigration(),
 	}
 }

@@ -130,8 +130,14 @@ func printChain(w io.Writer, v chain.ChainView) {
 	for _, r := range v.Reasons {
 		fmt.Fprintf(w, "  reason: %s\n", strings.Join(nonEmpty(string(r.Kind), r.Project, r.Detail), " "))
 	}
+	// The verdict on each member's images, once some member has one.
+	verified := slices.ContainsFunc(v.Members, func(m chain.MemberView) bool { return m.Verified != "" })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  WAVE\tPROJECT\tSTATE\tPIPELINE\tWHY")
+	if verified {
+		fmt.Fprintln(tw, "  WAVE\tPROJECT\tSTATE\tIMAGES\tPIPELINE\tWHY")
+	} else {
+		fmt.Fprintln(tw, "  WAVE\tPROJECT\tSTATE\tPIPELINE\tWHY")
+	}
 	for _, m := range buildOrder(v.Members) {
 		pipeline := "-"
 		if m.PipelineURL != "" {
@@ -139,7 +145,15 @@ func printChain(w io.Writer, v chain.ChainView) {
 		} else if m.PipelineID != 0 {
 			pipeline = strconv.FormatInt(m.PipelineID, 10)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", m.wave, m.Project, m.State, pipeline, m.Why)
+		if !verified {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", m.wave, m.Project, m.State, pipeline, m.Why)
+			continue
+		}
+		why := m.Why
+		if why == "" && m.Verified != "" && m.Verified != chain.ImageFresh {
+			why = m.VerifyDetail // an unknown verdict, or a stale one reported only
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", m.wave, m.Project, m.State, orDash(string(m.Verified)), pipeline, why)
 	}
 	tw.Flush()
 	for _, s := range v.Skipped {

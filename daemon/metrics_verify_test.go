@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"gitlab.com/depsd/depsd/verify"
+)
+
+// TestImageStaleGauges: an image is stale when any of its platforms is,
+// for as long as its stalest one; a fresh or unknown image reads 0, and an
+// image no longer verified leaves the gauges.
+func TestImageStaleGauges(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	m := newMetrics()
+	gauge := func(v interface{ Write(*dto.Metric) error }) float64 {
+		var out dto.Metric
+		if err := v.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out.GetGauge().GetValue()
+	}
+	m.observeFreshness([]verify.Row{
+		{Project: "apps/shop", Image: "r/apps/shop:latest", Platform: "linux/amd64", State: verify.StateStale, StaleSince: now.Add(-time.Hour)},
+		{Project: "apps/shop", Image: "r/apps/shop:latest", Platform: "linux/arm64", State: verify.StateStale, StaleSince: now.Add(-2 * time.Hour)},
+		{Project: "apps/web", Image: "r/apps/web:latest", Platform: "linux/amd64", State: verify.StateFresh},
+		{Project: "apps/cli", Image: "r/apps/cli:1", Platform: "linux/amd64", State: verify.StateUnknown},
+	}, now)
+	for _, tc := range []struct {
+		project, image string
+		stale, seconds float64
+	}{
+		{"apps/shop", "r/apps/shop:latest", 1, 7200},
+		{"apps/web", "r/apps/web:latest", 0, 0},
+		{"apps/cli", "r/apps/cli:1", 0, 0},
+	} {
+		if got := gauge(m.imageStale.WithLabelValues(tc.project, tc.image)); got != tc.stale {
+			t.Errorf("depsd_image_stale{%s,%s} = %v, want %v", tc.project, tc.image, got, tc.stale)
+		}
+		if got := gauge(m.staleSeconds.WithLabelValues(tc.project, tc.image)); got != tc.seconds {
+			t.Errorf("depsd_image_stale_seconds{%s,%s} = %v, want %v", tc.project, tc.image, got, tc.seconds)
+		}
+	}
+	m.observeFreshness(nil, now)
+	if n, err := m.registry.Gather(); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, f := range n {
+			if f.GetName() == "depsd_image_stale" && len(f.GetMetric()) > 0 {
+				t.Errorf("depsd_image_stale keeps %d images no longer verified", len(f.GetMetric()))
+			}
+		}
+	}
+}

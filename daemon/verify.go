@@ -1,0 +1,251 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gitlab.com/depsd/depsd/buildinfo"
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/registry"
+	"gitlab.com/depsd/depsd/scan"
+	"gitlab.com/depsd/depsd/verify"
+)
+
+// imageVerifier is the chain engine's Verifier: it reads every image a
+// project publishes (verify.Published over the scanned projects, renewed
+// with each graph), for each configured platform, judges it against its
+// upstreams' current images and the digests depsd saw them have, stores
+// each result and every digest it read (the project's own image is an
+// upstream of others), and sums the results up for the engine.
+type imageVerifier struct {
+	v         *verify.Verifier
+	st        verify.Store
+	rules     verify.PublishRules
+	platforms []deps.Platform
+	now       func() time.Time
+	log       *slog.Logger
+	// observe counts each image's result (metrics); nil: none.
+	observe func(verify.State)
+
+	published atomic.Pointer[map[string][]verify.Image]
+}
+
+// maxImagesAtOnce bounds the images (and platforms) of one project read
+// at once.
+const maxImagesAtOnce = 4
+
+// projectsChanged renews what each project publishes from a scan's
+// projects (graphState.reload).
+func (iv *imageVerifier) projectsChanged(projects []scan.Project) {
+	in := make([]verify.Project, 0, len(projects))
+	for _, p := range projects {
+		in = append(in, verify.Project{Path: p.Path, RegistryPrefix: p.RegistryPrefix, Dependencies: p.Dependencies})
+	}
+	published, errs := verify.Published(in, iv.rules)
+	for _, err := range errs {
+		iv.log.Warn("published image left out", "err", err)
+	}
+	iv.published.Store(&published)
+}
+
+func (iv *imageVerifier) images(project string) []verify.Image {
+	if m := iv.published.Load(); m != nil {
+		return (*m)[project]
+	}
+	return nil
+}
+
+// Publishes implements chain.Verifier.
+func (iv *imageVerifier) Publishes(project string) bool { return len(iv.images(project)) > 0 }
+
+// Verify implements chain.Verifier: every image and platform, up to
+// maxImagesAtOnce at once, each bounded by the verify.Verifier's timeout.
+// Results are stored unless ctx was canceled (shutdown: what could not be
+// read then says nothing about the image).
+func (iv *imageVerifier) Verify(ctx context.Context, req chain.VerifyRequest) chain.Verification {
+	type job struct {
+		img verify.Image
+		p   deps.Platform
+	}
+	var jobs []job
+	for _, img := range iv.images(req.Project) {
+		for _, p := range iv.platforms {
+			jobs = append(jobs, job{img, p})
+		}
+	}
+	results := make([]verify.Result, len(jobs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxImagesAtOnce)
+	for i, j := range jobs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			results[i] = iv.verifyImage(ctx, j.img, j.p)
+		})
+	}
+	wg.Wait()
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return chain.Verification{State: chain.ImageUnknown, Detail: "not verified: stopped"}
+	}
+	at := iv.now()
+	for _, r := range results {
+		if iv.observe != nil {
+			iv.observe(r.State)
+		}
+		if err := iv.st.SaveVerification(context.WithoutCancel(ctx), verify.Record{Project: req.Project, Result: r, VerifiedAt: at}); err != nil {
+			iv.log.Warn("store verification failed", "project", req.Project, "image", r.Image, "err", err)
+		}
+	}
+	return summary(results)
+}
+
+// verifyImage verifies one image for one platform against its upstreams
+// as the registry has them now (each tag resolved), with every digest
+// depsd saw them have, then records the digests it read.
+func (iv *imageVerifier) verifyImage(ctx context.Context, img verify.Image, p deps.Platform) verify.Result {
+	req := verify.Request{Image: img.Image, Platform: p}
+	for _, u := range img.Upstreams {
+		// Current stays empty: the verifier resolves the tag, so an
+		// upstream that moved without depsd reading it (a base outside
+		// the scope) is judged by its image now, not by the newest digest
+		// recorded (verify.UpstreamOf would take that for current).
+		up := verify.Upstream{Image: u}
+		history, err := iv.st.UpstreamHistory(ctx, u)
+		if err != nil {
+			iv.log.Warn("read upstream digests failed", "image", u, "err", err)
+		}
+		for _, s := range history {
+			up.Earlier = append(up.Earlier, s.Digest)
+		}
+		req.Upstreams = append(req.Upstreams, up)
+	}
+	res := iv.v.Verify(ctx, req)
+	if ctx.Err() != nil {
+		return res
+	}
+	at := iv.now()
+	seen := map[string]string{img.Image: res.Digest}
+	for _, v := range res.Upstreams {
+		seen[v.Upstream] = v.Current
+	}
+	for image, digest := range seen {
+		if digest == "" {
+			continue
+		}
+		if err := iv.st.RecordUpstreamDigest(ctx, image, digest, at); err != nil {
+			iv.log.Warn("record digest failed", "image", image, "err", err)
+		}
+	}
+	return res
+}
+
+// summary is the engine's verdict on a build from its images' results:
+// stale when one is (saying which and where), fresh when all are, unknown
+// otherwise.
+func summary(results []verify.Result) chain.Verification {
+	if len(results) == 0 {
+		return chain.Verification{State: chain.ImageUnknown, Detail: "no image to verify"}
+	}
+	for _, r := range results {
+		if r.State == verify.StateStale {
+			return chain.Verification{State: chain.ImageStale, Detail: fmt.Sprintf("%s, in %s (%s)", r.Detail, r.Image, r.Platform)}
+		}
+	}
+	for _, r := range results {
+		switch {
+		case r.State == verify.StateFresh:
+		case r.Reason != "": // the image itself could not be read: Detail names it
+			return chain.Verification{State: chain.ImageUnknown, Detail: r.Detail}
+		default:
+			return chain.Verification{State: chain.ImageUnknown, Detail: fmt.Sprintf("%s (%s): %s", r.Image, r.Platform, r.Detail)}
+		}
+	}
+	return chain.Verification{State: chain.ImageFresh, Detail: "every image built on its upstreams' current images"}
+}
+
+// newImageVerifier builds the engine's Verifier from images.* in
+// depsd.yaml, and has the graph's reloads renew what projects publish. It
+// returns nil (a nil chain.Verifier) under images.verify: off.
+func (d *Daemon) newImageVerifier() (chain.Verifier, error) {
+	cfg := d.opts.Config
+	if cfg.Images.Verify == config.VerifyOff {
+		return nil, nil
+	}
+	platforms, err := deps.ParsePlatforms(cfg.Platform)
+	if err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	reg := registry.New(registry.Options{AuthFile: cfg.Scheduler.RegistryAuthFile, Insecure: cfg.Images.InsecureRegistries,
+		UserAgent: buildinfo.UserAgent()})
+	iv := &imageVerifier{
+		v:  verify.New(reg, verify.Options{Timeout: cfg.Images.Timeout}),
+		st: d.store, rules: cfg.Images.PublishRules(), platforms: platforms, now: d.opts.Now,
+		log:     d.log.With("component", "verify"),
+		observe: func(s verify.State) { d.metrics.verifications.WithLabelValues(string(s)).Inc() },
+	}
+	d.state.projectsChanged = iv.projectsChanged
+	return iv, nil
+}
+
+// verifyTimeout bounds one build's verification in the engine: its images
+// are read a few at once, each within images.timeout, so a build whose
+// images all wait for a slow registry takes about that once; the margin
+// covers the store's reads and writes.
+func verifyTimeout(perImage time.Duration) time.Duration {
+	if perImage <= 0 {
+		perImage = verify.DefaultTimeout
+	}
+	return perImage + 5*time.Second
+}
+
+// freshnessInterval is how often the staleness gauges are refreshed from
+// the store (every replica exports them: whichever Prometheus scrapes
+// sees the same).
+const freshnessInterval = 30 * time.Second
+
+// exportFreshness refreshes depsd_image_stale and
+// depsd_image_stale_seconds from the stored verifications until ctx ends.
+func (d *Daemon) exportFreshness(ctx context.Context) error {
+	tick := time.NewTicker(freshnessInterval)
+	defer tick.Stop()
+	for {
+		if rows, err := freshnessRows(ctx, d.store); err == nil {
+			d.metrics.observeFreshness(rows, d.opts.Now())
+		} else if ctx.Err() == nil {
+			d.log.Warn("read verifications for the metrics failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// freshnessRows are the stored verifications as `depsd freshness` shows
+// them (verify.Freshness), with each upstream's digest history.
+func freshnessRows(ctx context.Context, st verify.Store) ([]verify.Row, error) {
+	records, err := st.Verifications(ctx)
+	if err != nil {
+		return nil, err
+	}
+	history := map[string][]verify.Seen{}
+	for _, r := range records {
+		for _, v := range r.Result.Upstreams {
+			if _, ok := history[v.Upstream]; ok {
+				continue
+			}
+			if history[v.Upstream], err = st.UpstreamHistory(ctx, v.Upstream); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return verify.Freshness(records, history), nil
+}

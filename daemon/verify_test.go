@@ -1,0 +1,200 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/registry/registrytest"
+	"gitlab.com/depsd/depsd/verify"
+)
+
+// TestStaleImageRebuiltWithoutCacheAgainstTheRegistry runs the daemon
+// against the fake GitLab whose pipelines push real images to a real
+// registry (docker-registry): g/shop is built FROM g/ruby, g/web FROM
+// g/shop. When ruby moves and shop's next build still uses the old ruby
+// (a layer cache), depsd reads shop's image, finds it stale, rebuilds it
+// once with DEPSD_NO_CACHE=1, and web is built only after shop's image is
+// fresh. Built on the old ruby twice, shop ends stale and web is blocked,
+// with the digests in the reason.
+func TestStaleImageRebuiltWithoutCacheAgainstTheRegistry(t *testing.T) {
+	host := registrytest.Start(t)
+	ruby, shop := host+"/g/ruby:latest", host+"/g/shop:latest"
+	srv := testGitLab(t, gitlabtest.Options{RegistryHost: host,
+		Pipelines: gitlabtest.Behavior{Duration: 20 * time.Millisecond, Outcome: "success"}},
+		map[string]string{"g/ruby": "FROM scratch\n", "g/shop": "FROM " + ruby + "\n", "g/web": "FROM " + shop + "\n"})
+	for path, im := range map[string]gitlabtest.Images{
+		"g/ruby": {Refs: []string{ruby}},
+		"g/shop": {From: ruby, Annotate: true},
+		"g/web":  {From: shop, Annotate: true},
+	} {
+		if err := srv.SetImages(path, im); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gl, cfg := testClient(t, srv), testConfig(t, srv)
+	cfg.Images.Verify = config.VerifyEnforce
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl,
+		PollInterval: 50 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	// rebuildRuby starts a chain at g/ruby and returns it once it finished
+	// or blocked.
+	rebuildRuby := func() chain.ChainView {
+		t.Helper()
+		var id int64
+		eventually(t, "the rebuild to be accepted", func() bool {
+			id, err = d.Engine().Rebuild(ctx, "g/ruby", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"})
+			return err == nil
+		})
+		var v chain.ChainView
+		eventually(t, "the chain to finish or block", func() bool {
+			v, err = d.Engine().Chain(ctx, id)
+			return err == nil && v.State != chain.Running
+		})
+		return v
+	}
+	shopMember := func(v chain.ChainView) chain.MemberView {
+		for _, m := range v.Members {
+			if m.Project == "g/shop" {
+				return m
+			}
+		}
+		t.Fatalf("no g/shop in chain %d", v.ID)
+		return chain.MemberView{}
+	}
+
+	// The first rebuild: everything fresh (ruby itself, FROM scratch,
+	// cannot be judged), and ruby's digest is now known.
+	first := rebuildRuby()
+	if first.State != chain.Finished {
+		t.Fatalf("first chain %s: %+v", first.State, first.Members)
+	}
+	old := srv.PublishedImages()[0].Digest
+	if m := shopMember(first); m.Verified != chain.ImageFresh || m.Builds != 1 {
+		t.Fatalf("g/shop in the first chain = %+v", m)
+	}
+
+	// ruby moves; shop's next build still uses the old ruby.
+	srv.PlanPublish("g/shop", gitlabtest.PublishPlan{From: old})
+	second := rebuildRuby()
+	m := shopMember(second)
+	if second.State != chain.Finished || m.Builds != 2 || !m.NoCache || m.Verified != chain.ImageFresh {
+		t.Fatalf("second chain %s, g/shop %+v: want finished after one rebuild without cache", second.State, m)
+	}
+	shops := srv.Pipelines("g/shop")
+	if len(shops) != 3 || shops[1].Variables[chain.VarNoCache] != "" || shops[2].Variables[chain.VarNoCache] != "1" {
+		t.Errorf("g/shop pipelines %+v: want the third, and only it, without cache", shops)
+	}
+	webs := srv.Pipelines("g/web")
+	if len(webs) != 2 || webs[1].CreatedAt.Before(shops[2].FinishedAt) {
+		t.Errorf("g/web pipelines %+v: want its second after shop's rebuild finished at %v", webs, shops[2].FinishedAt)
+	}
+	records, err := d.store.Verifications(ctx, "g/shop")
+	if err != nil || len(records) != 1 || records[0].Result.State != verify.StateFresh {
+		t.Errorf("stored verification of g/shop = %+v, %v; want fresh", records, err)
+	}
+
+	// Twice on the old ruby: stale, web blocked.
+	srv.PlanPublish("g/shop", gitlabtest.PublishPlan{From: old})
+	srv.PlanPublish("g/shop", gitlabtest.PublishPlan{From: old})
+	third := rebuildRuby()
+	m = shopMember(third)
+	if third.State != chain.Blocked || m.State != chain.Stale || m.Builds != 2 {
+		t.Fatalf("third chain %s, g/shop %+v: want blocked, shop stale after two builds", third.State, m)
+	}
+	for _, w := range third.Members {
+		if w.Project == "g/web" && (w.State != chain.MemberBlocked || !strings.HasPrefix(w.Why, "blocked: g/shop was built on "+ruby+" "+old[:len("sha256:")+12]+", not sha256:")) {
+			t.Errorf("g/web = %s %q: want blocked by shop's stale base %s", w.State, w.Why, old)
+		}
+	}
+	if n := len(srv.Pipelines("g/web")); n != 2 {
+		t.Errorf("g/web built %d times, want 2: not on a stale shop", n)
+	}
+	var stale dto.Metric
+	if err := d.metrics.verifications.WithLabelValues("stale").Write(&stale); err != nil || stale.GetCounter().GetValue() != 3 {
+		got := stale.GetCounter().GetValue()
+		t.Errorf("depsd_image_verifications_total{result=stale} = %v, want 3", got)
+	}
+}
+
+// TestExternalBaseMovedIsReadFromTheRegistry: an upstream outside the
+// scope (a base image no project builds) moves without depsd verifying
+// it; its current image is what the registry says now, not the newest
+// digest depsd recorded, so a build on its old image is stale, not fresh.
+func TestExternalBaseMovedIsReadFromTheRegistry(t *testing.T) {
+	host := registrytest.Start(t)
+	ruby, shop := host+"/ext/ruby:3", host+"/g/shop:latest"
+	old := registrytest.Push(t, ruby)
+	srv := testGitLab(t, gitlabtest.Options{RegistryHost: host,
+		Pipelines: gitlabtest.Behavior{Duration: 20 * time.Millisecond, Outcome: "success"}},
+		map[string]string{"g/shop": "FROM " + ruby + "\n", "g/web": "FROM " + shop + "\n"})
+	for path, im := range map[string]gitlabtest.Images{
+		"g/shop": {From: ruby, Annotate: true},
+		"g/web":  {From: shop, Annotate: true},
+	} {
+		if err := srv.SetImages(path, im); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gl, cfg := testClient(t, srv), testConfig(t, srv)
+	cfg.Images.Verify = config.VerifyEnforce
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl,
+		PollInterval: 50 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	rebuildShop := func() chain.MemberView {
+		t.Helper()
+		var id int64
+		eventually(t, "the rebuild to be accepted", func() bool {
+			id, err = d.Engine().Rebuild(ctx, "g/shop", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"})
+			return err == nil
+		})
+		var v chain.ChainView
+		eventually(t, "the chain to finish or block", func() bool {
+			v, err = d.Engine().Chain(ctx, id)
+			return err == nil && v.State != chain.Running
+		})
+		for _, m := range v.Members {
+			if m.Project == "g/shop" {
+				return m
+			}
+		}
+		t.Fatalf("no g/shop in chain %d", id)
+		return chain.MemberView{}
+	}
+	if m := rebuildShop(); m.Verified != chain.ImageFresh || m.Builds != 1 {
+		t.Fatalf("g/shop on ruby's first image = %+v, want fresh", m)
+	}
+	registrytest.Push(t, ruby) // ruby moves; depsd reads nothing of it yet
+	srv.PlanPublish("g/shop", gitlabtest.PublishPlan{From: old})
+	if m := rebuildShop(); m.Builds != 2 || !m.NoCache || m.Verified != chain.ImageFresh {
+		t.Errorf("g/shop built on ruby's old image = %+v: want it found stale and rebuilt without cache", m)
+	}
+}
