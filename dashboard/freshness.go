@@ -96,27 +96,32 @@ func summarize(rows []verify.Row, since func(project string) (time.Time, bool)) 
 	return out
 }
 
-// memberImages is the verdict on each member's images made since its
-// build in this chain: none for a member not built yet.
+// memberImages is the verdict on each member's images: the engine's on
+// its last build in this chain (MemberView.Verified), else the stored
+// verifications made since its build (a chain from before the engine
+// verified); none for a member not built yet.
 func (d *Dashboard) memberImages(r *http.Request, c chain.ChainView) map[string]*imageSummary {
-	if d.opts.Freshness == nil {
-		return nil
-	}
+	out := map[string]*imageSummary{}
 	built := map[string]time.Time{}
 	for _, m := range c.Members {
-		if m.TriggeredAt != nil && m.PipelineID != 0 {
+		switch {
+		case m.Verified != "":
+			out[m.Project] = &imageSummary{State: verify.State(m.Verified), Detail: m.VerifyDetail}
+		case m.TriggeredAt != nil && m.PipelineID != 0:
 			built[m.Project] = *m.TriggeredAt
 		}
 	}
-	if len(built) == 0 {
+	if len(built) > 0 && d.opts.Freshness != nil {
+		rows, err := d.opts.Freshness(r.Context(), slices.Sorted(maps.Keys(built))...)
+		if err != nil {
+			d.log.Warn("verifications not read", "chain_id", c.ID, "err", err)
+		}
+		maps.Copy(out, summarize(rows, func(p string) (time.Time, bool) { t, ok := built[p]; return t, ok }))
+	}
+	if len(out) == 0 {
 		return nil
 	}
-	rows, err := d.opts.Freshness(r.Context(), slices.Sorted(maps.Keys(built))...)
-	if err != nil {
-		d.log.Warn("verifications not read", "chain_id", c.ID, "err", err)
-		return nil
-	}
-	return summarize(rows, func(p string) (time.Time, bool) { t, ok := built[p]; return t, ok })
+	return out
 }
 
 // verdictIcon gives each verification state a glyph, so that they differ

@@ -52,6 +52,9 @@ func TestFreshnessPages(t *testing.T) {
 		{Project: "g/ruby", State: chain.Success, PipelineID: 11, TriggeredAt: &triggered},
 		{Project: "g/shop", State: chain.MemberRunning, PipelineID: 12, TriggeredAt: &triggered, Upstreams: []string{"g/ruby"}}, // verified after: shown
 		{Project: "g/cli", State: chain.Success, PipelineID: 13, TriggeredAt: &triggered, Upstreams: []string{"g/ruby"}},        // verified before its build: not shown
+		// The engine's own verdict on the member's build wins over the
+		// stored rows (unknown, verified after its build).
+		{Project: "h/docs", State: chain.Stale, PipelineID: 14, TriggeredAt: &triggered, Verified: chain.ImageStale, VerifyDetail: "built on an old base"},
 	}}
 	d, err := New(Options{Store: fakeStore{projects}, Chains: fakeChains{c}, Freshness: freshness, Now: func() time.Time { return now }})
 	if err != nil {
@@ -106,11 +109,13 @@ func TestFreshnessPages(t *testing.T) {
 	for _, m := range cells.FindAllStringSubmatch(body, -1) {
 		shown[m[1]] = m[2]
 	}
-	if !strings.Contains(shown["g/shop"], "≠ stale") || !strings.Contains(shown["g/ruby"], "✓ fresh") || strings.Contains(shown["g/cli"], "stale") || len(shown) != 3 {
-		t.Errorf("chain page's images column: %q; want shop stale, ruby fresh, cli none (verified before its build)", shown)
+	if !strings.Contains(shown["g/shop"], "≠ stale") || !strings.Contains(shown["g/ruby"], "✓ fresh") || strings.Contains(shown["g/cli"], "stale") ||
+		!strings.Contains(shown["h/docs"], "≠ stale") || !strings.Contains(shown["h/docs"], "built on an old base") || len(shown) != 4 {
+		t.Errorf("chain page's images column: %q; want shop stale, ruby fresh, cli none (verified before its build), docs stale (the engine's verdict)", shown)
 	}
 	d.opts.Freshness = nil
-	if _, body := get("/chains/7"); strings.Contains(body, "member-images") {
-		t.Error("the chain page shows an images column without verifications")
+	_, body = get("/chains/7")
+	if got := strings.Count(body, `<td class="member-images">`); got != 4 || !strings.Contains(body, "built on an old base") {
+		t.Errorf("without stored verifications the chain page shows %d image cells, want 4 with the engine's verdict on docs", got)
 	}
 }

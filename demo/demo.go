@@ -100,20 +100,20 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 	cfg.Scope.Groups = []string{"infra", "apps"}
 	cfg.State = filepath.Join(opts.StateDir, "depsd.db")
 	cfg.Hooks.Secret = "demo-webhook-secret"
-	// The demo's projects publish no image to a registry yet
-	// (docs/verification.md): verifying would look registry.example.com up.
+	// Without a registry the demo's projects publish no image: verifying
+	// would look registry.example.com up.
 	cfg.Images.Verify = config.VerifyOff
-
-	var images *imageChecker
 	if opts.Registry != "" {
-		if images, err = newImageChecker(ctx, srv, opts.Registry, cfg.State); err != nil {
-			return err
-		}
-		defer images.Close()
-		if err := images.prebuild(ctx); err != nil {
+		// Every project but the docs site publishes its image; the base
+		// has nothing to be judged against (FROM scratch here).
+		cfg.Images.Verify = config.VerifyEnforce
+		cfg.Images.Publish = []string{"{registry}/{path}:latest"}
+		cfg.Images.Projects = []config.ImagesOverride{{Match: "apps/docs", Publish: []string{}}}
+		cfg.Images.InsecureRegistries = []string{opts.Registry}
+		if err := prebuildBase(ctx, srv, opts.Registry, cfg.State); err != nil {
 			return fmt.Errorf("demo registry %s: %w", opts.Registry, err)
 		}
-		fmt.Fprintf(out, "pipelines push their images to %s; each member's images are verified after it succeeds\n", opts.Registry)
+		fmt.Fprintf(out, "pipelines push their images to %s; depsd verifies each member's images after it succeeds\n", opts.Registry)
 	}
 
 	listening := make(chan string, 1)
@@ -136,7 +136,7 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 		defer srv.Close()
 		storyCtx, cancel := context.WithTimeout(gctx, opts.Timeout)
 		defer cancel()
-		if err := story(storyCtx, out, d, gl, srv, images, listening, cfg); err != nil || !opts.Stay {
+		if err := story(storyCtx, out, d, gl, srv, listening, cfg); err != nil || !opts.Stay {
 			return err
 		}
 		fmt.Fprintln(out, "\ndepsd keeps serving the dashboard (and the simulated GitLab runs on); press Ctrl-C to stop")
@@ -147,7 +147,7 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 }
 
 // story is what the demo tells once the daemon runs.
-func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Client, srv *gitlabtest.Server, images *imageChecker, listening <-chan string, cfg config.Config) error {
+func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Client, srv *gitlabtest.Server, listening <-chan string, cfg config.Config) error {
 	var addr string
 	select {
 	case addr = <-listening:
@@ -183,19 +183,7 @@ func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Clie
 	if err != nil {
 		return err
 	}
-	verdicts := map[string]string{}
-	var verified func(ctx context.Context, project string, pipelineID int64) (string, error)
-	if images != nil {
-		verified = func(ctx context.Context, project string, pipelineID int64) (string, error) {
-			r, ok, err := images.check(ctx, project, pipelineID)
-			if err != nil || !ok {
-				return "", err
-			}
-			verdicts[project] = string(r.Result.State)
-			return verdict(r), nil
-		}
-	}
-	view, err := follow(ctx, out, engine, id, start, verified)
+	view, err := follow(ctx, out, engine, id, start)
 	if err != nil {
 		return err
 	}
@@ -203,20 +191,29 @@ func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Clie
 	// What GitLab recorded, not what the engine believes: the pipelines
 	// created through the API for this chain, per project.
 	created := createdPipelines(srv, id)
-	printFinal(out, view, created, graphOrder(chain.RebuildPlan(graph, root)), verdicts)
+	printFinal(out, view, created, graphOrder(chain.RebuildPlan(graph, root)))
 	if view.State != chain.Finished {
 		return fmt.Errorf("chain %d ended %s", id, view.State)
 	}
+	rebuilt := 0 // members rebuilt without cache after a stale verdict
 	for _, m := range view.Members {
-		if created[m.Project] != 1 {
-			return fmt.Errorf("GitLab recorded %d pipelines of %s for chain %d, want 1", created[m.Project], m.Project, id)
+		want := 1
+		if m.NoCache {
+			want, rebuilt = 2, rebuilt+1
+		}
+		if created[m.Project] != want {
+			return fmt.Errorf("GitLab recorded %d pipelines of %s for chain %d, want %d", created[m.Project], m.Project, id, want)
 		}
 	}
 	if extra := len(created) - len(view.Members); extra > 0 {
 		return fmt.Errorf("GitLab recorded pipelines for %d projects outside chain %d", extra, id)
 	}
-	fmt.Fprintf(out, "\nchain %d finished in %s: %d projects, each built exactly once (as GitLab recorded), in dependency order\n",
-		id, time.Since(start).Round(100*time.Millisecond), len(view.Members))
+	once := "each built exactly once"
+	if rebuilt > 0 {
+		once = fmt.Sprintf("each built once and %d once more, without cache, as its images were stale", rebuilt)
+	}
+	fmt.Fprintf(out, "\nchain %d finished in %s: %d projects, %s (as GitLab recorded), in dependency order\n",
+		id, time.Since(start).Round(100*time.Millisecond), len(view.Members), once)
 	return nil
 }
 
@@ -234,11 +231,16 @@ func createdPipelines(srv *gitlabtest.Server, id int64) map[string]int {
 	return n
 }
 
-// follow prints every member state change until the chain ends, and,
-// when verified is set, the verdict on a member's images once it succeeds.
-func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, start time.Time,
-	verified func(ctx context.Context, project string, pipelineID int64) (string, error)) (chain.ChainView, error) {
-	seen := map[string]chain.MemberState{}
+// follow prints every member state change until the chain ends, and the
+// verdict on a member's images when depsd verifies them (with a registry).
+func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, start time.Time) (chain.ChainView, error) {
+	type seenAs struct {
+		state    chain.MemberState
+		pipeline int64
+		noCache  bool
+		verified chain.ImageState
+	}
+	seen := map[string]seenAs{}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -247,27 +249,33 @@ func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, 
 			return view, err
 		}
 		for _, m := range view.Members {
-			if seen[m.Project] == m.State {
+			was := seen[m.Project]
+			now := seenAs{m.State, m.PipelineID, m.NoCache, m.Verified}
+			seen[m.Project] = now
+			at := fmt.Sprintf("+%.1fs", time.Since(start).Seconds())
+			if m.Verified != was.verified && m.Verified != "" {
+				v := "images " + string(m.Verified)
+				if m.Verified != chain.ImageFresh {
+					v += ": " + m.VerifyDetail
+				}
+				fmt.Fprintf(out, "  %7s  %-20s %-9s  %s\n", at, m.Project, "verified", v)
+			}
+			if now.state == was.state && now.pipeline == was.pipeline && now.noCache == was.noCache {
 				continue
 			}
-			seen[m.Project] = m.State
-			line := fmt.Sprintf("  %7s  %-20s %-9s", fmt.Sprintf("+%.1fs", time.Since(start).Seconds()), m.Project, m.State)
+			line := fmt.Sprintf("  %7s  %-20s %-9s", at, m.Project, m.State)
 			switch {
+			case m.State == chain.Pending && m.NoCache, m.State == chain.Stale:
+				line += "  " + m.Why // why it is rebuilt, or why it stopped
 			case m.PipelineID != 0 && m.State != chain.Waiting:
 				line += fmt.Sprintf("  pipeline %d", m.PipelineID)
 			case m.Why != "":
 				line += "  " + m.Why
 			}
-			fmt.Fprintln(out, strings.TrimRight(line, " "))
-			if verified != nil && m.State == chain.Success {
-				v, err := verified(ctx, m.Project, m.PipelineID)
-				if err != nil {
-					return view, err
-				}
-				if v != "" {
-					fmt.Fprintf(out, "  %7s  %-20s %-9s  %s\n", fmt.Sprintf("+%.1fs", time.Since(start).Seconds()), m.Project, "verified", v)
-				}
+			if m.NoCache && m.State != chain.Pending {
+				line += " (without cache: DEPSD_NO_CACHE=1)"
 			}
+			fmt.Fprintln(out, strings.TrimRight(line, " "))
 		}
 		if view.State != chain.Running {
 			return view, nil
@@ -292,8 +300,9 @@ func graphOrder(waves [][]string) map[string]int {
 }
 
 // printFinal prints the chain's members in build order with what GitLab
-// recorded, and with a registry the verdict on their images.
-func printFinal(out io.Writer, v chain.ChainView, created map[string]int, rank map[string]int, verdicts map[string]string) {
+// recorded, and the verdict on their images once one has one.
+func printFinal(out io.Writer, v chain.ChainView, created map[string]int, rank map[string]int) {
+	verified := slices.ContainsFunc(v.Members, func(m chain.MemberView) bool { return m.Verified != "" })
 	fmt.Fprintf(out, "chain %d: %s\n", v.ID, v.State)
 	members := slices.Clone(v.Members)
 	slices.SortStableFunc(members, func(a, b chain.MemberView) int { return rank[a.Project] - rank[b.Project] })
@@ -302,8 +311,8 @@ func printFinal(out io.Writer, v chain.ChainView, created map[string]int, rank m
 		if len(m.Upstreams) > 0 {
 			ups = strings.Join(m.Upstreams, ", ")
 		}
-		if len(verdicts) > 0 {
-			fmt.Fprintf(out, "  %-20s %-8s images %-8s pipeline %-4d created on GitLab: %d  after %s\n", m.Project, m.State, cmp.Or(verdicts[m.Project], "-"), m.PipelineID, created[m.Project], ups)
+		if verified {
+			fmt.Fprintf(out, "  %-20s %-8s images %-8s pipeline %-4d created on GitLab: %d  after %s\n", m.Project, m.State, cmp.Or(string(m.Verified), "-"), m.PipelineID, created[m.Project], ups)
 			continue
 		}
 		fmt.Fprintf(out, "  %-20s %-8s pipeline %-4d created on GitLab: %d  after %s\n", m.Project, m.State, m.PipelineID, created[m.Project], ups)

@@ -17,10 +17,15 @@ func sampleProjects() []gitlabtest.Project { return sampleProjectsOn("") }
 // sampleProjectsOn is the sample with its images on registry host reg
 // (empty: gitlabtest's default, which is not a real registry).
 func sampleProjectsOn(reg string) []gitlabtest.Project {
+	base := "ARG DEBIAN=bookworm-slim\nFROM debian:${DEBIAN}\nRUN apt-get update && apt-get -y upgrade\n"
+	if reg != "" {
+		// Verified, a base FROM debian would be judged against Docker
+		// Hub's image: the demo reads nothing outside its registry.
+		base = "FROM scratch\nADD rootfs.tar /\n"
+	}
 	reg = cmp.Or(reg, gitlabtest.DefaultRegistryHost) + "/"
 	return []gitlabtest.Project{
-		{Path: "infra/images/base", Files: map[string]string{
-			"Containerfile": "ARG DEBIAN=bookworm-slim\nFROM debian:${DEBIAN}\nRUN apt-get update && apt-get -y upgrade\n"}},
+		{Path: "infra/images/base", Files: map[string]string{"Containerfile": base}},
 		{Path: "infra/images/ruby", Files: map[string]string{
 			"Containerfile": "FROM " + reg + "infra/images/base:latest\nRUN apt-get install -y ruby\n"}},
 		{Path: "apps/shop", Files: map[string]string{
