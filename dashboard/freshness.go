@@ -97,9 +97,11 @@ func summarize(rows []verify.Row, since func(project string) (time.Time, bool)) 
 }
 
 // memberImages is the verdict on each member's images: the engine's on
-// its last build in this chain (MemberView.Verified), else the stored
-// verifications made since its build (a chain from before the engine
-// verified); none for a member not built yet.
+// its last build in this chain (MemberView.Verified), else, for a chain
+// that ended (one from before the engine verified), the stored
+// verifications made since the member's build; none for a member not built
+// yet. A live chain's page, refreshed every few seconds, reads only the
+// chain.
 func (d *Dashboard) memberImages(r *http.Request, c chain.ChainView) map[string]*imageSummary {
 	out := map[string]*imageSummary{}
 	built := map[string]time.Time{}
@@ -107,7 +109,7 @@ func (d *Dashboard) memberImages(r *http.Request, c chain.ChainView) map[string]
 		switch {
 		case m.Verified != "":
 			out[m.Project] = &imageSummary{State: verify.State(m.Verified), Detail: m.VerifyDetail}
-		case m.TriggeredAt != nil && m.PipelineID != 0:
+		case !c.State.Active() && m.TriggeredAt != nil && m.PipelineID != 0:
 			built[m.Project] = *m.TriggeredAt
 		}
 	}

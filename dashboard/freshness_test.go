@@ -48,10 +48,10 @@ func TestFreshnessPages(t *testing.T) {
 		return slices.DeleteFunc(slices.Clone(rows), func(r verify.Row) bool { return len(only) > 0 && !slices.Contains(only, r.Project) }), nil
 	}
 	triggered := now.Add(-2 * time.Hour)
-	c := chain.ChainView{ID: 7, State: chain.Running, Roots: []string{"g/ruby"}, Members: []chain.MemberView{
+	c := chain.ChainView{ID: 7, State: chain.Finished, Roots: []string{"g/ruby"}, Members: []chain.MemberView{
 		{Project: "g/ruby", State: chain.Success, PipelineID: 11, TriggeredAt: &triggered},
-		{Project: "g/shop", State: chain.MemberRunning, PipelineID: 12, TriggeredAt: &triggered, Upstreams: []string{"g/ruby"}}, // verified after: shown
-		{Project: "g/cli", State: chain.Success, PipelineID: 13, TriggeredAt: &triggered, Upstreams: []string{"g/ruby"}},        // verified before its build: not shown
+		{Project: "g/shop", State: chain.Success, PipelineID: 12, TriggeredAt: &triggered, Upstreams: []string{"g/ruby"}}, // verified after: shown
+		{Project: "g/cli", State: chain.Success, PipelineID: 13, TriggeredAt: &triggered, Upstreams: []string{"g/ruby"}},  // verified before its build: not shown
 		// The engine's own verdict on the member's build wins over the
 		// stored rows (unknown, verified after its build).
 		{Project: "h/docs", State: chain.Stale, PipelineID: 14, TriggeredAt: &triggered, Verified: chain.ImageStale, VerifyDetail: "built on an old base"},
@@ -112,6 +112,10 @@ func TestFreshnessPages(t *testing.T) {
 	if !strings.Contains(shown["g/shop"], "≠ stale") || !strings.Contains(shown["g/ruby"], "✓ fresh") || strings.Contains(shown["g/cli"], "stale") ||
 		!strings.Contains(shown["h/docs"], "≠ stale") || !strings.Contains(shown["h/docs"], "built on an old base") || len(shown) != 4 {
 		t.Errorf("chain page's images column: %q; want shop stale, ruby fresh, cli none (verified before its build), docs stale (the engine's verdict)", shown)
+	}
+	d.opts.Chains = fakeChains{{ID: 7, State: chain.Running, Roots: c.Roots, Members: c.Members}}
+	if _, body := get("/chains/7"); strings.Count(body, `<td class="member-images">`) != 4 || strings.Contains(body, "g/shop is stale") {
+		t.Errorf("a running chain's page shows stored verdicts (read at every refresh), or no column for the engine's")
 	}
 	d.opts.Freshness = nil
 	_, body = get("/chains/7")
