@@ -207,7 +207,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
-	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready, status: d.Status, dashboard: dash}
+	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready, status: d.Status, dashboard: dash,
+		freshness: d.freshness}
 	mainMux, uiMux := a.routes(opts.UIListen != "")
 	d.server = d.newServer(mainMux)
 	if uiMux != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/verify"
 )
 
 // api is what the HTTP endpoints read.
@@ -29,6 +31,8 @@ type api struct {
 	metrics *metrics
 	ready   func(ctx context.Context) error
 	status  func(ctx context.Context) (Status, error)
+	// freshness reads the freshness report (Freshness).
+	freshness func(ctx context.Context, q FreshnessQuery) (FreshnessReport, error)
 	// dashboard is the web UI over the same reads.
 	dashboard *dashboard.Dashboard
 }
@@ -65,6 +69,7 @@ func (a *api) views(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/chains", a.chains)
 	mux.HandleFunc("GET /api/v1/chains/{id}", a.chain)
 	mux.HandleFunc("GET /api/v1/status", a.statusHandler)
+	mux.HandleFunc("GET /api/v1/freshness", a.freshnessHandler)
 	if a.dashboard != nil {
 		a.dashboard.Register(mux)
 	}
@@ -81,6 +86,10 @@ func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
 			return ListSchedules(ctx, d.opts.Config.Scheduler, d.store, d.log)
 		},
 		Hooks: d.hookStatus,
+		Freshness: func(ctx context.Context, projects ...string) ([]verify.Row, error) {
+			rep, err := d.freshness(ctx, FreshnessQuery{Projects: projects})
+			return rep.Images, err
+		},
 		Replicas: func(ctx context.Context) (dashboard.Replicas, error) {
 			st, err := d.Status(ctx)
 			return replicasView(st), err
@@ -195,4 +204,41 @@ func (a *api) statusHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// freshnessHandler answers what `depsd freshness --json` prints, filtered
+// by ?project= (repeatable), ?state= and ?max_age= (a Go duration,
+// default 24h, the threshold of stale_beyond_max_age). It answers 200
+// whatever is stale: a monitor reads stale_beyond_max_age.
+func (a *api) freshnessHandler(w http.ResponseWriter, r *http.Request) {
+	q, err := freshnessQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	rep, err := a.freshness(r.Context(), q)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if rep.Images == nil {
+		rep.Images = []verify.Row{} // [] rather than null: nothing verified
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// freshnessQuery reads the API's freshness filters.
+func freshnessQuery(v url.Values) (FreshnessQuery, error) {
+	q := FreshnessQuery{Projects: v["project"], State: verify.State(v.Get("state")), MaxAge: DefaultMaxAge}
+	if q.State != "" && !slices.Contains(verify.States(), q.State) {
+		return q, fmt.Errorf("state %q: want one of fresh, stale, unknown", q.State)
+	}
+	if s := v.Get("max_age"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return q, fmt.Errorf("max_age %q: want a duration of 0 or more, such as 24h", s)
+		}
+		q.MaxAge = d
+	}
+	return q, nil
 }

@@ -15,6 +15,7 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/registry"
 	"gitlab.com/depsd/depsd/scan"
+	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/verify"
 )
 
@@ -230,22 +231,8 @@ func (d *Daemon) exportFreshness(ctx context.Context) error {
 }
 
 // freshnessRows are the stored verifications as `depsd freshness` shows
-// them (verify.Freshness), with each upstream's digest history.
-func freshnessRows(ctx context.Context, st verify.Store) ([]verify.Row, error) {
-	records, err := st.Verifications(ctx)
-	if err != nil {
-		return nil, err
-	}
-	history := map[string][]verify.Seen{}
-	for _, r := range records {
-		for _, v := range r.Result.Upstreams {
-			if _, ok := history[v.Upstream]; ok {
-				continue
-			}
-			if history[v.Upstream], err = st.UpstreamHistory(ctx, v.Upstream); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return verify.Freshness(records, history), nil
+// them (Freshness, without what fixes them: the gauges do not say).
+func freshnessRows(ctx context.Context, st *store.Store) ([]verify.Row, error) {
+	rep, err := Freshness(ctx, FreshnessSources{Store: st}, FreshnessQuery{})
+	return rep.Images, err
 }

@@ -132,6 +132,17 @@ func TestStaleImageRebuiltWithoutCacheAgainstTheRegistry(t *testing.T) {
 		got := stale.GetCounter().GetValue()
 		t.Errorf("depsd_image_verifications_total{result=stale} = %v, want 3", got)
 	}
+	// What an operator is shown (depsd freshness, the API, the page): shop
+	// stale since ruby moved away from its base, nothing running will
+	// rebuild it (its chain is blocked), past a max age of 0 (the command
+	// exits 1).
+	rep, err := d.freshness(ctx, FreshnessQuery{Projects: []string{"g/shop"}})
+	if err != nil || len(rep.Images) != 1 {
+		t.Fatalf("freshness = %+v, %v", rep, err)
+	}
+	if r := rep.Images[0]; r.Project != "g/shop" || r.State != verify.StateStale || r.StaleSince.IsZero() || r.Fix == nil || r.Fix.Kind != verify.FixNone || rep.StaleBeyondMaxAge != 1 {
+		t.Errorf("freshness row %+v (fix %+v), %d past max age 0; want g/shop stale with nothing to fix it, 1", r, r.Fix, rep.StaleBeyondMaxAge)
+	}
 }
 
 // TestExternalBaseMovedIsReadFromTheRegistry: an upstream outside the

@@ -67,6 +67,7 @@ type served struct {
 	srv    *gitlabtest.Server
 	url    string
 	engine *chain.Engine
+	state  string // the state file
 }
 
 // hookStates are how the sample's webhooks are set up before depsd
@@ -94,6 +95,12 @@ func serve(t testing.TB, projects []gitlabtest.Project, past map[string][]int, h
 			}
 		}
 	}
+	return serveOn(t, srv, projects, hooks, sched)
+}
+
+// serveOn is serve on a fake GitLab the test seeded itself with projects.
+func serveOn(t testing.TB, srv *gitlabtest.Server, projects []gitlabtest.Project, hooks map[string]string, sched scheduler.Config) *served {
+	t.Helper()
 	// depsd's address is chosen first, so that its hooks exist before it
 	// starts and it finds them in their states.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -156,7 +163,7 @@ func serve(t testing.TB, projects []gitlabtest.Project, past map[string][]int, h
 			t.Errorf("daemon: %v", err)
 		}
 	})
-	s := &served{srv: srv, url: "http://" + addr, engine: d.Engine()}
+	s := &served{srv: srv, url: "http://" + addr, engine: d.Engine(), state: cfg.State}
 	// Ready once the scan is loaded.
 	deadline := time.Now().Add(startTimeout)
 	for {

@@ -1,7 +1,8 @@
 // Package dashboard is depsd's read-only web face, served by `depsd serve`:
 // the chains (running ones update live), the dependency graph as a picture
 // with focus views, a page per project (its files, warnings, neighbours,
-// pipelines, schedules and what a rebuild would cost) and the health of the
+// pipelines, schedules, images and what a rebuild would cost), the
+// freshness of the images projects publish and the health of the
 // installation (webhooks, scans, schedules, watched images). Pages are
 // rendered on the server with html/template; a few lines of JavaScript
 // refresh the live parts. Everything it serves is embedded in the binary:
@@ -25,6 +26,7 @@ import (
 	"gitlab.com/depsd/depsd/report"
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/verify"
 )
 
 //go:embed templates/*.html
@@ -103,6 +105,10 @@ type Options struct {
 	Hooks func(ctx context.Context) HookStatus
 	// Replicas reads the replicas and the leader; nil shows none.
 	Replicas func(ctx context.Context) (Replicas, error)
+	// Freshness reads the stored verifications of the projects named (all
+	// when none is) as rows, stalest first, each stale one with what will
+	// fix it (the daemon's Freshness); nil shows none.
+	Freshness func(ctx context.Context, projects ...string) ([]verify.Row, error)
 	// History reads pipeline durations for rebuild estimates; nil leaves
 	// the estimate out.
 	History report.PipelineHistory
@@ -146,7 +152,7 @@ func New(opts Options) (*Dashboard, error) {
 	d := &Dashboard{opts: opts, pages: map[string]*template.Template{}, log: opts.Logger}
 	d.history.entries = map[string]historyEntry{}
 	funcs := templateFuncs(opts.Now)
-	for _, page := range []string{"chains", "chain", "graph", "project", "health", "error"} {
+	for _, page := range []string{"chains", "chain", "graph", "project", "health", "freshness", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard template %s: %w", page, err)
@@ -157,7 +163,7 @@ func New(opts Options) (*Dashboard, error) {
 }
 
 // Register adds the dashboard's routes to mux: /, /chains/{id}, /graph,
-// /graph.svg, /projects/{path}, /health and /static/.
+// /graph.svg, /projects/{path}, /health, /freshness and /static/.
 func (d *Dashboard) Register(mux *http.ServeMux) {
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
@@ -167,6 +173,7 @@ func (d *Dashboard) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /graph.svg", d.graphSVG)
 	mux.HandleFunc("GET /projects/{path...}", d.projectPage)
 	mux.HandleFunc("GET /health", d.healthPage)
+	mux.HandleFunc("GET /freshness", d.freshnessPage)
 }
 
 func cacheFor(d time.Duration, h http.Handler) http.Handler {

@@ -61,6 +61,9 @@ type chainView struct {
 	Counts []stateCount
 	// Live: the page refreshes the chain while it runs.
 	Live bool
+	// Images is the verdict on each member's images since its build in
+	// the chain (the chain page only; none before a verification).
+	Images map[string]*imageSummary
 }
 
 type waveView struct {

@@ -3,6 +3,8 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/verify/verifytest"
 )
 
 // largeInstance is 2,000 projects in three levels of image chains, as in
@@ -98,5 +102,62 @@ func BenchmarkGraphPage2000(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		renderGraph(b, br, s.url+"/graph")
+	}
+}
+
+// The Freshness page of 2,000 projects' images renders whole, stalest
+// first; the render time is logged (speed is shown, not asserted).
+func TestLargeFreshnessInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the 2,000-project browser test")
+	}
+	b := newBrowser(t)
+	projects := largeInstance(2000)
+	s := serve(t, projects, nil, nil, scheduler.Config{})
+	st, err := store.Open(t.Context(), s.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	paths := make([]string, len(projects))
+	for i, p := range projects {
+		paths[i] = p.Path
+	}
+	stale, err := verifytest.Seed(t.Context(), st, gitlabtest.DefaultRegistryHost, paths, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	served := time.Now()
+	resp, err := http.Get(s.url + "/freshness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	t.Logf("freshness page of %d images served in %s (%d kB)", len(projects), time.Since(served), size/1000)
+
+	ctx, cancel := context.WithTimeout(b.ctx, 2*pageTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/freshness"), chromedp.WaitVisible(chromedp.CSS("#freshness"))); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if n := eval[int](t, b, `document.querySelectorAll("#freshness tbody tr").length`); n != len(projects) {
+		t.Errorf("%d rows, want %d (one image per project)", n, len(projects))
+	}
+	first := eval[string](t, b, `document.querySelector("#freshness tbody tr").dataset.project + " " + document.querySelector("#freshness tbody tr").dataset.state`)
+	if first != stale[0]+" stale" {
+		t.Errorf("first row %q, want %s stale (the stalest)", first, stale[0])
+	}
+	t.Logf("freshness page of %d images rendered in %s", len(projects), took)
+	b.open(t, s.url+"/freshness?state=stale")
+	if n := eval[int](t, b, `document.querySelectorAll("#freshness tbody tr").length`); n != len(stale) {
+		t.Errorf("state=stale: %d rows, want %d", n, len(stale))
+	}
+	if errs := b.errors(); len(errs) > 0 {
+		t.Errorf("console errors: %v", errs)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"gitlab.com/depsd/depsd/report"
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/verify"
 )
 
 // page is what every template gets: the page's own data and the layout's.
@@ -116,7 +117,9 @@ func (d *Dashboard) chainPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "chain", page{Title: fmt.Sprintf("Chain %d", id), Nav: "chains", Data: viewChain(c)}, "chain")
+	v := viewChain(c)
+	v.Images = d.memberImages(r, c)
+	d.render(w, r, http.StatusOK, "chain", page{Title: fmt.Sprintf("Chain %d", id), Nav: "chains", Data: v}, "chain")
 }
 
 // graphView is the graph page's data.
@@ -306,6 +309,11 @@ type projectView struct {
 	Estimate   *report.Estimate
 	Unread     int    // members whose history could not be read
 	NoEstimate string // why there is no estimate
+	// Images are the project's verified images, stalest first; ImagesErr
+	// says why they could not be read.
+	Images    []verify.Row
+	ImagesErr string
+	Verifying bool // the dashboard reads verifications
 }
 
 func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
@@ -347,6 +355,12 @@ func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
 			if e.Target == path || slices.Contains(e.Projects, path) {
 				v.Schedules = append(v.Schedules, e)
 			}
+		}
+	}
+	if d.opts.Freshness != nil {
+		v.Verifying = true
+		if v.Images, err = d.opts.Freshness(ctx, path); err != nil {
+			v.ImagesErr = err.Error()
 		}
 	}
 	switch {
@@ -542,7 +556,21 @@ func templateFuncs(now func() time.Time) template.FuncMap {
 			}
 			return s[:n]
 		},
-		"add": func(a, b int) int { return a + b },
+		"add":     func(a, b int) int { return a + b },
+		"verdict": verdictIcon,
+		"fixURL":  fixURL,
+		"digest": func(s string) string {
+			if len(s) > len("sha256:")+12 {
+				return s[:len("sha256:")+12]
+			}
+			return s
+		},
+		"since": func(t time.Time) string {
+			if t.IsZero() {
+				return "-"
+			}
+			return report.FormatDuration(now().Sub(t))
+		},
 		"typical": func(e *report.Estimate, p string) string {
 			if d, ok := e.Typical[p]; ok {
 				return report.FormatDuration(d)

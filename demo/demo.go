@@ -7,6 +7,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,13 @@ type Options struct {
 	Listen string
 	// Logger receives the daemon's logs. Default: discard.
 	Logger *slog.Logger
+	// Registry is the host:port of a registry that takes anonymous
+	// pushes over plain HTTP (Debian's docker-registry, or
+	// podman run -p 127.0.0.1:5000:5000 docker.io/library/registry:2):
+	// the simulated pipelines push their images there and the demo shows
+	// each member's verification (images.go). Empty: no images, no
+	// verification.
+	Registry string
 	// Seeded, if set, is called with the simulated GitLab once its
 	// projects exist, so that a test can count what it records.
 	Seeded func(*gitlabtest.Server)
@@ -72,9 +80,9 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 		defer cancel()
 	}
 
-	srv := gitlabtest.New(gitlabtest.Options{Token: "glpat-demo"})
+	srv := gitlabtest.New(gitlabtest.Options{Token: "glpat-demo", RegistryHost: opts.Registry})
 	defer srv.Close()
-	if err := seed(srv, opts.PipelineTime); err != nil {
+	if err := seed(srv, opts.PipelineTime, opts.Registry); err != nil {
 		return err
 	}
 	if opts.Seeded != nil {
@@ -92,9 +100,21 @@ func Run(ctx context.Context, out io.Writer, opts Options) error {
 	cfg.Scope.Groups = []string{"infra", "apps"}
 	cfg.State = filepath.Join(opts.StateDir, "depsd.db")
 	cfg.Hooks.Secret = "demo-webhook-secret"
-	// The demo's projects publish no image to a registry yet
-	// (docs/verification.md): verifying would look registry.example.com up.
+	// Without a registry the demo's projects publish no image: verifying
+	// would look registry.example.com up.
 	cfg.Images.Verify = config.VerifyOff
+	if opts.Registry != "" {
+		// Every project but the docs site publishes its image; the base
+		// has nothing to be judged against (FROM scratch here).
+		cfg.Images.Verify = config.VerifyEnforce
+		cfg.Images.Publish = []string{"{registry}/{path}:latest"}
+		cfg.Images.Projects = []config.ImagesOverride{{Match: "apps/docs", Publish: []string{}}}
+		cfg.Images.InsecureRegistries = []string{opts.Registry}
+		if err := prebuildBase(ctx, srv, opts.Registry, cfg.State); err != nil {
+			return fmt.Errorf("demo registry %s: %w", opts.Registry, err)
+		}
+		fmt.Fprintf(out, "pipelines push their images to %s; depsd verifies each member's images after it succeeds\n", opts.Registry)
+	}
 
 	listening := make(chan string, 1)
 	d, err := daemon.New(ctx, daemon.Options{
@@ -175,16 +195,25 @@ func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Clie
 	if view.State != chain.Finished {
 		return fmt.Errorf("chain %d ended %s", id, view.State)
 	}
+	rebuilt := 0 // members rebuilt without cache after a stale verdict
 	for _, m := range view.Members {
-		if created[m.Project] != 1 {
-			return fmt.Errorf("GitLab recorded %d pipelines of %s for chain %d, want 1", created[m.Project], m.Project, id)
+		want := 1
+		if m.NoCache {
+			want, rebuilt = 2, rebuilt+1
+		}
+		if created[m.Project] != want {
+			return fmt.Errorf("GitLab recorded %d pipelines of %s for chain %d, want %d", created[m.Project], m.Project, id, want)
 		}
 	}
 	if extra := len(created) - len(view.Members); extra > 0 {
 		return fmt.Errorf("GitLab recorded pipelines for %d projects outside chain %d", extra, id)
 	}
-	fmt.Fprintf(out, "\nchain %d finished in %s: %d projects, each built exactly once (as GitLab recorded), in dependency order\n",
-		id, time.Since(start).Round(100*time.Millisecond), len(view.Members))
+	once := "each built exactly once"
+	if rebuilt > 0 {
+		once = fmt.Sprintf("each built once and %d once more, without cache, as its images were stale", rebuilt)
+	}
+	fmt.Fprintf(out, "\nchain %d finished in %s: %d projects, %s (as GitLab recorded), in dependency order\n",
+		id, time.Since(start).Round(100*time.Millisecond), len(view.Members), once)
 	return nil
 }
 
@@ -202,7 +231,8 @@ func createdPipelines(srv *gitlabtest.Server, id int64) map[string]int {
 	return n
 }
 
-// follow prints every member state change until the chain ends.
+// follow prints every member state change until the chain ends, and the
+// verdict on a member's images when depsd verifies them (with a registry).
 func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, start time.Time) (chain.ChainView, error) {
 	return followWith(ctx, out, engine, id, start, nil)
 }
@@ -210,7 +240,13 @@ func follow(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, 
 // followWith is follow, with what onSuccess returns for a member that
 // succeeded added to its line (the real demo's digest and verification).
 func followWith(ctx context.Context, out io.Writer, engine *chain.Engine, id int64, start time.Time, onSuccess func(project string) string) (chain.ChainView, error) {
-	seen := map[string]chain.MemberState{}
+	type seenAs struct {
+		state    chain.MemberState
+		pipeline int64
+		noCache  bool
+		verified chain.ImageState
+	}
+	seen := map[string]seenAs{}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -219,16 +255,31 @@ func followWith(ctx context.Context, out io.Writer, engine *chain.Engine, id int
 			return view, err
 		}
 		for _, m := range view.Members {
-			if seen[m.Project] == m.State {
+			was := seen[m.Project]
+			now := seenAs{m.State, m.PipelineID, m.NoCache, m.Verified}
+			seen[m.Project] = now
+			at := fmt.Sprintf("+%.1fs", time.Since(start).Seconds())
+			if m.Verified != was.verified && m.Verified != "" {
+				v := "images " + string(m.Verified)
+				if m.Verified != chain.ImageFresh {
+					v += ": " + m.VerifyDetail
+				}
+				fmt.Fprintf(out, "  %7s  %-20s %-9s  %s\n", at, m.Project, "verified", v)
+			}
+			if now.state == was.state && now.pipeline == was.pipeline && now.noCache == was.noCache {
 				continue
 			}
-			seen[m.Project] = m.State
-			line := fmt.Sprintf("  %7s  %-20s %-9s", fmt.Sprintf("+%.1fs", time.Since(start).Seconds()), m.Project, m.State)
+			line := fmt.Sprintf("  %7s  %-20s %-9s", at, m.Project, m.State)
 			switch {
+			case m.State == chain.Pending && m.NoCache, m.State == chain.Stale:
+				line += "  " + m.Why // why it is rebuilt, or why it stopped
 			case m.PipelineID != 0 && m.State != chain.Waiting:
 				line += fmt.Sprintf("  pipeline %d", m.PipelineID)
 			case m.Why != "":
 				line += "  " + m.Why
+			}
+			if m.NoCache && m.State != chain.Pending {
+				line += " (without cache: DEPSD_NO_CACHE=1)"
 			}
 			if m.State == chain.Success && onSuccess != nil {
 				line += onSuccess(m.Project)
@@ -257,7 +308,10 @@ func graphOrder(waves [][]string) map[string]int {
 	return rank
 }
 
+// printFinal prints the chain's members in build order with what GitLab
+// recorded, and the verdict on their images once one has one.
 func printFinal(out io.Writer, v chain.ChainView, created map[string]int, rank map[string]int) {
+	verified := slices.ContainsFunc(v.Members, func(m chain.MemberView) bool { return m.Verified != "" })
 	fmt.Fprintf(out, "chain %d: %s\n", v.ID, v.State)
 	members := slices.Clone(v.Members)
 	slices.SortStableFunc(members, func(a, b chain.MemberView) int { return rank[a.Project] - rank[b.Project] })
@@ -265,6 +319,10 @@ func printFinal(out io.Writer, v chain.ChainView, created map[string]int, rank m
 		ups := "-"
 		if len(m.Upstreams) > 0 {
 			ups = strings.Join(m.Upstreams, ", ")
+		}
+		if verified {
+			fmt.Fprintf(out, "  %-20s %-8s images %-8s pipeline %-4d created on GitLab: %d  after %s\n", m.Project, m.State, cmp.Or(string(m.Verified), "-"), m.PipelineID, created[m.Project], ups)
+			continue
 		}
 		fmt.Fprintf(out, "  %-20s %-8s pipeline %-4d created on GitLab: %d  after %s\n", m.Project, m.State, m.PipelineID, created[m.Project], ups)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/registry/registrytest"
 )
 
 // TestDemo runs the demo and counts what the simulated GitLab recorded, not
@@ -132,5 +133,57 @@ func TestStayKeepsServingTheDashboard(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("demo did not stop when its context ended")
+	}
+}
+
+// TestDemoWithRegistry: with a real registry, the simulated pipelines push
+// their images and depsd verifies each member's (images.verify: enforce):
+// the live view and the final table show the verdicts; the member built on
+// the base's previous image is found stale, rebuilt once without cache
+// (GitLab records two pipelines of it, the second with DEPSD_NO_CACHE=1)
+// and ends fresh; the docs site publishes no image.
+func TestDemoWithRegistry(t *testing.T) {
+	host := registrytest.Start(t)
+	var srv *gitlabtest.Server
+	var out bytes.Buffer
+	err := Run(context.Background(), &out, Options{PipelineTime: 50 * time.Millisecond, StateDir: t.TempDir(), Timeout: time.Minute, Registry: host,
+		Seeded: func(s *gitlabtest.Server) { srv = s }})
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	live := map[string][]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+\+[\d.]+s\s+(\S+)\s+verified\s+images (\w+)`).FindAllStringSubmatch(out.String(), -1) {
+		live[m[1]] = append(live[m[1]], m[2])
+	}
+	final := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(\S+)\s+success\s+images (\S+)\s+pipeline`).FindAllStringSubmatch(out.String(), -1) {
+		final[m[1]] = m[2]
+	}
+	want := map[string][]string{
+		"infra/images/base": {"unknown"}, // FROM scratch: nothing to judge it against
+		"infra/images/ruby": {"fresh"}, "apps/shop": {"fresh"}, "infra/tools/lint": {"fresh"}, "infra/tools/ci": {"fresh"},
+		staleMember: {"stale", "fresh"},
+	}
+	for p, w := range want {
+		if strings.Join(live[p], " ") != strings.Join(w, " ") || final[p] != w[len(w)-1] {
+			t.Errorf("%s: live view says %v, final table %q; want %v\n%s", p, live[p], final[p], w, out.String())
+		}
+	}
+	if final["apps/docs"] != "-" || len(live["apps/docs"]) > 0 {
+		t.Errorf("docs has a verdict: live %v, final %q", live["apps/docs"], final["apps/docs"])
+	}
+	for _, want := range []string{"(without cache: DEPSD_NO_CACHE=1)", "each built once and 1 once more, without cache, as its images were stale"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the story lacks %q:\n%s", want, out.String())
+		}
+	}
+	var noCache int
+	for _, pl := range srv.Pipelines(staleMember) {
+		if pl.Source == "api" && pl.Variables["DEPSD_NO_CACHE"] == "1" {
+			noCache++
+		}
+	}
+	if noCache != 1 {
+		t.Errorf("GitLab recorded %d pipelines of %s with DEPSD_NO_CACHE=1, want 1", noCache, staleMember)
 	}
 }

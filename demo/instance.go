@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -11,11 +12,20 @@ import (
 // external debian, a ruby runtime FROM it, an app FROM ruby, a diamond
 // (two tool images FROM base, one image combining both), and a docs site
 // that declares its upstream in .gitlab-deps.
-func sampleProjects() []gitlabtest.Project {
-	reg := "registry.example.com/"
+func sampleProjects() []gitlabtest.Project { return sampleProjectsOn("") }
+
+// sampleProjectsOn is the sample with its images on registry host reg
+// (empty: gitlabtest's default, which is not a real registry).
+func sampleProjectsOn(reg string) []gitlabtest.Project {
+	base := "ARG DEBIAN=bookworm-slim\nFROM debian:${DEBIAN}\nRUN apt-get update && apt-get -y upgrade\n"
+	if reg != "" {
+		// Verified, a base FROM debian would be judged against Docker
+		// Hub's image: the demo reads nothing outside its registry.
+		base = "FROM scratch\nADD rootfs.tar /\n"
+	}
+	reg = cmp.Or(reg, gitlabtest.DefaultRegistryHost) + "/"
 	return []gitlabtest.Project{
-		{Path: "infra/images/base", Files: map[string]string{
-			"Containerfile": "ARG DEBIAN=bookworm-slim\nFROM debian:${DEBIAN}\nRUN apt-get update && apt-get -y upgrade\n"}},
+		{Path: "infra/images/base", Files: map[string]string{"Containerfile": base}},
 		{Path: "infra/images/ruby", Files: map[string]string{
 			"Containerfile": "FROM " + reg + "infra/images/base:latest\nRUN apt-get install -y ruby\n"}},
 		{Path: "apps/shop", Files: map[string]string{
@@ -42,11 +52,13 @@ func pastMinutes() map[string][]int {
 
 // seed creates the sample projects on srv with a history of successful
 // pipelines (apps/docs has none); every new pipeline runs for pipelineTime
-// and succeeds.
-func seed(srv *gitlabtest.Server, pipelineTime time.Duration) error {
+// and succeeds. With a registry, successful pipelines push the images of
+// sampleImages there.
+func seed(srv *gitlabtest.Server, pipelineTime time.Duration, reg string) error {
 	day := time.Now().Add(-24 * time.Hour)
 	past := pastMinutes()
-	for _, p := range sampleProjects() {
+	images := sampleImages(reg)
+	for _, p := range sampleProjectsOn(reg) {
 		if _, err := srv.AddProject(p); err != nil {
 			return fmt.Errorf("seed %s: %w", p.Path, err)
 		}
@@ -58,6 +70,11 @@ func seed(srv *gitlabtest.Server, pipelineTime time.Duration) error {
 		}
 		if err := srv.SetPipelineBehavior(p.Path, gitlabtest.Behavior{Duration: pipelineTime, Outcome: "success"}); err != nil {
 			return fmt.Errorf("seed %s: %w", p.Path, err)
+		}
+		if im, ok := images[p.Path]; ok && reg != "" {
+			if err := srv.SetImages(p.Path, im); err != nil {
+				return fmt.Errorf("seed %s: %w", p.Path, err)
+			}
 		}
 	}
 	return nil

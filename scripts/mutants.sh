@@ -618,6 +618,28 @@ mutant "an image is stale since its upstream's current digest appeared, not sinc
 	'			return history[0].FirstSeen' \
 	-- go test -count=1 -run 'TestFreshness' ./verify/
 
+mutant "a stale image's fix ignores the schedules of the projects it is built from (only its own)" \
+	verify/freshness.go \
+	'		if upstreams == nil {
+			continue
+		}' \
+	'		if true {
+			continue
+		}' \
+	-- go test -count=1 -run 'TestFixes' ./verify/
+
+mutant "the chain page shows a member a verdict made before its build in that chain" \
+	dashboard/freshness.go \
+	'if !ok || r.VerifiedAt.Before(t) {' \
+	'if !ok || r.VerifiedAt.Before(t) && false {' \
+	-- go test -count=1 -run 'TestFreshnessPages' ./dashboard/
+
+mutant "GET /api/v1/freshness ignores max_age (stale_beyond_max_age always counts past 24h)" \
+	daemon/http.go \
+	'		q.MaxAge = d' \
+	'		_ = d' \
+	-- go test -count=1 -run 'TestFreshnessAPI' ./daemon/
+
 mutant "a check never records its project's image digest (its downstreams are never found stale)" \
 	verify/check.go \
 	'			if res.Digest != "" {' \

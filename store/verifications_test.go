@@ -31,6 +31,14 @@ func testVerificationsKept(t *testing.T, b backend) {
 	if none, err := s.UpstreamHistory(ctx, "registry.example.com/other:1"); err != nil || len(none) != 0 {
 		t.Errorf("unknown image: %v, %v", none, err)
 	}
+	const debian = "registry.example.com/base/debian:12"
+	if err := s.RecordUpstreamDigest(ctx, debian, "sha256:d", t0); err != nil {
+		t.Fatal(err)
+	}
+	histories, err := s.UpstreamHistories(ctx)
+	if wantAll := map[string][]verify.Seen{ruby: want, debian: {{Digest: "sha256:d", FirstSeen: t0}}}; err != nil || !reflect.DeepEqual(histories, wantAll) {
+		t.Errorf("UpstreamHistories = %+v, %v; want %+v (each image's, newest first, as UpstreamHistory)", histories, err, wantAll)
+	}
 
 	amd64, arm64 := deps.Platform{OS: "linux", Architecture: "amd64"}, deps.Platform{OS: "linux", Architecture: "arm64"}
 	stale := verify.Record{Project: "apps/shop", VerifiedAt: t0.Add(4 * time.Hour), Result: verify.Result{

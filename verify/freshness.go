@@ -3,6 +3,7 @@ package verify
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -71,6 +72,9 @@ type Row struct {
 	// away from the image's base (the earliest such move over its stale
 	// upstreams); zero unless stale.
 	StaleSince time.Time `json:"stale_since,omitzero"`
+	// Fix is what will rebuild a stale image (Fixes fills it); nil for
+	// the images that are not stale.
+	Fix *Fix `json:"fix,omitempty"`
 }
 
 // Freshness turns stored results into rows, stalest first (then by
@@ -135,4 +139,159 @@ func Overdue(rows []Row, maxAge time.Duration, now time.Time) []Row {
 		}
 	}
 	return out
+}
+
+// FixKind is what will rebuild a stale image.
+type FixKind string
+
+const (
+	// FixChain: a running chain has the project as an unfinished member.
+	FixChain FixKind = "chain"
+	// FixSchedule: a cron schedule rebuilds the project, or a project it
+	// is built from (a rebuild follows the graph down to it).
+	FixSchedule FixKind = "schedule"
+	// FixWatch: depsd watches the upstream image and has not yet seen its
+	// current digest; the watch's next check starts the rebuild.
+	FixWatch FixKind = "watch"
+	// FixNone: nothing will; someone has to run depsd rebuild.
+	FixNone FixKind = "none"
+)
+
+// Fix says what will rebuild a stale image, and when if it is known.
+type Fix struct {
+	Kind FixKind `json:"kind"`
+	// ChainID is the running chain (FixChain).
+	ChainID int64 `json:"chain_id,omitempty"`
+	// Project is the project the schedule rebuilds (FixSchedule): the
+	// image's own or one it is built from.
+	Project string `json:"project,omitempty"`
+	// Image is the watched upstream image (FixWatch).
+	Image string `json:"image,omitempty"`
+	// Next is when the schedule fires or the watch checks next.
+	Next time.Time `json:"next,omitzero"`
+	// Detail says it in a sentence.
+	Detail string `json:"detail"`
+}
+
+// Rebuilding is a running chain and its members that have work ahead.
+type Rebuilding struct {
+	ChainID    int64
+	Unfinished []string
+}
+
+// Scheduled is a cron schedule that rebuilds Project, firing next at Next
+// (zero: disabled).
+type Scheduled struct {
+	Project string
+	Next    time.Time
+}
+
+// Watched is an upstream image depsd checks: the digest it last saw, and
+// when it checks next.
+type Watched struct {
+	Image  string
+	Digest string
+	Next   time.Time
+}
+
+// FixSources is what Fixes looks at.
+type FixSources struct {
+	Chains    []Rebuilding
+	Schedules []Scheduled
+	Watches   []Watched
+	// Upstreams returns the projects p is built from directly (the
+	// scanned graph); nil: none.
+	Upstreams func(p string) []string
+}
+
+// Fixes sets each stale row's Fix: a running chain with the project
+// unfinished (the lowest ID), else the schedule of the project or of a
+// project it is built from, directly or not, that fires first, else a
+// watch of a stale upstream image that has not seen the upstream's
+// current digest, else none.
+func Fixes(rows []Row, src FixSources) {
+	chains := map[string]int64{}
+	for _, c := range src.Chains {
+		for _, p := range c.Unfinished {
+			if id, ok := chains[p]; !ok || c.ChainID < id {
+				chains[p] = c.ChainID
+			}
+		}
+	}
+	schedules := map[string]time.Time{}
+	for _, s := range src.Schedules {
+		if s.Next.IsZero() {
+			continue
+		}
+		if t, ok := schedules[s.Project]; !ok || s.Next.Before(t) {
+			schedules[s.Project] = s.Next
+		}
+	}
+	watches := map[string]Watched{}
+	for _, w := range src.Watches {
+		watches[w.Image] = w
+	}
+	scheduled := map[string]*Fix{} // per project: the schedule found walking up
+	for i := range rows {
+		r := &rows[i]
+		if r.State != StateStale {
+			continue
+		}
+		if id, ok := chains[r.Project]; ok {
+			r.Fix = &Fix{Kind: FixChain, ChainID: id, Detail: fmt.Sprintf("chain %d rebuilds it", id)}
+			continue
+		}
+		f, ok := scheduled[r.Project]
+		if !ok {
+			f = firstSchedule(r.Project, schedules, src.Upstreams)
+			scheduled[r.Project] = f
+		}
+		if f != nil {
+			r.Fix = f
+			continue
+		}
+		for _, v := range r.Upstreams {
+			if w, ok := watches[v.Upstream]; ok && v.State == StateStale && v.Current != "" && w.Digest != v.Current {
+				r.Fix = &Fix{Kind: FixWatch, Image: w.Image, Next: w.Next,
+					Detail: fmt.Sprintf("the watch of %s sees its new digest at its next check", w.Image)}
+				break
+			}
+		}
+		if r.Fix == nil {
+			r.Fix = &Fix{Kind: FixNone, Detail: "nothing will rebuild it: run depsd rebuild " + r.Project}
+		}
+	}
+}
+
+// firstSchedule finds, over p and every project it is built from, the
+// schedule that fires first; nil when none does.
+func firstSchedule(p string, schedules map[string]time.Time, upstreams func(string) []string) *Fix {
+	if len(schedules) == 0 {
+		return nil
+	}
+	var best *Fix
+	seen := map[string]bool{p: true}
+	queue := []string{p}
+	for i := 0; i < len(queue); i++ {
+		q := queue[i]
+		if next, ok := schedules[q]; ok && (best == nil || next.Before(best.Next) || next.Equal(best.Next) && q < best.Project) {
+			best = &Fix{Kind: FixSchedule, Project: q, Next: next}
+		}
+		if upstreams == nil {
+			continue
+		}
+		for _, u := range upstreams(q) {
+			if !seen[u] {
+				seen[u] = true
+				queue = append(queue, u)
+			}
+		}
+	}
+	if best != nil {
+		best.Detail = "the schedule of " + best.Project + " rebuilds it at " + best.Next.UTC().Format("2006-01-02 15:04 UTC")
+		if best.Project == p {
+			best.Detail = "its schedule rebuilds it at " + best.Next.UTC().Format("2006-01-02 15:04 UTC")
+		}
+	}
+	return best
 }

@@ -62,3 +62,51 @@ func TestUpstreamOf(t *testing.T) {
 		t.Errorf("UpstreamOf = %+v", u)
 	}
 }
+
+// Fixes: a running chain first, then the schedule that fires first over
+// the project and what it is built from, then a watch that has not seen
+// the upstream's current digest, else none; rows not stale get none.
+func TestFixes(t *testing.T) {
+	const ruby = "r.example.com/base/ruby:3"
+	soon := time.Date(2026, 11, 3, 1, 0, 0, 0, time.UTC)
+	later := soon.Add(time.Hour)
+	graph := map[string][]string{"apps/shop": {"base/ruby"}, "base/ruby": {"base/debian"}, "apps/cli": {"base/ruby"}}
+	sources := verify.FixSources{
+		Chains: []verify.Rebuilding{{ChainID: 9, Unfinished: []string{"apps/shop"}}, {ChainID: 7, Unfinished: []string{"apps/shop", "apps/web"}}},
+		Schedules: []verify.Scheduled{
+			{Project: "base/debian", Next: soon}, {Project: "base/ruby", Next: later}, {Project: "apps/cli", Next: later},
+			{Project: "apps/off"}, // disabled
+		},
+		Watches:   []verify.Watched{{Image: ruby, Digest: "sha256:old", Next: soon}, {Image: "r.example.com/x:1", Digest: "sha256:x2"}},
+		Upstreams: func(p string) []string { return graph[p] },
+	}
+	stale := func(project, upstream, current string) verify.Row {
+		return verify.Row{Project: project, State: verify.StateStale,
+			Upstreams: []verify.Verdict{{Upstream: upstream, State: verify.StateStale, BuiltOn: "sha256:old", Current: current}}}
+	}
+	rows := []verify.Row{
+		stale("apps/shop", ruby, "sha256:new"),
+		stale("apps/cli", ruby, "sha256:new"),
+		stale("apps/lone", ruby, "sha256:new"),
+		stale("apps/seen", "r.example.com/x:1", "sha256:x2"), // the watch already saw it: it will not fire
+		stale("apps/off", ruby, "sha256:old"),
+		{Project: "apps/fresh", State: verify.StateFresh},
+	}
+	verify.Fixes(rows, sources)
+	want := []verify.Fix{
+		{Kind: verify.FixChain, ChainID: 7},
+		{Kind: verify.FixSchedule, Project: "base/debian", Next: soon},
+		{Kind: verify.FixWatch, Image: ruby, Next: soon},
+		{Kind: verify.FixNone},
+		{Kind: verify.FixNone},
+	}
+	for i, w := range want {
+		f := rows[i].Fix
+		if f == nil || f.Kind != w.Kind || f.ChainID != w.ChainID || f.Project != w.Project || f.Image != w.Image || !f.Next.Equal(w.Next) || f.Detail == "" {
+			t.Errorf("%s: fix %+v, want %+v", rows[i].Project, f, w)
+		}
+	}
+	if f := rows[5].Fix; f != nil {
+		t.Errorf("a fresh image has a fix: %+v", f)
+	}
+}

@@ -29,6 +29,9 @@ const (
 	StateUnknown State = "unknown"
 )
 
+// States are the states a verification can end in, stalest first.
+func States() []State { return []State{StateStale, StateUnknown, StateFresh} }
+
 // Reason says why a verdict is unknown. It is a stable word for the store,
 // the API and metrics; Verdict.Detail says it in a sentence.
 type Reason string

@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/verify"
 )
@@ -48,6 +51,19 @@ func TestFreshnessCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A running chain will rebuild apps/shop: the table says so.
+	if err := st.ApplyScan(t.Context(), []scan.Project{{ID: 1, Path: "apps/admin", DefaultBranch: "main"}, {ID: 2, Path: "apps/shop", DefaultBranch: "main"}},
+		scan.Meta{StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	engine, err := chain.New(chain.Config{Store: st, Graph: st.Graph})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chainID, err := engine.Rebuild(t.Context(), "apps/shop", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	st.Close()
 
 	code, out, errOut := depsd(t, "freshness")
@@ -55,7 +71,7 @@ func TestFreshnessCommand(t *testing.T) {
 		t.Errorf("stale for 48h: exit %d, stderr %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[1], "apps/shop") || !strings.Contains(lines[1], "stale") || !strings.Contains(lines[1], "sha256:bbbbbbbbbbbb") || !strings.HasPrefix(lines[2], "apps/admin") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "apps/shop") || !strings.Contains(lines[1], "stale") || !strings.Contains(lines[1], "sha256:bbbbbbbbbbbb") || !strings.Contains(lines[1], fmt.Sprintf("chain %d", chainID)) || !strings.HasPrefix(lines[2], "apps/admin") {
 		t.Errorf("table, want the stale image first:\n%s", out)
 	}
 	if code, _, errOut := depsd(t, "freshness", "--max-age", "72h"); code != exitOK {
@@ -72,8 +88,17 @@ func TestFreshnessCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil || code != exitFail || got.Beyond != 1 || len(got.Images) != 2 {
 		t.Fatalf("--json: exit %d, %v\n%s", code, err, out)
 	}
-	if r := got.Images[0]; r.Project != "apps/shop" || !r.StaleSince.Equal(moved) || r.Platform != "linux/amd64" {
-		t.Errorf("first row %+v, want apps/shop stale since %s (when ruby moved)", r, moved)
+	if r := got.Images[0]; r.Project != "apps/shop" || !r.StaleSince.Equal(moved) || r.Platform != "linux/amd64" || r.Fix == nil || r.Fix.Kind != verify.FixChain || r.Fix.ChainID != chainID {
+		t.Errorf("first row %+v, want apps/shop stale since %s (when ruby moved), fixed by chain %d", r, moved, chainID)
+	}
+	if got.Images[1].Fix != nil {
+		t.Errorf("a fresh image has a fix: %+v", got.Images[1].Fix)
+	}
+	if code, out, _ := depsd(t, "freshness", "--only", "fresh"); code != exitOK || strings.Contains(out, "apps/shop") || !strings.Contains(out, "apps/admin") {
+		t.Errorf("--only fresh: exit %d (only fresh images listed, nothing stale past --max-age)\n%s", code, out)
+	}
+	if code, _, errOut := depsd(t, "freshness", "--only", "rotten"); code != exitUsage || !strings.Contains(errOut, "want fresh, stale or unknown") {
+		t.Errorf("--only rotten: exit %d, %s", code, errOut)
 	}
 	if code, _, errOut := depsd(t, "freshness", "--max-age", "-1h"); code != exitUsage {
 		t.Errorf("negative --max-age: exit %d, %s", code, errOut)

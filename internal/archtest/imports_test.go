@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"webhook":           {"chain"},
 	"report":            {"deps", "scan"},
 	"config":            {"chain", "deps", "gitlab", "scan", "scheduler", "verify", "webhook"},
-	"dashboard":         {"chain", "deps", "gitlab", "report", "scan", "scheduler"},
+	"dashboard":         {"chain", "deps", "gitlab", "report", "scan", "scheduler", "verify"},
 	"store/pgtest":      {"internal/realtest"},
 }
 
