@@ -71,7 +71,7 @@ func (a Action) createOptions(chainID int64, noCacheInputRefused bool) gitlab.Cr
 	case IdentInputs:
 		inputs := map[string]string{InputActionID: a.ID}
 		if a.NoCache && !noCacheInputRefused {
-			inputs[InputNoCache] = "1"
+			inputs[InputNoCache] = "true"
 		}
 		return gitlab.CreateOptions{Inputs: inputs}
 	case IdentNone:

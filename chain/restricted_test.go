@@ -283,14 +283,14 @@ func TestUnrecordedSuccessWaitsForTheResend(t *testing.T) {
 // only depsd_action_id is declared.
 func TestNoCacheInputWhereDeclared(t *testing.T) {
 	t.Parallel()
-	const both = "spec:\n  inputs:\n    depsd_action_id:\n      default: ''\n    depsd_no_cache:\n      default: ''\n---\nbuild:\n  script: echo $[[ inputs.depsd_no_cache ]]\n"
+	const both = "spec:\n  inputs:\n    depsd_action_id:\n      default: ''\n    depsd_no_cache:\n      type: boolean\n      default: false\n---\nbuild:\n  script: echo $[[ inputs.depsd_no_cache ]]\n"
 	for _, tc := range []struct {
 		name      string
 		ci        string
 		wantInput map[string]any // the pipeline's inputs but the action id
 		wantPosts int64
 	}{
-		{"declared", both, map[string]any{chain.InputNoCache: "1"}, 1},
+		{"declared", both, map[string]any{chain.InputNoCache: "true"}, 1},
 		{"only the action id declared", inputsCI, map[string]any{}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
