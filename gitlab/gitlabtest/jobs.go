@@ -561,24 +561,6 @@ func (s *Server) updateJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{})
 }
 
-// runnerMiddleware is middleware for the runner-facing endpoints: latency,
-// counting and injected faults as for the REST API, but authenticated by
-// the runner or job token each endpoint checks, not the API token.
-func (s *Server) runnerMiddleware(name string, h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		done := s.stats.begin(name)
-		defer done()
-		if !sleepCtx(r.Context(), time.Duration(s.latency.Load())) {
-			return
-		}
-		if f, ok := s.stats.takeFault(name); ok {
-			s.writeFault(w, f)
-			return
-		}
-		h(w, r)
-	})
-}
-
 // stringPtr is nil for "", as GitLab renders an absent text.
 func stringPtr(s string) *string {
 	if s == "" {

@@ -66,15 +66,7 @@ func TestRealRunnerRunsAPipeline(t *testing.T) {
 	defer cancel()
 	runJob := func(vars map[string]string) (Pipeline, []Job) {
 		t.Helper()
-		runner := exec.CommandContext(ctx, bin, "run-single", "--url", s.URL, "--token", DefaultRunnerToken,
-			"--executor", "shell", "--shell", "bash", "--builds-dir", filepath.Join(work, "builds"),
-			"--cache-dir", filepath.Join(work, "cache"), "--max-builds", "1", "--wait-timeout", "60")
-		runner.Dir = work
-		var log strings.Builder
-		runner.Stdout, runner.Stderr = &log, &log
-		if err := runner.Start(); err != nil {
-			t.Fatal(err)
-		}
+		runner, log := startRunSingle(ctx, t, bin, s, work)
 		id := createPipelineWithVars(t, s, "g/base", vars)
 		if err := runner.Wait(); err != nil {
 			t.Fatalf("gitlab-runner run-single: %v\n%s", err, log.String())
@@ -119,15 +111,7 @@ func TestRealRunnerStopsACanceledJob(t *testing.T) {
 	work := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	runner := exec.CommandContext(ctx, bin, "run-single", "--url", s.URL, "--token", DefaultRunnerToken,
-		"--executor", "shell", "--shell", "bash", "--builds-dir", filepath.Join(work, "builds"),
-		"--cache-dir", filepath.Join(work, "cache"), "--max-builds", "1", "--wait-timeout", "60")
-	runner.Dir = work
-	var log strings.Builder
-	runner.Stdout, runner.Stderr = &log, &log
-	if err := runner.Start(); err != nil {
-		t.Fatal(err)
-	}
+	runner, log := startRunSingle(ctx, t, bin, s, work)
 	id := createAPIPipeline(t, s, "g/base")
 	err := s.waitFor(ctx, func() bool {
 		js := s.jobsOf(id)
@@ -149,4 +133,20 @@ func TestRealRunnerStopsACanceledJob(t *testing.T) {
 	if !strings.Contains(log.String(), "canceled") {
 		t.Errorf("the runner's log does not say the job was canceled:\n%s", log.String())
 	}
+}
+
+// startRunSingle starts the real runner for one job of s with the shell
+// executor, working in work; log collects what it prints.
+func startRunSingle(ctx context.Context, t *testing.T, bin string, s *Server, work string) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	runner := exec.CommandContext(ctx, bin, "run-single", "--url", s.URL, "--token", DefaultRunnerToken,
+		"--executor", "shell", "--shell", "bash", "--builds-dir", filepath.Join(work, "builds"),
+		"--cache-dir", filepath.Join(work, "cache"), "--max-builds", "1", "--wait-timeout", "60")
+	runner.Dir = work
+	log := &strings.Builder{}
+	runner.Stdout, runner.Stderr = log, log
+	if err := runner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return runner, log
 }

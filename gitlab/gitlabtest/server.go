@@ -312,7 +312,9 @@ func (s *Server) routes() http.Handler {
 		{"PATCH /jobs/:job_id/trace", s.appendTrace},
 		{"PUT /jobs/:job_id", s.updateJob},
 	} {
-		mux.Handle(muxPattern(rt.name), s.runnerMiddleware(rt.name, rt.handler))
+		// Counted and faulted as the REST API, authenticated by the runner
+		// or job token each endpoint checks, not the API token.
+		mux.Handle(muxPattern(rt.name), s.served(rt.name, rt.handler))
 	}
 	api := s.middleware("unknown", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "404 Not Found"})
@@ -338,9 +340,9 @@ func muxPattern(name string) string {
 	return method + " /api/v4" + strings.Join(segs, "/")
 }
 
-// middleware applies, in order: latency, counting, injected faults,
-// authentication. GitLab's rate limiter also answers before authentication.
-func (s *Server) middleware(name string, h http.HandlerFunc) http.Handler {
+// served applies, in order: latency, counting, injected faults; then h.
+// GitLab's rate limiter also answers before authentication.
+func (s *Server) served(name string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		done := s.stats.begin(name)
 		defer done()
@@ -351,6 +353,13 @@ func (s *Server) middleware(name string, h http.HandlerFunc) http.Handler {
 			s.writeFault(w, f)
 			return
 		}
+		h(w, r)
+	})
+}
+
+// middleware is served with the API token's authentication before h.
+func (s *Server) middleware(name string, h http.HandlerFunc) http.Handler {
+	return s.served(name, func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case name == GraphQLEndpoint && requestToken(r) == "":
 			// GraphQL without a token is anonymous, not refused.
