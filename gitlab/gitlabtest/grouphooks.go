@@ -158,16 +158,8 @@ func (s *Server) addGroupHook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if u, _ := prm.str("url"); u == "" {
-		badRequest(w, "url is missing")
-		return
-	}
-	h := &hook{
-		id: s.inst.id(), events: map[string]bool{"push_events": true}, enableSSL: true,
-		alertStatus: "executable", createdAt: s.now(),
-	}
-	if perr := s.applyHookParams(h, prm); perr != nil {
-		perr.write(w)
+	h, ok := s.newHook(w, prm)
+	if !ok {
 		return
 	}
 	g.hooks = append(g.hooks, h)

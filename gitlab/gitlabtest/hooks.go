@@ -296,6 +296,25 @@ func validSigningToken(t string) bool {
 	return err == nil && len(key) == 32
 }
 
+// newHook makes a hook, project or group, from the parameters of a
+// create request with GitLab's defaults (push events on, SSL verification
+// on), or answers the request's error. Callers hold s.mu.
+func (s *Server) newHook(w http.ResponseWriter, prm params) (*hook, bool) {
+	if u, _ := prm.str("url"); u == "" {
+		badRequest(w, "url is missing")
+		return nil, false
+	}
+	h := &hook{
+		id: s.inst.id(), events: map[string]bool{"push_events": true}, enableSSL: true,
+		alertStatus: "executable", createdAt: s.now(),
+	}
+	if perr := s.applyHookParams(h, prm); perr != nil {
+		perr.write(w)
+		return nil, false
+	}
+	return h, true
+}
+
 func (s *Server) addHook(w http.ResponseWriter, r *http.Request) {
 	prm, err := readParams(r)
 	if err != nil {
@@ -308,17 +327,8 @@ func (s *Server) addHook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if u, _ := prm.str("url"); u == "" {
-		badRequest(w, "url is missing")
-		return
-	}
-	// GitLab's defaults: push events on, SSL verification on.
-	h := &hook{
-		id: s.inst.id(), events: map[string]bool{"push_events": true}, enableSSL: true,
-		alertStatus: "executable", createdAt: s.now(),
-	}
-	if perr := s.applyHookParams(h, prm); perr != nil {
-		perr.write(w)
+	h, ok := s.newHook(w, prm)
+	if !ok {
 		return
 	}
 	p.hooks = append(p.hooks, h)
