@@ -118,13 +118,13 @@ mutant "commits do not wake the checkpointer: the WAL grows" \
 
 mutant "urgent requests wait behind normal ones in the client's limiter" \
 	gitlab/limiter.go \
-	'normalsTurn := normal && (!urgent || l.urgentStreak >= normalShare-1)' \
+	'normalsTurn := normal && (!urgent || l.now().Sub(l.normal[0].since) >= l.maxNormalWait)' \
 	'normalsTurn := normal' \
 	-- go test -count=1 -run 'Limiter|Transport' ./gitlab/
 
 mutant "normal requests starve while urgent ones wait" \
 	gitlab/limiter.go \
-	'(!urgent || l.urgentStreak >= normalShare-1)' \
+	'(!urgent || l.now().Sub(l.normal[0].since) >= l.maxNormalWait)' \
 	'(!urgent)' \
 	-- go test -count=1 -run 'Limiter' ./gitlab/
 
