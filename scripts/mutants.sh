@@ -665,6 +665,25 @@ mutant "podman-executor: a per-project build job on rootless podman asks for an 
 	'		if true {' \
 	-- pe_test -run 'TestBuildProfileOnRootlessPodman' ./executor/
 
+
+mutant "dashboard: a base's focus view of a large instance draws every downstream (seconds in the browser)" \
+	dashboard/pages.go \
+	'if q.Get("depth") == "" && len(doc.Projects) > maxFocusPicture {' \
+	'if false {' \
+	-- go test -count=1 -run 'TestGraphPageAtScale' ./dashboard/
+
+mutant "dashboard: the graph page of a large instance carries every project in its search list" \
+	dashboard/pages.go \
+	'if len(data.doc.Projects) > inlineSearch {' \
+	'if false {' \
+	-- go test -count=1 -run 'TestGraphPageAtScale' ./dashboard/
+
+mutant "the daemon's scope after a scan misses the stored projects' ids (webhooks refused)" \
+	store/graph.go \
+	'			ids[id] = true' \
+	'' \
+	-- go test -count=1 -run 'TestGraph$' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
