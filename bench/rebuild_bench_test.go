@@ -240,10 +240,11 @@ func (l *requestLog) whileDue(main string, due []interval) (int, []string) {
 		if e.endpoint == main {
 			continue
 		}
-		// due is sorted by start and merged: the last interval starting
-		// before e is the only one that can hold it.
-		i, _ := slices.BinarySearchFunc(due, e.at, func(iv interval, t time.Time) int { return iv.from.Compare(t) })
-		if i > 0 && e.at.Before(due[i-1].to) {
+		// due is sorted by start and merged: the interval starting at e,
+		// or else the last one starting before it, is the only one that
+		// can hold it.
+		i, at := slices.BinarySearchFunc(due, e.at, func(iv interval, t time.Time) int { return iv.from.Compare(t) })
+		if at || (i > 0 && e.at.Before(due[i-1].to)) {
 			n++
 			by[e.endpoint]++
 		}
