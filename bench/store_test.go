@@ -46,3 +46,19 @@ func benchRequestsPerMinute(b *testing.B, def int) int {
 	b.Logf("client rate limit %d requests/min (DEPSD_BENCH_REQUESTS_PER_MINUTE), not the default %d", n, def)
 	return n
 }
+
+// scaled is n times DEPSD_BENCH_SCALE (default 1): the benchmarks of
+// issue 30's sizes run smaller with it (e.g. 0.1) to try them out or
+// profile them. Figures measured so say it (benchdoc records the
+// setting).
+func scaled(b *testing.B, n int) int {
+	v := os.Getenv("DEPSD_BENCH_SCALE")
+	if v == "" {
+		return n
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 {
+		b.Fatalf("DEPSD_BENCH_SCALE=%q: want a positive number", v)
+	}
+	return max(1, int(float64(n)*f))
+}

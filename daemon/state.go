@@ -32,25 +32,33 @@ type scanned struct {
 
 func newGraphState() *graphState { return &graphState{} }
 
-// reload reads the stored projects. The scan it notes is read first: a
-// scan stored in between is then taken for newer and read again.
+// reload reads the stored graph and the ids of the stored projects (not
+// the projects: at 50,000 projects their files and dependencies, read
+// whole, doubled the memory a scan needs). The scan it notes is read
+// first: a scan stored in between is then taken for newer and read again.
 func (s *graphState) reload(ctx context.Context, st *store.Store) error {
 	meta, _, err := st.LastScan(ctx)
 	if err != nil {
 		return err
 	}
-	projects, err := st.Projects(ctx)
+	ids, err := st.ProjectIDs(ctx)
 	if err != nil {
 		return err
 	}
-	ids := make(map[int64]bool, len(projects))
-	for _, p := range projects {
-		ids[p.ID] = true
+	g, err := st.Graph(ctx)
+	if err != nil {
+		return err
 	}
 	if s.projectsChanged != nil {
+		// What projects publish is read from the projects themselves:
+		// read whole only while verification needs them, and let go.
+		projects, err := st.Projects(ctx)
+		if err != nil {
+			return err
+		}
 		s.projectsChanged(projects)
 	}
-	s.cur.Store(&scanned{graph: scan.GraphOf(projects), ids: ids, scan: meta.StartedAt})
+	s.cur.Store(&scanned{graph: g, ids: ids, scan: meta.StartedAt})
 	return nil
 }
 

@@ -163,7 +163,7 @@ func New(opts Options) (*Dashboard, error) {
 }
 
 // Register adds the dashboard's routes to mux: /, /chains/{id}, /graph,
-// /graph.svg, /projects/{path}, /health, /freshness and /static/.
+// /graph.svg, /graph/projects, /projects/{path}, /health, /freshness and /static/.
 func (d *Dashboard) Register(mux *http.ServeMux) {
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
@@ -171,6 +171,7 @@ func (d *Dashboard) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /chains/{id}", d.chainPage)
 	mux.HandleFunc("GET /graph", d.graphPage)
 	mux.HandleFunc("GET /graph.svg", d.graphSVG)
+	mux.HandleFunc("GET /graph/projects", d.graphProjects)
 	mux.HandleFunc("GET /projects/{path...}", d.projectPage)
 	mux.HandleFunc("GET /health", d.healthPage)
 	mux.HandleFunc("GET /freshness", d.freshnessPage)

@@ -61,33 +61,61 @@ func renderGraph(tb testing.TB, b *browser, url string) time.Duration {
 	return time.Since(start)
 }
 
-// The 2,000-project instance's graph page renders an overview and focus
-// views; the render time is logged (speed is shown, not asserted).
+// The graph page of a 10,000-project instance (issue 30's size) renders
+// an overview and focus views in the browser; the render times are
+// logged (speed is shown, not asserted: BenchmarkGraphPage10000 prints
+// them beside the goal).
 func TestLargeGraphInBrowser(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: skipping the 2,000-project browser test")
+		t.Skip("-short: skipping the 10,000-project browser test")
 	}
+	const n = 10000
 	b := newBrowser(t)
-	s := serve(t, largeInstance(2000), nil, nil, scheduler.Config{})
+	s := serve(t, largeInstance(n), nil, nil, scheduler.Config{})
 
 	took := renderGraph(t, b, s.url+"/graph")
 	shown := eval[int](t, b, `document.querySelectorAll("figure.graph svg [data-project]").length`)
 	if shown == 0 || shown > 40 {
-		t.Errorf("overview of 2,000 projects draws %d of them, want 1-40", shown)
+		t.Errorf("overview of %d projects draws %d of them, want 1-40", n, shown)
 	}
-	if n := eval[int](t, b, `document.querySelectorAll("#projects option").length`); n != 2000 {
-		t.Errorf("the search offers %d projects, want 2000", n)
+	// The search box's list comes when the field is first used.
+	if got := eval[int](t, b, `document.querySelectorAll("#projects option").length`); got != 0 {
+		t.Errorf("the page carries %d of the search's options, want them fetched when it is used", got)
 	}
-	t.Logf("graph page of 2,000 projects (overview of %d) rendered in %s", shown, took)
-	b.screenshot(t, "graph-2000")
+	if err := chromedp.Do(b.ctx, chromedp.Click("#focus")); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, "the search's options", `document.querySelector("#projects[data-loaded]") !== null`)
+	if got := eval[int](t, b, `document.querySelectorAll("#projects option").length`); got != n {
+		t.Errorf("the search offers %d projects, want %d", got, n)
+	}
+	t.Logf("graph page of %d projects (overview of %d) rendered in %s", n, shown, took)
+	b.screenshot(t, "graph-10000")
 
-	took = renderGraph(t, b, s.url+"/graph?focus=acme/images/runtime-3")
-	focus := eval[int](t, b, `document.querySelectorAll("figure.graph svg [data-project]").length`)
-	down := eval[int](t, b, `document.querySelectorAll("#downstream-list li").length`)
-	if focus != down+2 { // the runtime, its base, its downstreams
-		t.Errorf("focus on runtime-3 draws %d projects for %d downstreams", focus, down)
+	// A runtime's focus view draws all it touches (about 370 projects);
+	// a base's (about 2,100) is drawn one edge deep, unless asked for
+	// whole.
+	for _, tc := range []struct {
+		focus, query string
+		whole        bool
+	}{
+		{"acme/images/runtime-3", "", true},
+		{"acme/images/base-0", "", false},
+		{"acme/images/base-0", "&depth=0", true},
+	} {
+		took = renderGraph(t, b, s.url+"/graph?focus="+tc.focus+tc.query)
+		drawn := eval[int](t, b, `document.querySelectorAll("figure.graph svg [data-project]").length`)
+		down := eval[int](t, b, `document.querySelectorAll("#downstream-list li").length`)
+		up := eval[int](t, b, `document.querySelectorAll("section[aria-labelledby=up-h] li").length`)
+		drawAll := eval[bool](t, b, `document.getElementById("draw-all") !== null`)
+		switch {
+		case tc.whole && (drawn != down+up+1 || drawAll): // the project, its upstreams, its downstreams
+			t.Errorf("focus on %s%s draws %d projects for %d upstreams and %d downstreams (offers to draw all: %v), want all", tc.focus, tc.query, drawn, up, down, drawAll)
+		case !tc.whole && (drawn > 500 || drawn >= down+up+1 || !drawAll):
+			t.Errorf("focus on %s draws %d projects for %d upstreams and %d downstreams (offers to draw all: %v), want at most 500 and a link to draw all", tc.focus, drawn, up, down, drawAll)
+		}
+		t.Logf("focus view of %s%s (%d projects drawn, %d listed) rendered in %s", tc.focus, tc.query, drawn, up+down+1, took)
 	}
-	t.Logf("focus view of acme/images/runtime-3 (%d projects) rendered in %s", focus, took)
 	if errs := b.errors(); len(errs) > 0 {
 		t.Errorf("console errors: %v", errs)
 	}
@@ -159,5 +187,39 @@ func TestLargeFreshnessInBrowser(t *testing.T) {
 	}
 	if errs := b.errors(); len(errs) > 0 {
 		t.Errorf("console errors: %v", errs)
+	}
+}
+
+// BenchmarkGraphPage10000 is issue 30's goal 5: the graph page of 10,000
+// projects in headless Chromium, from navigation to the picture shown
+// (render-s, beside goal-s: < 2 s), for the overview, the focus on a
+// runtime image (about 370 projects drawn), on a base image (its 2,100
+// projects drawn one edge deep: 11), and on the base with all 2,100 drawn
+// (depth=0, asked for; not a goal). first-render-s is the first page after depsd's start-up scan,
+// which reads the projects from the state file into the dashboard's
+// cache; the loop measures the pages after it.
+func BenchmarkGraphPage10000(b *testing.B) {
+	br := newBrowser(b)
+	s := serve(b, largeInstance(10000), nil, nil, scheduler.Config{})
+	first := renderGraph(b, br, s.url+"/graph")
+	for _, page := range []struct{ name, path string }{
+		{"overview", "/graph"},
+		{"focus=runtime", "/graph?focus=acme/images/runtime-3"},
+		{"focus=base", "/graph?focus=acme/images/base-0"},
+		{"focus=base,depth=0", "/graph?focus=acme/images/base-0&depth=0"},
+	} {
+		b.Run(page.name, func(b *testing.B) {
+			var worst time.Duration
+			for b.Loop() {
+				worst = max(worst, renderGraph(b, br, s.url+page.path))
+			}
+			drawn := eval[int](b, br, `document.querySelectorAll("figure.graph svg [data-project]").length`)
+			b.ReportMetric(worst.Seconds(), "render-s")
+			b.ReportMetric(2, "goal-s")
+			b.ReportMetric(first.Seconds(), "first-render-s")
+			b.ReportMetric(float64(drawn), "drawn")
+			b.Logf("graph page %s of 10,000 projects (%d drawn): %.2f s at worst over %d loads, goal < 2 s; the first page after the scan %.2f s",
+				page.path, drawn, worst.Seconds(), b.N, first.Seconds())
+		})
 	}
 }

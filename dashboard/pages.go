@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -124,15 +125,21 @@ func (d *Dashboard) chainPage(w http.ResponseWriter, r *http.Request) {
 
 // graphView is the graph page's data.
 type graphView struct {
-	Scanned  bool
-	Focus    string
-	Depth    int
-	Mode     string // "full", "focus" or "overview"
-	Total    int    // projects in the graph
-	Shown    int    // projects in the picture
-	Edges    int
-	Projects []string // for the search box
-	SVG      template.HTML
+	Scanned bool
+	Focus   string
+	Depth   int
+	// AutoDepth: the focus view's depth was chosen to keep the picture
+	// readable (maxFocusPicture), not asked for.
+	AutoDepth bool
+	Mode      string // "full", "focus" or "overview"
+	Total     int    // projects in the graph
+	Shown     int    // projects in the picture
+	Edges     int
+	Projects  []string // for the search box, in the page (up to inlineSearch)
+	// ProjectsSrc is where the search box's list is fetched from the
+	// first time it is used, when there are too many to put in the page.
+	ProjectsSrc string
+	SVG         template.HTML
 	// Columns lists the pictured projects column by column: the text
 	// alternative of the picture.
 	Columns    [][]string
@@ -152,8 +159,12 @@ func (d *Dashboard) graphPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := graphView{Scanned: data.scanned, Total: len(data.doc.Projects), Edges: data.g.EdgeCount(), Cycles: data.doc.Cycles}
-	for _, p := range data.doc.Projects {
-		v.Projects = append(v.Projects, p.Path)
+	if len(data.doc.Projects) > inlineSearch {
+		v.ProjectsSrc = "/graph/projects"
+	} else {
+		for _, p := range data.doc.Projects {
+			v.Projects = append(v.Projects, p.Path)
+		}
 	}
 	doc, opts, err := d.pictured(data, r.URL.Query(), &v)
 	code := http.StatusOK
@@ -196,6 +207,30 @@ func (d *Dashboard) graphPage(w http.ResponseWriter, r *http.Request) {
 	d.render(w, r, code, "graph", page{Title: "Graph", Nav: "graph", Data: v})
 }
 
+// inlineSearch is how many projects the graph page's search box lists in
+// the page itself. Beyond it the list is fetched when the box is first
+// used (static/search.js): 10,000 options cost the browser most of a
+// second on every graph page, picture or not.
+const inlineSearch = 1000
+
+// graphProjects is the search box's list of a large graph: an <option>
+// per project, which static/search.js puts in the page's datalist.
+func (d *Dashboard) graphProjects(w http.ResponseWriter, r *http.Request) {
+	data, err := d.loadGraph(r.Context())
+	if err != nil {
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	var b strings.Builder
+	for _, p := range data.doc.Projects {
+		b.WriteString(`<option value="`)
+		b.WriteString(template.HTMLEscapeString(p.Path))
+		b.WriteString(`">`)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	io.WriteString(w, b.String())
+}
+
 // pictured picks what the graph page draws.
 func (d *Dashboard) pictured(data *graphData, q url.Values, v *graphView) (report.Graph, report.LayoutOptions, error) {
 	if focus := strings.TrimSpace(q.Get("focus")); focus != "" {
@@ -211,6 +246,10 @@ func (d *Dashboard) pictured(data *graphData, q url.Values, v *graphView) (repor
 		if err != nil {
 			return report.Graph{}, report.LayoutOptions{}, err
 		}
+		if q.Get("depth") == "" && len(doc.Projects) > maxFocusPicture {
+			doc, v.Depth = nearest(data.doc, focus, doc)
+			v.AutoDepth = true
+		}
 		v.Upstream, v.Downstream = ancestors(data, focus), data.g.Affected(focus)
 		return doc, report.LayoutOptions{Focus: focus}, nil
 	}
@@ -221,6 +260,29 @@ func (d *Dashboard) pictured(data *graphData, q url.Values, v *graphView) (repor
 	v.Mode = "overview"
 	keep, notes := hubs(data, overviewSize)
 	return report.Subset(data.doc, keep), report.LayoutOptions{Notes: notes}, nil
+}
+
+// maxFocusPicture is how many projects a focus view draws unless the
+// depth is asked for: a base image of a 10,000-project instance has 2,000
+// projects downstream, whose picture alone took the browser 1-2 s to draw
+// (issue 30's goal: the page in under 2 s). Beyond it the view draws
+// what lies within the largest depth that stays under it, at least one
+// edge; the lists below the picture name every upstream and downstream,
+// and depth=0 draws them all.
+const maxFocusPicture = 500
+
+// nearest is the focus view of project within the largest depth whose
+// picture holds at most maxFocusPicture projects (at least depth 1); all
+// is the whole view (depth 0), which holds more.
+func nearest(doc report.Graph, project string, all report.Graph) (report.Graph, int) {
+	best, depth := all, 0
+	for d := 1; ; d++ {
+		g, err := report.Around(doc, project, d)
+		if err != nil || len(g.Projects) == len(all.Projects) || (d > 1 && len(g.Projects) > maxFocusPicture) {
+			return best, depth
+		}
+		best, depth = g, d
+	}
 }
 
 // overviewSize is how many projects the overview of a large graph draws.

@@ -190,9 +190,9 @@ func TestPagesAnswerInTheUsersTerms(t *testing.T) {
 	}
 }
 
-// BenchmarkGraphHandler2000 renders the graph page of 2,000 projects on
-// the server (no browser): the overview, and a focus view.
-func BenchmarkGraphHandler2000(b *testing.B) {
+// syntheticInstance is n projects: 5 bases, 45 runtimes FROM them, apps
+// FROM the runtimes.
+func syntheticInstance(n int) []scan.Project {
 	var projects []scan.Project
 	from := func(p string) []deps.Dependency {
 		return []deps.Dependency{{Kind: deps.KindFrom, Image: "r/" + p, Project: p}}
@@ -203,9 +203,79 @@ func BenchmarkGraphHandler2000(b *testing.B) {
 	for i := range 45 {
 		projects = append(projects, scan.Project{Path: fmt.Sprintf("images/runtime-%d", i), Dependencies: from(fmt.Sprintf("images/base-%d", i%5))})
 	}
-	for i := range 1950 {
+	for i := range n - 50 {
 		projects = append(projects, scan.Project{Path: fmt.Sprintf("apps/app-%d", i), Dependencies: from(fmt.Sprintf("images/runtime-%d", i%45))})
 	}
+	return projects
+}
+
+// On a large instance the graph page leaves the search's list out (it is
+// fetched from /graph/projects when the field is used), and a focus view
+// whose picture would hold more than maxFocusPicture projects draws fewer
+// edges deep and links to the whole; what a person asks for (depth=0) is
+// drawn whole.
+func TestGraphPageAtScale(t *testing.T) {
+	option := regexp.MustCompile(`<option value="`)
+	node := regexp.MustCompile(`data-project="`)
+	for _, tc := range []struct {
+		name, path    string
+		projects      int
+		inlineOptions int  // <option>s in the page
+		fetched       bool // the datalist says where its options are
+		drawn         int  // projects in the picture
+		drawAll       bool // a link to draw them all
+	}{
+		{"small instance: the search's list in the page", "/graph?focus=images/base-0", 500, 500, false, 1 + 9 + 90, false},
+		{"large instance: the list fetched when used", "/graph", 2000, 0, true, 40, false},
+		{"a runtime's focus, drawn whole", "/graph?focus=images/runtime-3", 2000, 0, true, 1 + 1 + 44, false},
+		{"a base's focus, one edge deep", "/graph?focus=images/base-0", 5000, 0, true, 1 + 9, true},
+		{"a base's focus, all asked for", "/graph?focus=images/base-0&depth=0", 5000, 0, true, 1 + 9 + 990, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := New(Options{Store: fakeStore{syntheticInstance(tc.projects)}, Chains: fakeChains{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mux := http.NewServeMux()
+			d.Register(mux)
+			get := func(path string) string {
+				rec := httptest.NewRecorder()
+				mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+				if rec.Code != http.StatusOK {
+					t.Fatalf("GET %s: %d", path, rec.Code)
+				}
+				return rec.Body.String()
+			}
+			page := get(tc.path)
+			if n := len(option.FindAllString(page, -1)); n != tc.inlineOptions {
+				t.Errorf("the page carries %d of the search's options, want %d", n, tc.inlineOptions)
+			}
+			if got := strings.Contains(page, `data-src="/graph/projects"`); got != tc.fetched {
+				t.Errorf("the search's list fetched from /graph/projects: %v, want %v", got, tc.fetched)
+			}
+			if n := len(option.FindAllString(get("/graph/projects"), -1)); n != tc.projects {
+				t.Errorf("/graph/projects lists %d projects, want %d", n, tc.projects)
+			}
+			if n := len(node.FindAllString(page, -1)); n != tc.drawn {
+				t.Errorf("the picture draws %d projects, want %d", n, tc.drawn)
+			}
+			if got := strings.Contains(page, `id="draw-all"`); got != tc.drawAll {
+				t.Errorf("a link to draw all: %v, want %v", got, tc.drawAll)
+			}
+		})
+	}
+}
+
+// BenchmarkGraphHandler2000 renders the graph page of 2,000 projects on
+// the server (no browser): the overview, and a focus view.
+func BenchmarkGraphHandler2000(b *testing.B) { graphHandler(b, 2000) }
+
+// BenchmarkGraphHandler10000 is the same at 10,000 projects, the server's
+// part of BenchmarkGraphPage10000.
+func BenchmarkGraphHandler10000(b *testing.B) { graphHandler(b, 10000) }
+
+func graphHandler(b *testing.B, n int) {
+	projects := syntheticInstance(n)
 	d, err := New(Options{Store: fakeStore{projects}, Chains: fakeChains{}})
 	if err != nil {
 		b.Fatal(err)

@@ -33,9 +33,11 @@
 // requests go ahead of normal ones that waited longer, and normal ones
 // leave a reserve to them (half the burst of tokens, one of the slots), so
 // a creation that comes while background reads use up the rate is sent at
-// once. Normal requests are never starved: while both wait, one grant in
-// twenty (100 requests a minute at the default rate) goes to a normal
-// request. All draw from one token bucket, so the
+// once. While urgent requests wait, normal ones wait too, so that a chain's
+// creates have the whole rate (a rebuild of 10,000 projects is its creates
+// at the rate limit, nothing else); but no normal request waits longer
+// than 10 minutes, so a steady stream of creates holds the background jobs
+// up without stopping them. All draw from one token bucket, so the
 // configured rate holds whatever the mix.
 //
 // The token is sent only in the PRIVATE-TOKEN header, never follows a

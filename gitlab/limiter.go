@@ -47,11 +47,13 @@ func PriorityOf(ctx context.Context) Priority {
 	return p
 }
 
-// normalShare: while urgent and normal requests both wait, one grant in
-// normalShare goes to a normal one, so that a steady stream of pipeline
-// creations slows the background jobs down (to 5 % of the rate: 100
-// requests a minute at the default) but never stops them.
-const normalShare = 20
+// normalMaxWait: while urgent requests wait, normal ones wait too —
+// every request a rebuild's creates could use goes to them, so that a
+// chain that is due takes no longer than its creates at the rate limit —
+// but no normal request waits longer than this: a steady stream of
+// pipeline creations holds the background jobs up (a 10,000-project
+// rebuild takes 5 minutes at the default rate) but never stops them.
+const normalMaxWait = 10 * time.Minute
 
 // limiter is the client's admission control: a request may be sent when a
 // slot is free (at most slots in flight) and the token bucket (perSecond,
@@ -82,12 +84,12 @@ type limiter struct {
 	inFlight     int
 
 	urgent, normal []*waiter // first come first
-	// urgentStreak counts the urgent grants since the last normal one
-	// that were made while a normal request waited.
-	urgentStreak int
-	timerStop    func() bool // the armed timer; nil when none
-	timerGen     int
-	stats        [2]QueueStats // by Priority
+	// maxNormalWait: a normal request that waited this long goes before
+	// urgent ones (normalMaxWait; tests shorten it).
+	maxNormalWait time.Duration
+	timerStop     func() bool // the armed timer; nil when none
+	timerGen      int
+	stats         [2]QueueStats // by Priority
 }
 
 type waiter struct {
@@ -128,7 +130,7 @@ func newLimiter(slots, perMinute, burst int, now func() time.Time, afterFunc fun
 	l := &limiter{
 		now: now, afterFunc: afterFunc,
 		perSecond: math.Inf(1), burst: float64(burst), tokens: float64(burst), last: now(),
-		tokenReserve: float64(burst / 2), slots: slots,
+		tokenReserve: float64(burst / 2), slots: slots, maxNormalWait: normalMaxWait,
 	}
 	if perMinute > 0 {
 		l.perSecond = float64(perMinute) / 60
@@ -282,7 +284,7 @@ func (l *limiter) next() (*waiter, time.Duration) {
 	if !urgent && !normal {
 		return nil, 0
 	}
-	normalsTurn := normal && (!urgent || l.urgentStreak >= normalShare-1)
+	normalsTurn := normal && (!urgent || l.now().Sub(l.normal[0].since) >= l.maxNormalWait)
 	slots, tokens := l.slots, 1.0
 	if normalsTurn && !urgent {
 		// Nothing urgent waits: keep the reserve for what may come.
@@ -297,14 +299,10 @@ func (l *limiter) next() (*waiter, time.Duration) {
 	if normalsTurn {
 		w := l.normal[0]
 		l.normal = l.normal[1:]
-		l.urgentStreak = 0
 		return w, 0
 	}
 	w := l.urgent[0]
 	l.urgent = l.urgent[1:]
-	if normal {
-		l.urgentStreak++
-	}
 	return w, 0
 }
 

@@ -205,19 +205,23 @@ func TestLimiterLetsUrgentRequestsFirst(t *testing.T) {
 	}
 }
 
-// A steady stream of urgent requests slows normal ones down but never
-// starves them: one grant in normalShare goes to a waiting normal request.
-func TestLimiterGivesNormalRequestsTheirShare(t *testing.T) {
+// While urgent requests wait, normal ones get no grant (every token goes
+// to the creates of a chain that is due), until the first of them has
+// waited maxNormalWait: a steady stream of urgent requests holds the
+// background jobs up, never stops them.
+func TestLimiterHoldsNormalRequestsWhileUrgentOnesWait(t *testing.T) {
 	clk := newFakeTimers()
-	l := newLimiter(100, 60, 1, clk.Now, clk.AfterFunc)
+	l := newLimiter(100, 60, 1, clk.Now, clk.AfterFunc) // one token a second
+	l.maxNormalWait = 10 * time.Second
 	g := newGrants(t, l)
 	g.start("first", PriorityNormal)
 	g.start("n1", PriorityNormal)
 	g.start("n2", PriorityNormal)
-	for i := range 2 * normalShare {
+	const urgents = 30
+	for i := range urgents {
 		g.start(fmt.Sprintf("u%d", i), PriorityUrgent)
 	}
-	for i := 2; i <= 2+2*normalShare; i++ {
+	for i := 2; i <= 3+urgents; i++ {
 		clk.Advance(time.Second)
 		g.grantedN(i)
 	}
@@ -228,8 +232,10 @@ func TestLimiterGivesNormalRequestsTheirShare(t *testing.T) {
 			normals = append(normals, i)
 		}
 	}
-	// Grants 1..9 urgent, the 10th normal, 9 urgent, the 20th normal.
-	if want := []int{normalShare - 1, 2*normalShare - 1}; !slices.Equal(normals, want) {
+	// n1 and n2 began to wait at 0 s; the grants come one a second from
+	// 1 s: the first nine are urgent, at 10 s n1 has waited 10 s and goes,
+	// at 11 s n2 (waited 11 s), then the urgent ones again.
+	if want := []int{9, 10}; !slices.Equal(normals, want) {
 		t.Errorf("normal requests got grants %v of %v, want %v", normals, got, want)
 	}
 }

@@ -260,6 +260,10 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	if err := g.Wait(); err != nil {
 		return Result{}, fmt.Errorf("read dependency files: %w", err)
 	}
+	// The reads are done: what only they needed (the listing, the stored
+	// projects, their blobs) is let go before the analysis and the write,
+	// the scan's largest allocations.
+	listed, previous, prevByID, known, blobs, b = nil, nil, nil, nil, nil, batchReader{}
 
 	graph := Analyze(projects, opts.Registry, opts.InstanceHost, opts.Analysis)
 	res.Meta = summarize(projects, graph)

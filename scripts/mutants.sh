@@ -118,13 +118,13 @@ mutant "commits do not wake the checkpointer: the WAL grows" \
 
 mutant "urgent requests wait behind normal ones in the client's limiter" \
 	gitlab/limiter.go \
-	'normalsTurn := normal && (!urgent || l.urgentStreak >= normalShare-1)' \
+	'normalsTurn := normal && (!urgent || l.now().Sub(l.normal[0].since) >= l.maxNormalWait)' \
 	'normalsTurn := normal' \
 	-- go test -count=1 -run 'Limiter|Transport' ./gitlab/
 
 mutant "normal requests starve while urgent ones wait" \
 	gitlab/limiter.go \
-	'(!urgent || l.urgentStreak >= normalShare-1)' \
+	'(!urgent || l.now().Sub(l.normal[0].since) >= l.maxNormalWait)' \
 	'(!urgent)' \
 	-- go test -count=1 -run 'Limiter' ./gitlab/
 
@@ -740,6 +740,24 @@ mutant "demo: depsd demo --real does not look for podman-executor beside depsd (
 	'} else if self, err := env.executable(); err == nil && env.stat(' \
 	'} else if self, err := env.executable(); err != nil && env.stat(' \
 	-- go test -count=1 -run 'TestRealDemoPrerequisites' ./demo/
+
+mutant "dashboard: a base's focus view of a large instance draws every downstream (seconds in the browser)" \
+	dashboard/pages.go \
+	'if q.Get("depth") == "" && len(doc.Projects) > maxFocusPicture {' \
+	'if false {' \
+	-- go test -count=1 -run 'TestGraphPageAtScale' ./dashboard/
+
+mutant "dashboard: the graph page of a large instance carries every project in its search list" \
+	dashboard/pages.go \
+	'if len(data.doc.Projects) > inlineSearch {' \
+	'if false {' \
+	-- go test -count=1 -run 'TestGraphPageAtScale' ./dashboard/
+
+mutant "the daemon's scope after a scan misses the stored projects' ids (webhooks refused)" \
+	store/graph.go \
+	'			ids[id] = true' \
+	'' \
+	-- go test -count=1 -run 'TestGraph$' ./store/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

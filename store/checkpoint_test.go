@@ -39,10 +39,14 @@ func TestCheckpointerBoundsTheWAL(t *testing.T) {
 	}
 	// Each commit adds about five 4 KiB frames: some 60 MB without
 	// restarts. With them the WAL grows only by what is committed while
-	// a pass (and its fsyncs) runs: a few MB, 17 MB once on a loaded
-	// machine, so the bound leaves room for that.
-	if fi.Size() > 24<<20 {
-		t.Errorf("WAL is %d bytes after %d commits, want it started over (under 24 MB)", fi.Size(), commits)
+	// a pass (and its fsyncs) runs: a few MB, 17 MB once and 33 MB once on
+	// a machine loaded by other test runs, so the bound is half of what
+	// no restart gives, and the restarts are counted too.
+	if n := s.ckpt.startOvers.Load(); n == 0 {
+		t.Errorf("the WAL was never started over in %d commits", commits)
+	}
+	if fi.Size() > 40<<20 {
+		t.Errorf("WAL is %d bytes after %d commits, want it started over (under 40 MB)", fi.Size(), commits)
 	}
 	err = s.ViewChains(t.Context(), func(tx chain.Tx) error {
 		n, err := tx.CountEvents(t.Context())

@@ -61,3 +61,28 @@ func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
 	}
 	return g, nil
 }
+
+// ProjectIDs returns the GitLab ids of the stored projects (the scope the
+// webhook receiver accepts), without reading the projects themselves.
+func (s *Store) ProjectIDs(ctx context.Context) (map[int64]bool, error) {
+	ids := map[int64]bool{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM projects`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids[id] = true
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read project ids: %w", err)
+	}
+	return ids, nil
+}

@@ -340,4 +340,16 @@ func testGraph(t *testing.T, b backend) {
 			t.Errorf("EdgeCount() = %d, want 2", g.EdgeCount())
 		}
 	}
+	// The daemon's scope: the stored projects' ids, read with the graph.
+	ids, err := s.ProjectIDs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]bool{}
+	for _, p := range projects {
+		want[p.ID] = true
+	}
+	if !reflect.DeepEqual(ids, want) {
+		t.Errorf("ProjectIDs() = %v, want %v", ids, want)
+	}
 }

@@ -317,7 +317,7 @@ func fromRuns(from From, runs []Run) (figure, measured string) {
 		sel = sel[len(sel)-last:]
 	}
 	if len(sel) == 0 {
-		return "not measured yet: `make bench` records it", ""
+		return "not measured yet: `make bench` (or `make bench-scale`) records it", ""
 	}
 	var parts []string
 	for _, m := range from.Metrics {

@@ -106,7 +106,7 @@ func TestFigureFromRuns(t *testing.T) {
 			"69.5–70.4 s, 1.16 requests/project (3 runs)", "ci (2 CPUs, EPYC, linux/amd64); 2026-11-27, 2026-11-28; default settings"},
 		{"other settings", From{Benchmark: "BenchmarkScan2000", Settings: pg, Metrics: from.Metrics[:1]}, runs,
 			"10.0 s (1 run)", "ci (2 CPUs, EPYC, linux/amd64); 2026-11-27; DEPSD_BENCH_STORE=postgres"},
-		{"none yet", from, nil, "not measured yet: `make bench` records it", ""},
+		{"none yet", from, nil, "not measured yet: `make bench` (or `make bench-scale`) records it", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			figure, source := fromRuns(tc.from, tc.runs)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -108,5 +110,28 @@ func TestManPages(t *testing.T) {
 		if !strings.Contains(string(b), ".SH SYNOPSIS") || !strings.Contains(string(b), ".SH EXAMPLE") {
 			t.Errorf("%s lacks a synopsis or examples:\n%s", page, b)
 		}
+	}
+}
+
+// depsd sets a soft memory limit of its own unless GOMEMLIMIT is set
+// (the runtime read that one, "off" included).
+func TestLimitMemory(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want int64
+	}{
+		{"GOMEMLIMIT unset: depsd's default", nil, defaultMemoryLimit},
+		{"GOMEMLIMIT set: the runtime's", map[string]string{"GOMEMLIMIT": "off"}, math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetMemoryLimit(math.MaxInt64)
+			limitMemory(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			if got := debug.SetMemoryLimit(-1); got != tc.want {
+				t.Errorf("memory limit %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

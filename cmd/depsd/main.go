@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	_ "time/tzdata" // schedule timezones work on hosts without a zoneinfo database
@@ -27,7 +28,25 @@ const (
 )
 
 func main() {
+	limitMemory(os.LookupEnv)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// defaultMemoryLimit is the Go runtime's soft memory limit unless
+// GOMEMLIMIT says otherwise. Without one the heap may grow to twice what
+// is live before a collection: at 50,000 projects in scope a scan's
+// garbage took `depsd serve` and `depsd scan` to 180 MB resident with
+// 35-55 MB live. Near the limit the runtime collects sooner and returns
+// freed memory to the system; a process that needs more than the limit
+// still gets it (the limit is soft; the collector's CPU share is capped).
+const defaultMemoryLimit = 128 << 20
+
+// limitMemory sets defaultMemoryLimit unless GOMEMLIMIT is set (the
+// runtime then took it from there, "off" included).
+func limitMemory(lookupEnv func(string) (string, bool)) {
+	if _, ok := lookupEnv("GOMEMLIMIT"); !ok {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 }
 
 // run executes the command line args and returns the process exit code.

@@ -489,11 +489,20 @@ func (e *executor) projects(args map[string]any) *gqlConnection {
 	}
 	ids, hasIDs := args["ids"].([]any)
 	paths, hasPaths := args["fullPaths"].([]any)
-	for _, p := range e.s.inst.projects {
-		if hasIDs && !slices.Contains(ids, any(fmt.Sprintf("gid://gitlab/Project/%d", p.id))) {
-			continue
+	candidates := e.s.inst.projects
+	if hasPaths {
+		// Looked up by path (case-insensitive, as GitLab's routes are):
+		// scanning every project for each of 50 paths made a scan of a
+		// 50,000-project fake take minutes of its CPU.
+		candidates = map[int64]*project{}
+		for _, x := range paths {
+			if p, ok := e.s.inst.projectPath[strings.ToLower(str(x))]; ok {
+				candidates[p.id] = p
+			}
 		}
-		if hasPaths && !slices.ContainsFunc(paths, func(x any) bool { return strings.EqualFold(str(x), p.path) }) {
+	}
+	for _, p := range candidates {
+		if hasIDs && !slices.Contains(ids, any(fmt.Sprintf("gid://gitlab/Project/%d", p.id))) {
 			continue
 		}
 		list = append(list, p)

@@ -94,6 +94,10 @@ type Options struct {
 	// GitDir is where the repositories runners clone are written (see
 	// githttp.go); empty: a temporary directory removed by Close.
 	GitDir string
+	// OnRequest, when set, is called as each API request arrives (before
+	// its latency), with the endpoint's name as Requests names it: the
+	// benchmarks use it to see which requests came when.
+	OnRequest func(endpoint string)
 }
 
 // DefaultVersion is the GitLab version the fake claims in webhook
@@ -114,6 +118,7 @@ type Server struct {
 	throttle     time.Duration
 	latency      atomic.Int64
 	http         *httptest.Server
+	onRequest    func(endpoint string)
 
 	mu   sync.Mutex
 	inst *instance
@@ -170,6 +175,7 @@ func New(opts Options) *Server {
 		Token:        opts.Token,
 		registryHost: opts.RegistryHost,
 		throttle:     opts.ActivityThrottle,
+		onRequest:    opts.OnRequest,
 	}
 	if s.Token == "" {
 		s.Token = DefaultToken
@@ -346,6 +352,9 @@ func (s *Server) served(name string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		done := s.stats.begin(name)
 		defer done()
+		if s.onRequest != nil {
+			s.onRequest(name)
+		}
 		if !sleepCtx(r.Context(), time.Duration(s.latency.Load())) {
 			return
 		}
