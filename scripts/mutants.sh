@@ -49,8 +49,8 @@ mutant "pipeline-creation throttle (400) taken as permanent" \
 
 mutant "outbox creates every pipeline twice (demo)" \
 	chain/outbox.go \
-	'p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID))' \
-	'_, _ = e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID)); p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID))' \
+	'p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID, noCacheRefused))' \
+	'_, _ = e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID, noCacheRefused)); p, err := e.cfg.GitLab.CreatePipeline(ctx, a.ProjectID, a.Ref, a.createOptions(chainID, noCacheRefused))' \
 	-- go test -count=1 -run 'TestDemo' ./demo/ ./cmd/depsd/
 
 mutant "docker-registry missing in CI is skipped" \
@@ -86,9 +86,9 @@ mutant "settle skips the dependents of a member that changed" \
 
 mutant "the engine changes a member without recording it (unblock): the store misses it" \
 	chain/apply.go \
-	'		m.PipelineID, m.PipelineURL, m.FinishedAt = ev.PipelineID, ev.URL, t.now
+	'		m.Verified, m.VerifyDetail = "", ""
 		c.changed(m)' \
-	'		m.PipelineID, m.PipelineURL, m.FinishedAt = ev.PipelineID, ev.URL, t.now' \
+	'		m.Verified, m.VerifyDetail = "", ""' \
 	-- go test -count=1 -run 'Failure' ./chain/
 
 mutant "a second save in one transaction writes only what changed after the first" \
@@ -336,8 +336,8 @@ mutant "two chains started in one transaction get the same id" \
 
 mutant "a repeated success of a pipeline that counted for a member counts again" \
 	store/outbox.go \
-	'WHERE pipeline_id = $1 AND state = $2)' \
-	'WHERE pipeline_id = $1 AND state = $2 AND false)' \
+	'WHERE pipeline_id = $1 AND state IN ($2, $3, $4)),' \
+	'WHERE pipeline_id = $1 AND state IN ($2, $3, $4) AND false),' \
 	-- go test -count=1 -run 'TestPipelineSeen' ./store/
 
 mutant "an event naming its action never looks up what its pipeline started: a first-level success delivered twice triggers twice" \
