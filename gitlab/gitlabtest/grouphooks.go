@@ -178,17 +178,9 @@ func (s *Server) editGroupHook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	h := *g.hooks[i]
-	h.events = make(map[string]bool, len(h.events))
-	for k, v := range g.hooks[i].events {
-		h.events[k] = v
+	if s.updateHook(w, g.hooks[i], prm) {
+		writeJSON(w, http.StatusOK, s.groupHookBody(g, g.hooks[i]))
 	}
-	if perr := s.applyHookParams(&h, prm); perr != nil {
-		perr.write(w)
-		return
-	}
-	*g.hooks[i] = h
-	writeJSON(w, http.StatusOK, s.groupHookBody(g, &h))
 }
 
 func (s *Server) deleteGroupHook(w http.ResponseWriter, r *http.Request) {

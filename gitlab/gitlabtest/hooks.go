@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -350,17 +351,22 @@ func (s *Server) editHook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	h := *p.hooks[i]
-	h.events = make(map[string]bool, len(h.events))
-	for k, v := range p.hooks[i].events {
-		h.events[k] = v
+	if s.updateHook(w, p.hooks[i], prm) {
+		writeJSON(w, http.StatusOK, s.hookBody(p.id, p.hooks[i], s.now()))
 	}
-	if perr := s.applyHookParams(&h, prm); perr != nil {
+}
+
+// updateHook applies an edit request's parameters to h, all of them or,
+// when one is invalid, none (its error is answered). Callers hold s.mu.
+func (s *Server) updateHook(w http.ResponseWriter, h *hook, prm params) bool {
+	edited := *h
+	edited.events = maps.Clone(h.events)
+	if perr := s.applyHookParams(&edited, prm); perr != nil {
 		perr.write(w)
-		return
+		return false
 	}
-	*p.hooks[i] = h
-	writeJSON(w, http.StatusOK, s.hookBody(p.id, &h, s.now()))
+	*h = edited
+	return true
 }
 
 func (s *Server) deleteHook(w http.ResponseWriter, r *http.Request) {
