@@ -47,7 +47,7 @@ func BenchmarkMemory50000(b *testing.B) {
 		clk.offset.Store(0)
 		srv.SetLatency(latency)
 		groups := []string{"images", "apps"}
-		dir := b.TempDir()
+		dir := verifyOffDir(b)
 		env := append(os.Environ(), "GITLAB_URL="+srv.URL, "GITLAB_TOKEN="+srv.Token, "DEPSD_WEBHOOK_SECRET="+hookSecret)
 
 		// depsd scan, a first scan.
