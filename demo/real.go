@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -21,11 +21,9 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/daemon"
-	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/registry"
-	"gitlab.com/depsd/depsd/verify"
 )
 
 // The real demo (depsd demo --real): the sample chain built for real on
@@ -240,6 +238,9 @@ func RunReal(ctx context.Context, out io.Writer, o RealOptions) error {
 	cfg.Scope.Groups = []string{"demo"}
 	cfg.State = filepath.Join(o.StateDir, "depsd.db")
 	cfg.Hooks.Secret = "demo-webhook-secret"
+	// depsd verifies every member, the bottom of each line included (no
+	// downstream names its image: it is published all the same).
+	cfg.Images.Publish = []string{"{registry}/{path}:latest"}
 	listening := make(chan string, 1)
 	d, err := daemon.New(ctx, daemon.Options{
 		Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, Logger: o.Logger,
@@ -293,25 +294,15 @@ func realStory(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.
 	if err != nil {
 		return err
 	}
+	// Each member's verdict is depsd's own (the live view prints it); the
+	// digest beside a success is read from the registry.
 	rd := registry.New(registry.Options{})
-	v := verify.New(rd, verify.Options{})
-	from := func(p string) string { // the built stage's FROM, as verified
-		up := map[string]string{"demo/ruby": realRoot, "demo/app": "demo/ruby", "demo/left": realRoot,
-			"demo/right": realRoot, "demo/bottom": "demo/left"}[p]
-		if up == "" {
-			return reg + "/ext/busybox:latest"
-		}
-		return reg + "/" + up + ":latest"
-	}
-	stale := 0
 	onSuccess := func(p string) string {
-		res := v.Verify(ctx, verify.Request{Image: reg + "/" + p + ":latest",
-			Platform:  deps.Platform{OS: "linux", Architecture: runtime.GOARCH},
-			Upstreams: []verify.Upstream{{Image: from(p)}}})
-		if res.State != verify.StateFresh {
-			stale++
+		digest, err := rd.Digest(ctx, reg+"/"+p+":latest")
+		if err != nil {
+			return "  (image not read: " + err.Error() + ")"
 		}
-		return fmt.Sprintf("  %s  %s", short(res.Digest), res.State)
+		return "  " + short(digest)
 	}
 	view, err := followWith(ctx, out, engine, id, start, onSuccess)
 	if err != nil {
@@ -329,8 +320,16 @@ func realStory(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.
 	}
 	fmt.Fprintf(out, "\nchain %d finished in %s: %d images built by real jobs, pushed to %s, each verified\n",
 		id, time.Since(start).Round(100*time.Millisecond), len(view.Members), reg)
-	if stale > 0 {
-		return fmt.Errorf("%d images are not fresh on their upstream's current image", stale)
+	// Unknown blocks nothing, in the demo as in a chain; a member not
+	// verified at all, or stale, means the demo did not show what it is for.
+	var wrong []string
+	for _, m := range view.Members {
+		if m.Verified != chain.ImageFresh && m.Verified != chain.ImageUnknown {
+			wrong = append(wrong, fmt.Sprintf("%s (%s)", m.Project, cmp.Or(string(m.Verified), "not verified")))
+		}
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("images not verified fresh on their upstream's current image: %s", strings.Join(wrong, ", "))
 	}
 	return nil
 }
