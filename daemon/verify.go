@@ -47,13 +47,33 @@ const maxImagesAtOnce = 4
 func (iv *imageVerifier) projectsChanged(projects []scan.Project) {
 	in := make([]verify.Project, 0, len(projects))
 	for _, p := range projects {
-		in = append(in, verify.Project{Path: p.Path, RegistryPrefix: p.RegistryPrefix, Dependencies: p.Dependencies})
+		in = append(in, verify.Project{Path: p.Path, RegistryPrefix: p.RegistryPrefix, Dependencies: p.Dependencies,
+			Built: iv.built(p)})
 	}
 	published, errs := verify.Published(in, iv.rules)
 	for _, err := range errs {
 		iv.log.Warn("published image left out", "err", err)
 	}
 	iv.published.Store(&published)
+}
+
+// built is what the project's built stage is FROM, read again from its
+// stored Containerfile: the store keeps the dependencies of every stage,
+// not which stage is built, and an image is judged against that one's
+// bases only (a COPY --from stage's image is not its base). Nil when the
+// project has no Containerfile or it does not parse: every FROM counts.
+func (iv *imageVerifier) built(p scan.Project) []string {
+	for _, f := range p.Files {
+		if f.Name == deps.GitLabDepsFile {
+			continue
+		}
+		a, err := deps.AnalyzeContainerfile(f.Name, f.Content, deps.Options{Platforms: iv.platforms})
+		if err != nil {
+			return nil
+		}
+		return a.Built
+	}
+	return nil
 }
 
 func (iv *imageVerifier) images(project string) []verify.Image {

@@ -759,6 +759,12 @@ mutant "the daemon's scope after a scan misses the stored projects' ids (webhook
 	'' \
 	-- go test -count=1 -run 'TestGraph$' ./store/
 
+mutant "verification judges an image against every stage's FROM, not the built stage's (a COPY --from image taken for a base: unknown)" \
+	daemon/verify.go \
+	'			Built: iv.built(p)})' \
+	'			Built: nil})' \
+	-- go test -count=1 -run 'TestDemoReal$' ./e2e/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
