@@ -26,7 +26,7 @@ import (
 // each result and every digest it read (the project's own image is an
 // upstream of others), and sums the results up for the engine.
 type imageVerifier struct {
-	v         *verify.Verifier
+	checker   *verify.Checker
 	st        verify.Store
 	rules     verify.PublishRules
 	platforms []deps.Platform
@@ -127,42 +127,13 @@ func (iv *imageVerifier) Verify(ctx context.Context, req chain.VerifyRequest) ch
 	return summary(results)
 }
 
-// verifyImage verifies one image for one platform against its upstreams
-// as the registry has them now (each tag resolved), with every digest
-// depsd saw them have, then records the digests it read.
+// verifyImage verifies one image for one platform and records the digests
+// it read (verify.Checker.Image: the upstreams as the registry has them
+// now, with every digest depsd saw them have).
 func (iv *imageVerifier) verifyImage(ctx context.Context, img verify.Image, p deps.Platform) verify.Result {
-	req := verify.Request{Image: img.Image, Platform: p}
-	for _, u := range img.Upstreams {
-		// Current stays empty: the verifier resolves the tag, so an
-		// upstream that moved without depsd reading it (a base outside
-		// the scope) is judged by its image now, not by the newest digest
-		// recorded (verify.UpstreamOf would take that for current).
-		up := verify.Upstream{Image: u}
-		history, err := iv.st.UpstreamHistory(ctx, u)
-		if err != nil {
-			iv.log.Warn("read upstream digests failed", "image", u, "err", err)
-		}
-		for _, s := range history {
-			up.Earlier = append(up.Earlier, s.Digest)
-		}
-		req.Upstreams = append(req.Upstreams, up)
-	}
-	res := iv.v.Verify(ctx, req)
-	if ctx.Err() != nil {
-		return res
-	}
-	at := iv.now()
-	seen := map[string]string{img.Image: res.Digest}
-	for _, v := range res.Upstreams {
-		seen[v.Upstream] = v.Current
-	}
-	for image, digest := range seen {
-		if digest == "" {
-			continue
-		}
-		if err := iv.st.RecordUpstreamDigest(ctx, image, digest, at); err != nil {
-			iv.log.Warn("record digest failed", "image", image, "err", err)
-		}
+	res, err := iv.checker.Image(ctx, img, p)
+	if err != nil {
+		iv.log.Warn("record image digests failed", "image", img.Image, "err", err)
 	}
 	return res
 }
@@ -206,8 +177,8 @@ func (d *Daemon) newImageVerifier() (chain.Verifier, error) {
 	reg := registry.New(registry.Options{AuthFile: cfg.Scheduler.RegistryAuthFile, Insecure: cfg.Images.InsecureRegistries,
 		UserAgent: buildinfo.UserAgent()})
 	iv := &imageVerifier{
-		v:  verify.New(reg, verify.Options{Timeout: cfg.Images.Timeout}),
-		st: d.store, rules: cfg.Images.PublishRules(), platforms: platforms, now: d.opts.Now,
+		checker: &verify.Checker{Verifier: verify.New(reg, verify.Options{Timeout: cfg.Images.Timeout}), Store: d.store, Now: d.opts.Now},
+		st:      d.store, rules: cfg.Images.PublishRules(), platforms: platforms, now: d.opts.Now,
 		log:     d.log.With("component", "verify"),
 		observe: func(s verify.State) { d.metrics.verifications.WithLabelValues(string(s)).Inc() },
 	}

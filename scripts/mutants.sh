@@ -580,17 +580,17 @@ mutant "the reconciler takes a stale member's own successful pipeline for the su
 	-- go test -count=1 -run 'TestReconcilerUnblocksAStaleMember' ./chain/
 
 mutant "an upstream's current image taken from the digests recorded, not the registry (a base outside the scope that moved is missed)" \
-	daemon/verify.go \
+	verify/check.go \
 	'		for _, s := range history {
 			up.Earlier = append(up.Earlier, s.Digest)
 		}' \
-	'		up = verify.UpstreamOf(u, history)' \
+	'		up = UpstreamOf(u, history)' \
 	-- go test -count=1 -run 'TestExternalBaseMovedIsReadFromTheRegistry' ./daemon/
 
 mutant "depsd serve records no digest it reads (an image built on an earlier upstream is unknown, never stale)" \
-	daemon/verify.go \
-	'iv.st.RecordUpstreamDigest(ctx, image, digest, at); err != nil {' \
-	'error(nil); err != nil && at.IsZero() {' \
+	verify/check.go \
+	'			errs = append(errs, c.Store.RecordUpstreamDigest(ctx, image, digest, at))' \
+	'			_ = image' \
 	-- go test -count=1 -run 'TestStaleImageRebuiltWithoutCacheAgainstTheRegistry' ./daemon/
 
 mutant "a simulated pipeline told to build on an earlier base builds on the current one" \
@@ -640,10 +640,10 @@ mutant "GET /api/v1/freshness ignores max_age (stale_beyond_max_age always count
 	'		_ = d' \
 	-- go test -count=1 -run 'TestFreshnessAPI' ./daemon/
 
-mutant "a check never records its project's image digest (its downstreams are never found stale)" \
+mutant "a check records no digest it reads (its downstreams are never found stale)" \
 	verify/check.go \
-	'			if res.Digest != "" {' \
-	'			if false {' \
+	'		if digest != "" {' \
+	'		if false {' \
 	-- go test -count=1 -run 'TestCheckRecordsAndJudgesAgainstHistory' ./verify/
 
 mutant "concurrent verifications each read the shared upstream (no single flight)" \
