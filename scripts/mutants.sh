@@ -584,7 +584,13 @@ mutant "an upstream's current image taken from the digests recorded, not the reg
 	'		for _, s := range history {
 			up.Earlier = append(up.Earlier, s.Digest)
 		}' \
-	'		up = UpstreamOf(u, history)' \
+	'		for i, s := range history {
+			if i == 0 {
+				up.Current = s.Digest
+			} else {
+				up.Earlier = append(up.Earlier, s.Digest)
+			}
+		}' \
 	-- go test -count=1 -run 'TestExternalBaseMovedIsReadFromTheRegistry' ./daemon/
 
 mutant "depsd serve records no digest it reads (an image built on an earlier upstream is unknown, never stale)" \

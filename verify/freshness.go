@@ -42,20 +42,6 @@ type Record struct {
 	VerifiedAt time.Time
 }
 
-// UpstreamOf returns the Upstream of image for a verification, from its
-// history (newest first): its current digest and the earlier ones.
-func UpstreamOf(image string, history []Seen) Upstream {
-	u := Upstream{Image: image}
-	for i, s := range history {
-		if i == 0 {
-			u.Current = s.Digest
-			continue
-		}
-		u.Earlier = append(u.Earlier, s.Digest)
-	}
-	return u
-}
-
 // Row is one line of `depsd freshness`: an image of a project for one
 // platform, with its verdicts and how long it has been stale.
 type Row struct {

@@ -56,13 +56,6 @@ func TestFreshness(t *testing.T) {
 	}
 }
 
-func TestUpstreamOf(t *testing.T) {
-	u := verify.UpstreamOf("x:1", []verify.Seen{{Digest: "sha256:c"}, {Digest: "sha256:b"}, {Digest: "sha256:a"}})
-	if u.Current != "sha256:c" || len(u.Earlier) != 2 || u.Earlier[0] != "sha256:b" {
-		t.Errorf("UpstreamOf = %+v", u)
-	}
-}
-
 // Fixes: a running chain first, then the schedule that fires first over
 // the project and what it is built from, then a watch that has not seen
 // the upstream's current digest, else none; rows not stale get none.
