@@ -61,6 +61,10 @@ func TestScheduledRebuildIsRetriedAfterTransientError(t *testing.T) {
 	clk.WaitTimers(1)
 	clk.Set(at(6, 3, 0))
 	rb.waitCall(t)
+	// The schedule's own timer and the retry's: the clock moves on only
+	// once the retry waits on it (moving it first left the retry armed
+	// 30 minutes late, a flake under load).
+	clk.WaitTimers(2)
 	rb.mu.Lock()
 	rb.fail = nil
 	rb.mu.Unlock()
