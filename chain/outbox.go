@@ -45,6 +45,7 @@ func (e *Engine) SendPending(ctx context.Context) (int, error) {
 	})
 	s.spawn()
 	s.wg.Wait()
+	s.stopHolding()
 	if firstErr != nil {
 		return int(s.sent.Load()), fmt.Errorf("send pending actions: %w", firstErr)
 	}
@@ -83,6 +84,49 @@ type senders struct {
 	// (a wake-up), or that claim ran out of slots before it ran out of due
 	// actions.
 	mayBeDue bool
+	// due: creates are due here — a claim runs, a send holds a slot, or
+	// mayBeDue — as last told to the engine (noteDueLocked).
+	due bool
+}
+
+// normalHolder is a GitLab client that can hold back its background
+// requests (gitlab.Client.HoldNormal).
+type normalHolder interface{ HoldNormal(held bool) }
+
+// noteDueLocked tells the engine whether creates are due here, when that
+// changed; s.mu is held. While any senders have creates due, the GitLab
+// client holds its background requests (scans, the reconciler, the
+// catch-up): between two sends, or between the event that makes a level's
+// creates due and their sends, no request is waiting for the client's
+// limits with the creates' priority, and a background read would take a
+// token the creates are due to use.
+func (s *senders) noteDueLocked() {
+	due := s.claiming || s.mayBeDue || len(s.slots) > 0
+	if due == s.due {
+		return
+	}
+	s.due = due
+	s.e.holdNormal(due)
+}
+
+// holdNormal counts the senders with creates due, and holds the client's
+// background requests while there are any.
+func (e *Engine) holdNormal(due bool) {
+	h, ok := e.cfg.GitLab.(normalHolder)
+	if !ok {
+		return
+	}
+	e.dueMu.Lock()
+	defer e.dueMu.Unlock()
+	before := e.dueSenders > 0
+	if due {
+		e.dueSenders++
+	} else {
+		e.dueSenders--
+	}
+	if after := e.dueSenders > 0; after != before {
+		h.HoldNormal(after)
+	}
 }
 
 func (e *Engine) newSenders(ctx context.Context, fail func(error)) *senders {
@@ -109,6 +153,7 @@ func (s *senders) slotFreed() {
 	if s.mayBeDue {
 		s.claimLocked()
 	}
+	s.noteDueLocked()
 }
 
 // claimLocked starts the claimer, or makes the one running claim again;
@@ -122,6 +167,7 @@ func (s *senders) claimLocked() {
 		return
 	}
 	s.claiming = true
+	s.noteDueLocked()
 	s.wg.Add(1)
 	go s.claimer()
 }
@@ -148,6 +194,7 @@ func (s *senders) claimer() {
 		}
 		if err != nil || s.ctx.Err() != nil || !s.again {
 			s.claiming = false
+			s.noteDueLocked()
 			s.mu.Unlock()
 			return
 		}
@@ -165,6 +212,7 @@ func (s *senders) reserve() bool {
 	if s.closed {
 		return false
 	}
+	defer s.noteDueLocked()
 	select {
 	case s.slots <- struct{}{}:
 		s.wg.Add(1)
@@ -182,6 +230,9 @@ func (s *senders) reserve() bool {
 // unreserve gives back a slot reserve took.
 func (s *senders) unreserve() {
 	<-s.slots
+	s.mu.Lock()
+	s.noteDueLocked()
+	s.mu.Unlock()
 	s.wg.Done()
 }
 
@@ -212,6 +263,18 @@ func (s *senders) close() {
 	s.closed = true
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.stopHolding()
+}
+
+// stopHolding ends the senders' hold on background requests once they
+// are done: an error or the context's end may have left mayBeDue set.
+func (s *senders) stopHolding() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.due {
+		s.due = false
+		s.e.holdNormal(false)
+	}
 }
 
 // idle reports whether no send or claim is in flight, recordings

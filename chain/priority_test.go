@@ -2,6 +2,7 @@ package chain_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -95,4 +96,100 @@ func TestOutboxRequestsAreUrgentBackgroundReadsNormal(t *testing.T) {
 	}
 	want["list"][gitlab.PriorityNormal] = 1 // base has something downstream, a not
 	check("catch-up")
+}
+
+// holdingGitLab records the hold the outbox puts on the client's
+// background requests (gitlab.Client.HoldNormal), and whether it was on
+// at each create.
+type holdingGitLab struct {
+	*fakeGitLab
+	mu             sync.Mutex
+	held           bool
+	heldAtCreate   []bool
+	holds, unholds int
+}
+
+func (g *holdingGitLab) HoldNormal(held bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if held == g.held {
+		panic("HoldNormal called twice with the same value")
+	}
+	g.held = held
+	if held {
+		g.holds++
+	} else {
+		g.unholds++
+	}
+}
+
+func (g *holdingGitLab) CreatePipeline(ctx context.Context, projectID int64, ref string, o gitlab.CreateOptions) (gitlab.Pipeline, error) {
+	g.mu.Lock()
+	g.heldAtCreate = append(g.heldAtCreate, g.held)
+	g.mu.Unlock()
+	return g.fakeGitLab.CreatePipeline(ctx, projectID, ref, o)
+}
+
+func (g *holdingGitLab) state() (held bool, atCreate []bool, holds, unholds int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held, slices.Clone(g.heldAtCreate), g.holds, g.unholds
+}
+
+// While creates are due the outbox holds the client's background requests
+// (scans, the reconciler, the catch-up), from the event that makes them
+// due until GitLab answered the last of them, so that no background read
+// takes a token the creates are due to use; once nothing is due it lets
+// them go again.
+func TestOutboxHoldsBackgroundRequestsWhileCreatesAreDue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a", "base>b")
+	gl := &holdingGitLab{fakeGitLab: e.gl}
+	obs := &signalObserver{created: make(chan string, 4)}
+	en, err := chain.New(chain.Config{Store: e.store, GitLab: gl, Graph: e.store.Graph, Now: e.clock.Now, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.engine = en
+	ctx, cancel := context.WithCancel(e.ctx)
+	stopped := make(chan error, 2)
+	go func() { stopped <- e.engine.RunInbox(ctx) }()
+	go func() { stopped <- e.engine.RunOutbox(ctx) }()
+	released := func(when string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if held, _, _, _ := gl.state(); !held {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: background requests still held with nothing due", when)
+			}
+		}
+	}
+	e.rebuild("base")
+	<-obs.created
+	released("after base's create")
+	p := e.latest("base")
+	ev := chain.PipelineEvent{ProjectID: p.ProjectID, Project: "base", PipelineID: p.ID, Status: "success",
+		Ref: "main", Source: "api", Variables: p.vars}
+	e.gl.setStatus(p.ID, "success")
+	if _, err := e.engine.RecordEvent(e.ctx, "run-1", chain.Event{Pipeline: &ev}); err != nil {
+		t.Fatal(err)
+	}
+	<-obs.created
+	<-obs.created
+	released("after a's and b's creates")
+	cancel()
+	for range 2 {
+		if err := <-stopped; err != nil {
+			t.Fatalf("worker ended with %v", err)
+		}
+	}
+	_, atCreate, holds, unholds := gl.state()
+	if !slices.Equal(atCreate, []bool{true, true, true}) {
+		t.Errorf("held at each create: %v, want held at all three", atCreate)
+	}
+	if holds == 0 || holds != unholds {
+		t.Errorf("%d holds, %d releases", holds, unholds)
+	}
 }

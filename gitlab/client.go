@@ -239,6 +239,14 @@ func (c *Client) Throttled() int64 { return c.throttled.Load() }
 // flight hold back that kind of work.
 func (c *Client) Queued(p Priority) QueueStats { return c.transport.limits.queueStats(p) }
 
+// HoldNormal makes requests of PriorityNormal wait while held, as they
+// wait while urgent requests do (at most 10 minutes each). The outbox
+// holds them while it has pipeline creations due that are not yet waiting
+// for the limits (between two sends, or between an event that makes
+// creates due and their sends), so no background read takes the rate a
+// chain's creates are due to use.
+func (c *Client) HoldNormal(held bool) { c.transport.limits.hold(held) }
+
 // BaseURL returns the instance URL without /api/v4.
 func (c *Client) BaseURL() string { return c.cfg.BaseURL }
 

@@ -35,8 +35,9 @@
 // a creation that comes while background reads use up the rate is sent at
 // once. While urgent requests wait, normal ones wait too, so that a chain's
 // creates have the whole rate (a rebuild of 10,000 projects is its creates
-// at the rate limit, nothing else); but no normal request waits longer
-// than 10 minutes, so a steady stream of creates holds the background jobs
+// at the rate limit, nothing else), and so they do while the caller holds
+// them (HoldNormal: the outbox has creates due that are not yet waiting);
+// but no normal request waits longer than 10 minutes, so a steady stream of creates holds the background jobs
 // up without stopping them. All draw from one token bucket, so the
 // configured rate holds whatever the mix.
 //

@@ -84,6 +84,10 @@ type limiter struct {
 	inFlight     int
 
 	urgent, normal []*waiter // first come first
+	// holding: the caller has urgent work due that is not yet waiting
+	// here (HoldNormal); normal requests wait as they do behind urgent
+	// ones.
+	holding bool
 	// maxNormalWait: a normal request that waited this long goes before
 	// urgent ones (normalMaxWait; tests shorten it).
 	maxNormalWait time.Duration
@@ -222,6 +226,18 @@ func (l *limiter) wait(ctx context.Context, p Priority) error {
 	return ctx.Err()
 }
 
+// hold makes normal requests wait (held) or lets them go again, as if
+// urgent requests were waiting, with the same bound (maxNormalWait).
+func (l *limiter) hold(held bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holding == held {
+		return
+	}
+	l.holding = held
+	l.dispatch()
+}
+
 // release frees the slot of a request that is done.
 func (l *limiter) release() {
 	l.mu.Lock()
@@ -284,7 +300,16 @@ func (l *limiter) next() (*waiter, time.Duration) {
 	if !urgent && !normal {
 		return nil, 0
 	}
-	normalsTurn := normal && (!urgent || l.now().Sub(l.normal[0].since) >= l.maxNormalWait)
+	overdue := time.Duration(0) // how long until normal[0] has waited maxNormalWait
+	if normal {
+		overdue = l.maxNormalWait - l.now().Sub(l.normal[0].since)
+	}
+	normalsTurn := normal && (!(urgent || l.holding) || overdue <= 0)
+	if !urgent && !normalsTurn {
+		// Held, with nothing urgent waiting yet: normal requests wait
+		// for the urgent ones to come and go, at most maxNormalWait.
+		return nil, overdue
+	}
 	slots, tokens := l.slots, 1.0
 	if normalsTurn && !urgent {
 		// Nothing urgent waits: keep the reserve for what may come.

@@ -432,3 +432,38 @@ func TestLoweredLimitLapses(t *testing.T) {
 		t.Errorf("a configured change stays: %v/min", got)
 	}
 }
+
+// While the caller holds them (the outbox has creates due that are not
+// yet waiting), normal requests wait as they do behind urgent ones: not
+// even the tokens nobody else wants go to them, until the hold ends or
+// the first of them has waited maxNormalWait.
+func TestLimiterHoldsNormalRequestsWhileHeld(t *testing.T) {
+	clk := newFakeTimers()
+	l := newLimiter(100, 60, 8, clk.Now, clk.AfterFunc) // one token a second, a burst of 8
+	l.maxNormalWait = 10 * time.Second
+	g := newGrants(t, l)
+	l.hold(true)
+	g.start("n1", PriorityNormal)
+	g.start("n2", PriorityNormal)
+	clk.Advance(5 * time.Second)
+	g.grantedN(0) // tokens to spare, but held
+	g.start("u1", PriorityUrgent)
+	if got := g.grantedN(1); got[0] != "u1" {
+		t.Fatalf("granted %v, want the urgent request first", got)
+	}
+	l.hold(false)
+	if got := g.grantedN(3); !slices.Equal(got, []string{"u1", "n1", "n2"}) {
+		t.Fatalf("granted %v after the hold ended, want u1 n1 n2", got)
+	}
+
+	// A hold that never ends still lets a normal request through once it
+	// waited maxNormalWait.
+	l.hold(true)
+	g.start("n3", PriorityNormal)
+	clk.Advance(9 * time.Second)
+	g.grantedN(3)
+	clk.Advance(time.Second)
+	if got := g.grantedN(4); got[3] != "n3" {
+		t.Fatalf("granted %v, want n3 after waiting 10 s", got)
+	}
+}

@@ -118,15 +118,27 @@ mutant "commits do not wake the checkpointer: the WAL grows" \
 
 mutant "urgent requests wait behind normal ones in the client's limiter" \
 	gitlab/limiter.go \
-	'normalsTurn := normal && (!urgent || l.now().Sub(l.normal[0].since) >= l.maxNormalWait)' \
+	'normalsTurn := normal && (!(urgent || l.holding) || overdue <= 0)' \
 	'normalsTurn := normal' \
 	-- go test -count=1 -run 'Limiter|Transport' ./gitlab/
 
 mutant "normal requests starve while urgent ones wait" \
 	gitlab/limiter.go \
-	'(!urgent || l.now().Sub(l.normal[0].since) >= l.maxNormalWait)' \
-	'(!urgent)' \
+	'(!(urgent || l.holding) || overdue <= 0)' \
+	'(!(urgent || l.holding))' \
 	-- go test -count=1 -run 'Limiter' ./gitlab/
+
+mutant "the client's hold does not hold normal requests" \
+	gitlab/limiter.go \
+	'(!(urgent || l.holding) || overdue <= 0)' \
+	'(!urgent || overdue <= 0)' \
+	-- go test -count=1 -run 'LimiterHolds' ./gitlab/
+
+mutant "the outbox lets background requests go while a create is in flight" \
+	chain/outbox.go \
+	'due := s.claiming || s.mayBeDue || len(s.slots) > 0' \
+	'due := s.claiming || s.mayBeDue' \
+	-- go test -count=1 -run 'OutboxHolds' ./chain/
 
 mutant "the outbox's creates are not urgent" \
 	chain/outbox.go \
