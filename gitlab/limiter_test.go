@@ -452,8 +452,10 @@ func TestLimiterHoldsNormalRequestsWhileHeld(t *testing.T) {
 		t.Fatalf("granted %v, want the urgent request first", got)
 	}
 	l.hold(false)
-	if got := g.grantedN(3); !slices.Equal(got, []string{"u1", "n1", "n2"}) {
-		t.Fatalf("granted %v after the hold ended, want u1 n1 n2", got)
+	// n1 and n2 go in one dispatch: the order their waits return in is
+	// the scheduler's.
+	if got := g.grantedN(3); !slices.Equal(got, []string{"u1", "n1", "n2"}) && !slices.Equal(got, []string{"u1", "n2", "n1"}) {
+		t.Fatalf("granted %v after the hold ended, want u1 then n1 and n2", got)
 	}
 
 	// A hold that never ends still lets a normal request through once it
