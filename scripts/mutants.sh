@@ -743,6 +743,30 @@ mutant "podman-executor: a per-project build job on rootless podman asks for an 
 	'		if true {' \
 	-- pe_test -run 'TestBuildProfileOnRootlessPodman' ./executor/
 
+mutant "podman-executor: a build job's helper container (helper_image) runs as the host's root, outside the job's user namespace (the job cannot write to its checkout)" \
+	podman-executor/executor/stage_prepare.go \
+	'	s.Options = s.Options.Merge(userNS)' \
+	'	_ = userNS' \
+	-- pe_test -run 'TestBuildJobHelperInItsUserNamespace' ./executor/
+
+mutant "podman-executor: a build job in its own user namespace shares the kept builds volume (a checkout the other jobs left as the host's root)" \
+	podman-executor/executor/stage_prepare.go \
+	'name = id.BuildJobBuildsVolumeName()' \
+	'name = id.BuildsVolumeName()' \
+	-- pe_test -run 'TestBuildJobHelperInItsUserNamespace' ./executor/
+
+mutant "podman-executor: a build job in its own user namespace gets the project's cache as the host's root left it (it cannot write the cache)" \
+	podman-executor/executor/stage_prepare.go \
+	'			out[i].Chown = true' \
+	'			out[i].Chown = false' \
+	-- pe_test -run 'TestBuildJobHelperInItsUserNamespace' ./executor/
+
+mutant "podman-executor: a chowned mount reaches podman without its U option (the build job's cache stays the host root's)" \
+	podman-executor/container/podman_containers.go \
+	'		if m.Chown {' \
+	'		if false && m.Chown {' \
+	-- env CI=true sh -c 'cd podman-executor && CGO_ENABLED=0 go test -count=1 -tags "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" -run "TestRealRunnerBuildJobWithHelperImage/kept" ./integration/'
+
 mutant "a project declaring depsd_action_id but not depsd_no_cache is taught to take no input (a no-cache rebuild downgrades it)" \
 	chain/outbox.go \
 	'case errors.Is(err, gitlab.ErrInputsRefused) && a.Ident == IdentInputs && a.NoCache && !noCacheRefused:' \

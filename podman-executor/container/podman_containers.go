@@ -38,6 +38,9 @@ func (p *Podman) Create(ctx context.Context, s Spec) (string, error) {
 		if m.ReadOnly {
 			opts = append(opts, "ro")
 		}
+		if m.Chown {
+			opts = append(opts, "U")
+		}
 		g.Mounts = append(g.Mounts, spec.Mount{Type: "bind", Source: m.Source, Destination: m.Destination, Options: opts})
 	}
 	if len(s.Volumes) > 0 {

@@ -20,6 +20,10 @@ type Mount struct {
 	Source      string
 	Destination string
 	ReadOnly    bool
+	// Chown is podman's U option: at the container's start, Source is
+	// chowned (recursively) to the container's user as the host sees it
+	// (its user namespace's ID for it).
+	Chown bool
 }
 
 // Spec describes a container to create. Zero values mean "podman's default".

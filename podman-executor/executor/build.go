@@ -116,28 +116,48 @@ func (c Config) privileged(image string, list []string) bool {
 	return c.Privileged && allowed(image, list)
 }
 
-// withBuildProfile gives the job container spec s the build profile and
-// mounts the project's build storage volume at storage_path.
-func (e *Executor) withBuildProfile(ctx context.Context, id Identity, s *container.Spec) error {
+// buildProfile is what a build job's containers get: the job container
+// options (the storage volume, at storage_path), the helper container
+// only the user namespace.
+type buildProfile struct {
+	options container.Options
+	storage string // volume spec
+}
+
+// ownUserNS reports whether the build job runs in a user namespace other
+// than the other jobs': its root is not theirs.
+func (p buildProfile) ownUserNS() bool {
+	return p.options.IDMap != "" || (p.options.UserNS != "" && p.options.UserNS != "host")
+}
+
+// userNS is the user namespace part of the options, for the helper
+// container: the job's ID map, so the same namespace as the job's (with
+// userns_mode "auto" podman hands each container a range of its own, so
+// the helper's would not be the job's).
+func (p buildProfile) userNS() container.Options {
+	return container.Options{UserNS: p.options.UserNS, IDMap: p.options.IDMap}
+}
+
+// buildProfile creates (once) the project's build storage volume and
+// returns the build profile of job id.
+func (e *Executor) buildProfile(ctx context.Context, id Identity) (buildProfile, error) {
 	name := id.BuildStorageVolumeName()
 	if err := e.keptVolume(ctx, id, name, roleBuildStorage); err != nil {
-		return err
+		return buildProfile{}, err
 	}
 	rootless := false
 	if e.Config.Build.UsernsMode == usernsPerProject {
 		var err error
 		if rootless, err = e.Engine.Rootless(ctx); err != nil {
-			return err
+			return buildProfile{}, err
 		}
 	}
 	o := e.Config.Build.options(id, rootless)
-	s.Options = s.Options.Merge(o)
-	s.Volumes = append(s.Volumes, name+":"+e.Config.Build.StoragePath)
 	userns := o.UserNS
 	if o.IDMap != "" {
 		userns = "IDs " + o.IDMap
 	}
 	e.progress("Build profile: %s at %s (persistent build storage), devices %v, capabilities %v, security options %v, user namespace %s",
 		name, e.Config.Build.StoragePath, e.Config.Build.Devices, e.Config.Build.CapAdd, e.Config.Build.SecurityOpt, cmp.Or(userns, "the runner user's"))
-	return nil
+	return buildProfile{options: o, storage: name + ":" + e.Config.Build.StoragePath}, nil
 }

@@ -63,3 +63,60 @@ func TestHelperContainer(t *testing.T) {
 		t.Errorf("volumes left: %v", v)
 	}
 }
+
+// TestBuildJobHelperInItsUserNamespace: a build job in a user namespace
+// of its own (rootful per-project) has its helper container in the same
+// one, none of the build profile's privileges on it, the project's cache
+// chowned into that namespace in both containers, and a kept builds
+// volume of its own; where the build job keeps the runner's namespace
+// (rootless) or is no build job, nothing of it changes.
+func TestBuildJobHelperInItsUserNamespace(t *testing.T) {
+	const helper = "localhost/helper:1"
+	tests := []struct {
+		name      string
+		build     bool
+		rootless  bool
+		wantIDMap string // the job's and the helper's
+		wantChown bool   // the cache mount, in both
+		wantVol   string // the builds volume, in both
+	}{
+		{"rootful build job", true, false, idMap("7"), true, "podman-executor-builds-rtok-p7-c0-build:/builds"},
+		{"rootless build job", true, true, "", false, "podman-executor-builds-rtok-p7-c0:/builds"},
+		{"other job", false, false, "", false, "podman-executor-builds-rtok-p7-c0:/builds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil, func(c *Config) {
+				c.HelperImage, c.BuildsVolume = helper, true
+				if tt.build {
+					c.AllowedBuildImages = []string{testImage}
+				}
+			})
+			f.fake.IsRootless = tt.rootless
+			f.fake.Pull(context.Background(), helper, container.PullOptions{}, f.out)
+			if err := f.e.PrepareStage(context.Background()); err != nil {
+				t.Fatalf("prepare: %v\n%s", err, f.out)
+			}
+			job, _ := f.fake.Spec(jobName)
+			h, _ := f.fake.Spec(jobName + "-helper")
+			for _, c := range []container.Spec{job, h} {
+				if c.Options.IDMap != tt.wantIDMap || c.Options.UserNS != "" {
+					t.Errorf("%s: ID map %q userns %q, want ID map %q", c.Name, c.Options.IDMap, c.Options.UserNS, tt.wantIDMap)
+				}
+				i := slices.IndexFunc(c.Mounts, func(m container.Mount) bool { return m.Destination == "/cache" })
+				if i < 0 || c.Mounts[i].Chown != tt.wantChown {
+					t.Errorf("%s: cache mount %+v, want chowned %v", c.Name, c.Mounts, tt.wantChown)
+				}
+				if slices.ContainsFunc(c.Mounts, func(m container.Mount) bool { return m.Destination != "/cache" && m.Chown }) {
+					t.Errorf("%s: a mount other than the cache is chowned: %+v", c.Name, c.Mounts)
+				}
+				if !slices.Contains(c.Volumes, tt.wantVol) {
+					t.Errorf("%s: volumes %v, want %s", c.Name, c.Volumes, tt.wantVol)
+				}
+			}
+			if len(h.Options.CapAdd) != 0 || len(h.Options.Devices) != 0 || len(h.Options.SecurityOpt) != 0 || len(h.Options.Env) != 0 {
+				t.Errorf("the helper got the build profile's privileges: %+v", h.Options)
+			}
+		})
+	}
+}

@@ -54,6 +54,11 @@ func (id Identity) BuildsVolumeName() string {
 	return fmt.Sprintf("podman-executor-builds-r%s-p%s-c%s", clean(id.Runner), clean(id.Project), clean(id.Concurrent))
 }
 
+// BuildJobBuildsVolumeName is the builds volume of the build jobs of one
+// runner, project and concurrent slot, when they run in a user namespace
+// of their own: their checkout is not the other jobs'.
+func (id Identity) BuildJobBuildsVolumeName() string { return id.BuildsVolumeName() + "-build" }
+
 // BuildStorageVolumeName is the podman volume holding the build storage
 // (layers, images) of one runner and project's build jobs.
 func (id Identity) BuildStorageVolumeName() string {

@@ -117,7 +117,20 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if vol, err := e.sharedBuildsVolume(ctx, id); err != nil {
+	// A build job in a user namespace of its own has its helper container
+	// in the same one (its checkout and caches are then its own), a kept
+	// builds volume of its own, and the cache chowned into it.
+	var profile buildProfile
+	if build {
+		if profile, err = e.buildProfile(ctx, id); err != nil {
+			return err
+		}
+	}
+	if profile.ownUserNS() {
+		base = chownedCache(base, e.Config.CacheDir)
+		spec.Mounts = chownedCache(spec.Mounts, e.Config.CacheDir)
+	}
+	if vol, err := e.sharedBuildsVolume(ctx, id, profile.ownUserNS()); err != nil {
 		return err
 	} else if vol != "" {
 		spec.Volumes = append(spec.Volumes, vol+":"+e.Config.BuildsDir)
@@ -136,14 +149,13 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 		}
 	}
 	if e.Config.HelperImage != "" {
-		if err := e.startHelper(ctx, id, spec, base, useChannel); err != nil {
+		if err := e.startHelper(ctx, id, spec, base, useChannel, profile.userNS()); err != nil {
 			return err
 		}
 	}
 	if build { // the job container only: not the helper beside it
-		if err := e.withBuildProfile(ctx, id, &spec); err != nil {
-			return err
-		}
+		spec.Options = spec.Options.Merge(profile.options)
+		spec.Volumes = append(spec.Volumes, profile.storage)
 	}
 	if _, err := e.Engine.Create(ctx, spec); err != nil {
 		return err
@@ -162,9 +174,15 @@ const (
 )
 
 // buildsVolume creates (once) the volume holding the builds directory
-// and marks it used now, for gc.
-func (e *Executor) buildsVolume(ctx context.Context, id Identity) (string, error) {
+// and marks it used now, for gc. A job in a user namespace of its own
+// (a build job's) has a volume of its own: podman gives a new volume to
+// the root of the first container mounting it, and a checkout owned by
+// another namespace's root is not the job's to write to.
+func (e *Executor) buildsVolume(ctx context.Context, id Identity, ownUserNS bool) (string, error) {
 	name := id.BuildsVolumeName()
+	if ownUserNS {
+		name = id.BuildJobBuildsVolumeName()
+	}
 	if err := e.keptVolume(ctx, id, name, roleBuilds); err != nil {
 		return "", err
 	}
@@ -261,10 +279,10 @@ func (e *Executor) running(ctx context.Context, name string) func() error {
 // stays in the job container: the persistent builds volume, else with a
 // helper container a volume of this job (removed by cleanup) that both
 // containers mount.
-func (e *Executor) sharedBuildsVolume(ctx context.Context, id Identity) (string, error) {
+func (e *Executor) sharedBuildsVolume(ctx context.Context, id Identity, ownUserNS bool) (string, error) {
 	switch {
 	case e.Config.BuildsVolume:
-		return e.buildsVolume(ctx, id)
+		return e.buildsVolume(ctx, id, ownUserNS)
 	case e.Config.HelperImage != "":
 		name := id.JobName() + "-builds"
 		return name, e.Engine.CreateVolume(ctx, name, id.Labels("builds", e.now()))
@@ -276,7 +294,7 @@ func (e *Executor) sharedBuildsVolume(ctx context.Context, id Identity) (string,
 // container's builds directory, cache, volumes and networks, running the
 // stages that fetch sources and handle caches and artifacts, so the job
 // image needs neither git nor the runner helper.
-func (e *Executor) startHelper(ctx context.Context, id Identity, job container.Spec, mounts []container.Mount, useChannel bool) error {
+func (e *Executor) startHelper(ctx context.Context, id Identity, job container.Spec, mounts []container.Mount, useChannel bool, userNS container.Options) error {
 	if err := e.ensureImage(ctx, e.Config.HelperImage, []string{e.Config.PullPolicy}, ""); err != nil {
 		return err
 	}
@@ -292,6 +310,7 @@ func (e *Executor) startHelper(ctx context.Context, id Identity, job container.S
 	s.Privileged = e.Config.privileged(e.Config.HelperImage, e.Config.AllowedPrivilegedImages)
 	s.Labels = id.Labels("helper", e.now())
 	s.Mounts = mounts
+	s.Options = s.Options.Merge(userNS)
 	if _, err := e.Engine.Create(ctx, s); err != nil {
 		return err
 	}
@@ -463,6 +482,20 @@ func (e *Executor) mounts(id Identity) ([]container.Mount, error) {
 		e.progress("WARNING: no runner helper configured: artifacts and caches will not work")
 	}
 	return ms, nil
+}
+
+// chownedCache returns mounts with the cache directory (mounted at dir)
+// chowned to the container's user at start: for a build job in a user
+// namespace of its own, whose root could not write to the project's cache
+// as the other jobs (the host's root) left it; they, root, still can.
+func chownedCache(mounts []container.Mount, dir string) []container.Mount {
+	out := slices.Clone(mounts)
+	for i := range out {
+		if out[i].Destination == dir {
+			out[i].Chown = true
+		}
+	}
+	return out
 }
 
 // jobSpec describes the job container; main is the job container's main process: the stage channel's loop,
