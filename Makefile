@@ -3,7 +3,7 @@
 # a build list with BuildKit's); it builds without cgo and with these tags.
 EXECUTOR_TAGS := remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp
 
-.PHONY: test test-depsd test-executor vet build build-depsd release image man demo bench bench-scale bench-docs fuzz mutants soak e2e-real
+.PHONY: test test-depsd test-executor vet build build-depsd release image man demo bench bench-scale bench-docs fuzz mutants soak e2e-real screenshots-real
 
 # The version stamped into the binaries (depsd version, User-Agent, the
 # depsd_build_info metric): the git tag, else the commit, "-dirty" for a
@@ -43,6 +43,12 @@ test-executor:
 ## (.ci/buildah-image.sh) and DEPSD_GITLAB_RUNNER (.ci/run sets all three).
 e2e-real:
 	go test -count=1 -v -run '^(TestRealChain|TestDemoReal)$$' ./e2e/
+
+## screenshots-real: docs/screenshots/real-freshness.png and real-chain.png,
+## the dashboard after the real chain's first chain, taken with headless
+## Chromium by TestRealChain. Needs what e2e-real needs, and chromium.
+screenshots-real:
+	DEPSD_UPDATE_SCREENSHOTS=1 go test -count=1 -v -run '^TestRealChain$$' ./e2e/
 
 ## build: static depsd and podman-executor for this machine, in bin/
 build: build-depsd

@@ -7,12 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +20,7 @@ import (
 	"gitlab.com/depsd/depsd/daemon"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
-	"gitlab.com/depsd/depsd/internal/realtest"
+	"gitlab.com/depsd/depsd/internal/browsertest"
 	"gitlab.com/depsd/depsd/registry/registrytest"
 	"gitlab.com/depsd/depsd/scheduler"
 )
@@ -34,7 +31,7 @@ var updateScreenshots = flag.Bool("update-screenshots", false, "write the dashbo
 
 // Bounded waits; a passing run takes a fraction of them, also under -race.
 const (
-	pageTimeout  = 20 * time.Second
+	pageTimeout  = browsertest.PageTimeout
 	startTimeout = 3 * time.Minute
 )
 
@@ -185,147 +182,37 @@ func serveOn(t testing.TB, srv *gitlabtest.Server, projects []gitlabtest.Project
 	}
 }
 
-// browser is a headless Chromium tab with the console messages it saw.
+// browser is the shared headless Chromium (internal/browsertest) under
+// the short names these tests use.
 type browser struct {
-	ctx  context.Context
-	mu   sync.Mutex
-	msgs []chromedp.ConsoleMessage
-}
-
-// chromiumPath finds Debian's chromium ($CHROMIUM overrides). Without it
-// the test skips, unless the environment expects it (realtest: CI=true,
-// DEPSD_REQUIRE=chromium): there it fails.
-func chromiumPath(t testing.TB) string {
-	var err error
-	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "chromium"} {
-		if p == "" {
-			continue
-		}
-		var path string
-		if path, err = exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	realtest.Require(t, realtest.Chromium, false, fmt.Sprintf("apt-get install -y chromium: %v", err))
-	return ""
+	*browsertest.Browser
+	ctx context.Context // the tab's, for chromedp actions
 }
 
 // newBrowser starts a fresh headless Chromium for the test.
 func newBrowser(t testing.TB) *browser {
 	t.Helper()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.Flag("headless", "new"),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1366, 900),
-	)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	b := &browser{ctx: ctx}
-	// Start the browser, then collect the console until the tab closes.
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	messages := chromedp.Console(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for m, err := range messages {
-			if err != nil {
-				return
-			}
-			b.mu.Lock()
-			b.msgs = append(b.msgs, m)
-			b.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
-	return b
+	b := browsertest.New(t)
+	return &browser{Browser: b, ctx: b.Context()}
 }
 
-// errors returns the console errors and exceptions seen so far.
-func (b *browser) errors() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, m := range b.msgs {
-		if m.Type == chromedp.ConsoleError || m.IsException() {
-			out = append(out, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line+1))
-		}
-	}
-	return out
-}
-
-// open loads url and waits for its main heading.
-func (b *browser) open(t testing.TB, url string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, pageTimeout)
-	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitVisible("main h1")); err != nil {
-		t.Fatalf("open %s: %v", url, err)
-	}
-}
-
-// eval evaluates a JavaScript expression on the page.
+func (b *browser) errors() []string                        { return b.Errors() }
+func (b *browser) open(t testing.TB, url string)           { t.Helper(); b.Open(t, url) }
+func (b *browser) waitFor(t testing.TB, what, pred string) { t.Helper(); b.WaitFor(t, what, pred) }
 func eval[T any](t testing.TB, b *browser, expr string) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, pageTimeout)
-	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("evaluate %s: %v", expr, err)
-	}
-	return v
-}
-
-// waitFor waits until a JavaScript predicate holds on the open page.
-func (b *browser) waitFor(t testing.TB, what, predicate string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, pageTimeout)
-	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](predicate, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(pageTimeout))); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	return browsertest.Eval[T](t, b.Browser, expr)
 }
 
 // screenshot writes the visible page (with full, the whole page) to
-// docs/screenshots/name.png when screenshots are being updated.
+// docs/screenshots/name.png when screenshots are being updated
+// (-update-screenshots or DEPSD_UPDATE_SCREENSHOTS).
 func (b *browser) screenshot(t testing.TB, name string, full ...bool) {
 	t.Helper()
-	if !*updateScreenshots && os.Getenv("DEPSD_UPDATE_SCREENSHOTS") == "" {
+	if !*updateScreenshots && !browsertest.UpdateScreenshots() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, pageTimeout)
-	defer cancel()
-	shot := chromedp.CaptureScreenshot()
-	if len(full) > 0 && full[0] {
-		shot = chromedp.FullScreenshot(100) // quality 100: PNG
-	}
-	png, err := chromedp.Run(ctx, shot)
-	if err != nil {
-		t.Fatalf("screenshot %s: %v", name, err)
-	}
-	dir := filepath.Join("..", "docs", "screenshots")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	b.Screenshot(t, filepath.Join("..", "docs", "screenshots", name+".png"), len(full) > 0 && full[0])
 }
 
 // projectsPictured lists the data-project names of the graph picture.

@@ -111,7 +111,8 @@ var (
 
 // TestRealChain: a change pushed to base rebuilds the chain for real:
 // each image built by a real job and pushed, in dependency order, once,
-// every member fresh by its image's base annotation. A second change, with
+// every member fresh by its image's base annotation, and so on depsd's
+// dashboard, with the registry's digests. A second change, with
 // depsd serve killed -9 after base's success, ends the same. A job of app
 // made to build on ruby's earlier image is judged stale.
 func TestRealChain(t *testing.T) {
@@ -121,6 +122,7 @@ func TestRealChain(t *testing.T) {
 	first := rc.runChain("v2", nil)
 	rc.logFigures(first)
 	rc.assertChain(first)
+	t.Run("dashboard shows the chain fresh", rc.dashboardAfterChain(first))
 	ruby1 := rc.digest(rcRuby)
 
 	// 2. Another change, and depsd serve killed -9 once base succeeded
