@@ -21,6 +21,12 @@ type FreshnessQuery struct {
 	// MaxAge: a stale row counts in StaleBeyondMaxAge when its upstream
 	// moved longer ago than this.
 	MaxAge time.Duration
+	// After and Limit select a page of the rows the filters keep
+	// (verify.PageQuery): After is the Next of the page before ("" the
+	// first page), Limit its rows at most (0: every row, as depsd
+	// freshness and the metrics want).
+	After string
+	Limit int
 }
 
 // DefaultMaxAge is how long an image may be stale before `depsd freshness`
@@ -30,12 +36,24 @@ const DefaultMaxAge = 24 * time.Hour
 // FreshnessReport is what `depsd freshness --json` prints and
 // GET /api/v1/freshness answers.
 type FreshnessReport struct {
-	// Images are the rows, stalest first (verify.Freshness), each stale
-	// one with what will fix it.
+	// Images are the page's rows, stalest first (verify.Freshness), each
+	// stale one with what will fix it.
 	Images []verify.Row `json:"images"`
-	// StaleBeyondMaxAge counts the rows stale for longer than MaxAge.
+	// StaleBeyondMaxAge counts the rows stale for longer than MaxAge,
+	// over every page.
 	StaleBeyondMaxAge int `json:"stale_beyond_max_age"`
-	// Overdue are those rows.
+	// Counts are the rows per state the project filter keeps, whatever
+	// the state filter says and over every page (every state present).
+	Counts map[verify.State]int `json:"counts"`
+	// Total is the rows every filter keeps, over every page.
+	Total int `json:"total"`
+	// Limit is the page's size as applied (the cap included); 0: every
+	// row in one page.
+	Limit int `json:"limit,omitzero"`
+	// Next is the cursor of the next page (FreshnessQuery.After, ?after=);
+	// absent on the last.
+	Next string `json:"next,omitempty"`
+	// Overdue are the rows StaleBeyondMaxAge counts.
 	Overdue []verify.Row `json:"-"`
 }
 
@@ -59,8 +77,10 @@ type FreshnessSources struct {
 const maxRunningChains = 10000
 
 // Freshness reads the stored verifications into a report: rows stalest
-// first, filtered by q, each stale row with what will fix it. The chains,
-// schedules and graph are read only when a row is stale.
+// first, filtered by q, one page of them (q.After, q.Limit), each stale
+// row of the page with what will fix it. The chains, schedules and graph
+// are read only when a row of the page is stale. A cursor that is not a
+// report's Next is verify.ErrCursor.
 func Freshness(ctx context.Context, src FreshnessSources, q FreshnessQuery) (FreshnessReport, error) {
 	records, err := src.Store.Verifications(ctx, q.Projects...)
 	if err != nil {
@@ -73,22 +93,30 @@ func Freshness(ctx context.Context, src FreshnessSources, q FreshnessQuery) (Fre
 		}
 	}
 	rows := verify.Freshness(records, history)
-	if q.State != "" {
-		rows = slices.DeleteFunc(rows, func(r verify.Row) bool { return r.State != q.State })
+	page, err := verify.Paginate(rows, verify.PageQuery{State: q.State, After: q.After, Limit: q.Limit})
+	if err != nil {
+		return FreshnessReport{}, err
 	}
-	if slices.ContainsFunc(rows, func(r verify.Row) bool { return r.State == verify.StateStale }) {
+	if slices.ContainsFunc(page.Rows, func(r verify.Row) bool { return r.State == verify.StateStale }) {
 		fix, err := fixSources(ctx, src)
 		if err != nil {
 			return FreshnessReport{}, err
 		}
-		verify.Fixes(rows, fix)
+		verify.Fixes(page.Rows, fix)
 	}
 	now := time.Now
 	if src.Now != nil {
 		now = src.Now
 	}
-	over := verify.Overdue(rows, q.MaxAge, now())
-	return FreshnessReport{Images: rows, StaleBeyondMaxAge: len(over), Overdue: over}, nil
+	var over []verify.Row
+	if q.State == "" || q.State == verify.StateStale { // only a stale row is overdue
+		over = verify.Overdue(rows, q.MaxAge, now())
+	}
+	rep := FreshnessReport{Images: page.Rows, StaleBeyondMaxAge: len(over), Overdue: over, Counts: page.Counts, Total: page.Total, Next: page.Next}
+	if q.Limit > 0 {
+		rep.Limit = min(q.Limit, verify.MaxPageLimit)
+	}
+	return rep, nil
 }
 
 // fixSources reads what can rebuild a stale image.

@@ -3,9 +3,14 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,4 +199,135 @@ func TestFreshnessAPI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// GET /api/v1/freshness pages: ?limit= rows after ?after= (the previous
+// page's next, also a Link rel="next"), the filters applied before paging,
+// and on every page the counts per state, the total and
+// stale_beyond_max_age over every page; the stalest rows come first across
+// pages. The rows, in order: apps/admin, apps/cli, apps/shop (stale),
+// apps/docs (unknown), base/ruby (fresh).
+func TestFreshnessAPIPages(t *testing.T) {
+	e := newFreshnessEnv(t)
+	a := &api{store: e.st, engine: e.engine, webhook: http.NotFoundHandler(), metrics: newMetrics(), ready: func(context.Context) error { return nil },
+		freshness: func(ctx context.Context, q FreshnessQuery) (FreshnessReport, error) {
+			return Freshness(ctx, FreshnessSources{Store: e.st, Chains: e.engine, Now: func() time.Time { return e.now }}, q)
+		}}
+	h, _ := a.routes(false)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	type answer struct {
+		code int
+		rep  FreshnessReport
+		raw  string
+		link string
+	}
+	get := func(t *testing.T, path string) answer {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep FreshnessReport
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, b)
+		}
+		return answer{resp.StatusCode, rep, string(b), resp.Header.Get("Link")}
+	}
+	all := map[verify.State]int{verify.StateStale: 3, verify.StateUnknown: 1, verify.StateFresh: 1}
+	tests := []struct {
+		query  string
+		pages  [][]string // projects per page
+		counts map[verify.State]int
+		total  int
+		beyond int
+		limit  int
+	}{
+		{"", [][]string{{"apps/admin", "apps/cli", "apps/shop", "apps/docs", "base/ruby"}}, all, 5, 3, 100},
+		{"limit=2", [][]string{{"apps/admin", "apps/cli"}, {"apps/shop", "apps/docs"}, {"base/ruby"}}, all, 5, 3, 2},
+		{"limit=5", [][]string{{"apps/admin", "apps/cli", "apps/shop", "apps/docs", "base/ruby"}}, all, 5, 3, 5},
+		{"limit=4", [][]string{{"apps/admin", "apps/cli", "apps/shop", "apps/docs"}, {"base/ruby"}}, all, 5, 3, 4},
+		{"state=stale&limit=2", [][]string{{"apps/admin", "apps/cli"}, {"apps/shop"}}, all, 3, 3, 2},
+		{"state=fresh&limit=1", [][]string{{"base/ruby"}}, all, 1, 0, 1},
+		{"project=apps/shop&project=apps/docs&project=base/ruby&limit=1", [][]string{{"apps/shop"}, {"apps/docs"}, {"base/ruby"}},
+			map[verify.State]int{verify.StateStale: 1, verify.StateUnknown: 1, verify.StateFresh: 1}, 3, 1, 1},
+		{"limit=5000", [][]string{{"apps/admin", "apps/cli", "apps/shop", "apps/docs", "base/ruby"}}, all, 5, 3, verify.MaxPageLimit},
+		{"project=nobody&limit=2", [][]string{{}}, map[verify.State]int{verify.StateStale: 0, verify.StateUnknown: 0, verify.StateFresh: 0}, 0, 0, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			path := "/api/v1/freshness?" + tt.query
+			for i, want := range tt.pages {
+				ans := get(t, path)
+				got := []string{}
+				for _, r := range ans.rep.Images {
+					got = append(got, r.Project)
+				}
+				if ans.code != http.StatusOK || !slices.Equal(got, want) {
+					t.Fatalf("page %d: %d %v, want 200 %v\n%s", i+1, ans.code, got, want, ans.raw)
+				}
+				if !maps.Equal(ans.rep.Counts, tt.counts) || ans.rep.Total != tt.total || ans.rep.StaleBeyondMaxAge != tt.beyond || ans.rep.Limit != tt.limit {
+					t.Errorf("page %d: counts %v, total %d, beyond %d, limit %d; want %v, %d, %d, %d",
+						i+1, ans.rep.Counts, ans.rep.Total, ans.rep.StaleBeyondMaxAge, ans.rep.Limit, tt.counts, tt.total, tt.beyond, tt.limit)
+				}
+				last := i == len(tt.pages)-1
+				if last != (ans.rep.Next == "") || last != (ans.link == "") || last == strings.Contains(ans.raw, `"next"`) {
+					t.Fatalf("page %d of %d: next %q, Link %q", i+1, len(tt.pages), ans.rep.Next, ans.link)
+				}
+				if last {
+					break
+				}
+				// The Link header keeps the filters and the limit.
+				m := regexp.MustCompile(`^<(/api/v1/freshness\?[^>]+)>; rel="next"$`).FindStringSubmatch(ans.link)
+				if m == nil {
+					t.Fatalf("Link %q", ans.link)
+				}
+				u, _ := url.Parse(m[1])
+				for _, p := range []string{"state", "project"} {
+					if !slices.Equal(u.Query()[p], mustQuery(t, tt.query)[p]) {
+						t.Errorf("Link %q drops %s", ans.link, p)
+					}
+				}
+				if u.Query().Get("after") != ans.rep.Next {
+					t.Errorf("Link %q: after is not next %q", ans.link, ans.rep.Next)
+				}
+				path = m[1]
+			}
+		})
+	}
+	if ans := get(t, "/api/v1/freshness"); !strings.Contains(ans.raw, `"counts": {`) || !strings.Contains(ans.raw, `"total": 5`) || !strings.Contains(ans.raw, `"limit": 100`) {
+		t.Errorf("the JSON lacks counts, total or limit:\n%s", ans.raw)
+	}
+
+	for query, want := range map[string]string{
+		"limit=0":           `limit "0": want a number of rows from 1 to 1000`,
+		"limit=ten":         `limit "ten"`,
+		"after=bm90IGpzb24": "after: cursor",
+		"after=%21%21":      "not a freshness page cursor",
+	} {
+		resp, err := http.Get(srv.URL + "/api/v1/freshness?" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]string
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body["error"], want) {
+			t.Errorf("?%s: %d %q, want 400 %q", query, resp.StatusCode, body["error"], want)
+		}
+	}
+}
+
+func mustQuery(t *testing.T, q string) url.Values {
+	t.Helper()
+	v, err := url.ParseQuery(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

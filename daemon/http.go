@@ -208,8 +208,11 @@ func (a *api) statusHandler(w http.ResponseWriter, r *http.Request) {
 
 // freshnessHandler answers what `depsd freshness --json` prints, filtered
 // by ?project= (repeatable), ?state= and ?max_age= (a Go duration,
-// default 24h, the threshold of stale_beyond_max_age). It answers 200
-// whatever is stale: a monitor reads stale_beyond_max_age.
+// default 24h, the threshold of stale_beyond_max_age), one page at a
+// time: ?limit= rows (default 100, at most 1,000) after ?after= (the
+// previous page's next; also in a Link header with rel="next", as GitLab
+// gives its pages). It answers 200 whatever is stale: a monitor reads
+// stale_beyond_max_age, which counts over every page.
 func (a *api) freshnessHandler(w http.ResponseWriter, r *http.Request) {
 	q, err := freshnessQuery(r.URL.Query())
 	if err != nil {
@@ -217,6 +220,10 @@ func (a *api) freshnessHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := a.freshness(r.Context(), q)
+	if errors.Is(err, verify.ErrCursor) {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("after: %w (take the next of the page before)", err))
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
@@ -224,12 +231,19 @@ func (a *api) freshnessHandler(w http.ResponseWriter, r *http.Request) {
 	if rep.Images == nil {
 		rep.Images = []verify.Row{} // [] rather than null: nothing verified
 	}
+	if rep.Next != "" {
+		next := r.URL.Query()
+		next.Set("after", rep.Next)
+		next.Set("limit", strconv.Itoa(rep.Limit))
+		w.Header().Set("Link", fmt.Sprintf(`<%s?%s>; rel="next"`, r.URL.Path, next.Encode()))
+	}
 	writeJSON(w, http.StatusOK, rep)
 }
 
-// freshnessQuery reads the API's freshness filters.
+// freshnessQuery reads the API's freshness filters and page.
 func freshnessQuery(v url.Values) (FreshnessQuery, error) {
-	q := FreshnessQuery{Projects: v["project"], State: verify.State(v.Get("state")), MaxAge: DefaultMaxAge}
+	q := FreshnessQuery{Projects: v["project"], State: verify.State(v.Get("state")), MaxAge: DefaultMaxAge,
+		After: v.Get("after"), Limit: verify.DefaultPageLimit}
 	if q.State != "" && !slices.Contains(verify.States(), q.State) {
 		return q, fmt.Errorf("state %q: want one of fresh, stale, unknown", q.State)
 	}
@@ -239,6 +253,13 @@ func freshnessQuery(v url.Values) (FreshnessQuery, error) {
 			return q, fmt.Errorf("max_age %q: want a duration of 0 or more, such as 24h", s)
 		}
 		q.MaxAge = d
+	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return q, fmt.Errorf("limit %q: want a number of rows from 1 to %d", s, verify.MaxPageLimit)
+		}
+		q.Limit = n // Freshness caps it at verify.MaxPageLimit, as GitLab caps per_page
 	}
 	return q, nil
 }

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,31 +14,54 @@ import (
 	"gitlab.com/depsd/depsd/verify"
 )
 
-// freshnessView is the Freshness page's data: the stored verifications,
-// stalest first, filtered by state and project.
+// freshnessView is the Freshness page's data: one page of the stored
+// verifications, stalest first, filtered by state and project, and the
+// counts of them all.
 type freshnessView struct {
 	Rows []verify.Row
 	// Filters as given: a state (fresh, stale, unknown) and a project
 	// path or part of one ("apps/" for a group).
 	State, Project string
 	States         []verify.State
-	// Counts are the rows per state matching the project filter, in the
-	// order of States; Total sums them.
+	// Counts are the rows per state matching the project filter, over
+	// every page, in the order of States; Total sums them.
 	Counts map[verify.State]int
 	Total  int
-	Error  string
+	// Matching is the rows both filters keep, over every page; the page
+	// shows the From-th to the To-th of them (from 1).
+	Matching, From, To int
+	// NextURL is the next page's address ("" on the last), FirstURL the
+	// first page's ("" on it).
+	NextURL, FirstURL string
+	Error             string
 }
 
-// freshnessPage lists every image depsd verified with its state, stalest
-// first: when its upstream moved, what it was built on and what will
-// rebuild it (a running chain, a schedule, nothing).
+// freshnessPage lists the images depsd verified with their state, stalest
+// first, a page at a time (?limit=, default verify.DefaultPageLimit,
+// capped at verify.MaxPageLimit; ?after= the cursor of the page before):
+// when its upstream moved, what it was built on and what will rebuild it
+// (a running chain, a schedule, nothing). The counts per state cover every
+// page. The rows are read whole and cut here (verify.Paginate), so that
+// the order, the filters and the counts are the API's.
 func (d *Dashboard) freshnessPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := freshnessView{State: q.Get("state"), Project: strings.TrimSpace(q.Get("project")), States: verify.States(), Counts: map[verify.State]int{}}
-	if v.State != "" && !slices.Contains(v.States, verify.State(v.State)) {
-		v.Error = fmt.Sprintf("state %q: want fresh, stale or unknown", v.State)
+	pq := verify.PageQuery{State: verify.State(v.State), After: q.Get("after"), Limit: verify.DefaultPageLimit}
+	bad := func(msg string) {
+		v.Error = msg
 		d.render(w, r, http.StatusBadRequest, "freshness", page{Title: "Freshness", Nav: "freshness", Data: v})
+	}
+	if v.State != "" && !slices.Contains(v.States, verify.State(v.State)) {
+		bad(fmt.Sprintf("state %q: want fresh, stale or unknown", v.State))
 		return
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			bad(fmt.Sprintf("limit %q: want a number of rows from 1 to %d", s, verify.MaxPageLimit))
+			return
+		}
+		pq.Limit = n
 	}
 	var rows []verify.Row
 	if d.opts.Freshness != nil {
@@ -46,15 +71,38 @@ func (d *Dashboard) freshnessPage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	for _, row := range rows {
-		if v.Project != "" && !strings.Contains(row.Project, v.Project) {
-			continue
+	if v.Project != "" {
+		rows = slices.DeleteFunc(rows, func(row verify.Row) bool { return !strings.Contains(row.Project, v.Project) })
+	}
+	p, err := verify.Paginate(rows, pq)
+	if err != nil {
+		bad(err.Error() + ": follow the page's links, or start again from the first page")
+		return
+	}
+	v.Rows, v.Counts, v.Matching = p.Rows, p.Counts, p.Total
+	for _, n := range p.Counts {
+		v.Total += n
+	}
+	if len(p.Rows) > 0 {
+		v.From, v.To = p.Start+1, p.Start+len(p.Rows)
+	}
+	link := func(after string) string {
+		u := url.Values{}
+		for k, val := range map[string]string{"state": v.State, "project": v.Project, "limit": q.Get("limit"), "after": after} {
+			if val != "" {
+				u.Set(k, val)
+			}
 		}
-		v.Counts[row.State]++
-		v.Total++
-		if v.State == "" || string(row.State) == v.State {
-			v.Rows = append(v.Rows, row)
+		if len(u) == 0 {
+			return "/freshness"
 		}
+		return "/freshness?" + u.Encode()
+	}
+	if p.Next != "" {
+		v.NextURL = link(p.Next)
+	}
+	if p.Start > 0 {
+		v.FirstURL = link("")
 	}
 	d.render(w, r, http.StatusOK, "freshness", page{Title: "Freshness", Nav: "freshness", Data: v})
 }

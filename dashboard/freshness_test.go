@@ -2,8 +2,11 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -121,5 +124,132 @@ func TestFreshnessPages(t *testing.T) {
 	_, body = get("/chains/7")
 	if got := strings.Count(body, `<td class="member-images">`); got != 4 || !strings.Contains(body, "built on an old base") {
 		t.Errorf("without stored verifications the chain page shows %d image cells, want 4 with the engine's verdict on docs", got)
+	}
+}
+
+// The Freshness page shows a page of rows at a time, stalest first across
+// pages: its links lead from the first page to the last without a row
+// lost or shown twice, keep the filters (applied before paging), and every
+// page counts the rows per state over them all.
+func TestFreshnessPagesArePaged(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	var rows []verify.Row
+	for i := range 250 { // 84 stale, 83 unknown, 83 fresh
+		r := verify.Row{Project: fmt.Sprintf("g/team-%d/app-%03d", i%5, i), Image: fmt.Sprintf("r/app-%03d:latest", i), Platform: "linux/amd64", VerifiedAt: t0}
+		switch i % 3 {
+		case 0:
+			r.State, r.StaleSince = verify.StateStale, t0.Add(-time.Duration(i)*time.Minute) // the larger i, the staler
+		case 1:
+			r.State = verify.StateUnknown
+		default:
+			r.State = verify.StateFresh
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, verify.Compare)
+	d, err := New(Options{Store: fakeStore{}, Chains: fakeChains{}, Now: func() time.Time { return t0 },
+		Freshness: func(context.Context, ...string) ([]verify.Row, error) { return slices.Clone(rows), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	d.Register(mux)
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	listed := regexp.MustCompile(`<tr data-project="([^"]+)" data-state="([^"]+)"`)
+	linked := func(body, id string) string {
+		m := regexp.MustCompile(`id="` + id + `"[^>]* href="([^"]+)"`).FindStringSubmatch(body)
+		if m == nil {
+			return ""
+		}
+		return html.UnescapeString(m[1])
+	}
+	keep := func(f func(verify.Row) bool) []string {
+		var out []string
+		for _, r := range rows {
+			if f(r) {
+				out = append(out, r.Project+" "+string(r.State))
+			}
+		}
+		return out
+	}
+	every := func(verify.Row) bool { return true }
+	for _, tc := range []struct {
+		path   string
+		want   []string // every row, over the pages
+		sizes  []int    // rows per page
+		counts string   // on every page
+	}{
+		{"/freshness", keep(every), []int{100, 100, 50}, "≠ 84 stale ? 83 unknown ✓ 83 fresh of 250 images"},
+		{"/freshness?limit=125", keep(every), []int{125, 125}, "≠ 84 stale ? 83 unknown ✓ 83 fresh of 250 images"},
+		{"/freshness?state=stale&limit=30", keep(func(r verify.Row) bool { return r.State == verify.StateStale }), []int{30, 30, 24}, "≠ 84 stale ? 83 unknown ✓ 83 fresh of 250 images"},
+		{"/freshness?state=stale&project=team-1/&limit=10", keep(func(r verify.Row) bool { return r.State == verify.StateStale && strings.Contains(r.Project, "team-1/") }), []int{10, 7},
+			"≠ 17 stale ? 17 unknown ✓ 16 fresh of 50 images matching “team-1/”"},
+		{"/freshness?limit=5000", keep(every), []int{250}, "of 250 images"},
+		{"/freshness?project=app-00&limit=1", keep(func(r verify.Row) bool { return strings.Contains(r.Project, "app-00") }), []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+			"≠ 4 stale ? 3 unknown ✓ 3 fresh of 10 images matching “app-00”"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			var got []string
+			path := tc.path
+			for i, size := range tc.sizes {
+				code, body := get(path)
+				var page []string
+				for _, m := range listed.FindAllStringSubmatch(body, -1) {
+					page = append(page, m[1]+" "+m[2])
+				}
+				if code != 200 || len(page) != size {
+					t.Fatalf("page %d (%s): %d, %d rows, want 200, %d", i+1, path, code, len(page), size)
+				}
+				got = append(got, page...)
+				text := strings.Join(strings.Fields(regexp.MustCompile(`<[^>]+>`).ReplaceAllString(body, " ")), " ")
+				if !strings.Contains(text, tc.counts) {
+					t.Errorf("page %d lacks the counts %q", i+1, tc.counts)
+				}
+				if paged := len(tc.sizes) > 1; paged && !strings.Contains(text, fmt.Sprintf("images %d–%d of %d", len(got)-size+1, len(got), len(tc.want))) {
+					t.Errorf("page %d does not say which rows it shows (%d–%d of %d)", i+1, len(got)-size+1, len(got), len(tc.want))
+				}
+				first, next := linked(body, "first-page"), linked(body, "next-page")
+				if (i > 0) != (first != "") || (i < len(tc.sizes)-1) != (next != "") {
+					t.Fatalf("page %d of %d: first-page link %q, next-page link %q", i+1, len(tc.sizes), first, next)
+				}
+				for _, l := range []string{first, next} {
+					u, _ := url.Parse(l)
+					want, _ := url.Parse(tc.path)
+					for _, k := range []string{"state", "project", "limit"} {
+						if l != "" && u.Query().Get(k) != want.Query().Get(k) {
+							t.Errorf("page %d: link %q drops %s=%s", i+1, l, k, want.Query().Get(k))
+						}
+					}
+				}
+				path = next
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("rows over the pages differ from every row stalest first:\n%v\nwant\n%v", got, tc.want)
+			}
+		})
+	}
+
+	// A cursor past the last row (the last row's, from a longer list):
+	// no rows, and the way back.
+	more := append(slices.Clone(rows), verify.Row{Project: "z/last", State: verify.StateFresh})
+	p, err := verify.Paginate(more, verify.PageQuery{Limit: len(rows)})
+	if err != nil || p.Next == "" {
+		t.Fatal(err, p.Next)
+	}
+	if code, body := get("/freshness?after=" + p.Next); code != 200 || !strings.Contains(body, "No more images") || !strings.Contains(body, `id="first-page" href="/freshness"`) {
+		t.Errorf("past the last row: %d\n%s", code, body)
+	}
+	for path, want := range map[string]string{
+		"/freshness?limit=0":       `limit &#34;0&#34;: want a number of rows from 1 to 1000`,
+		"/freshness?limit=many":    `limit &#34;many&#34;`,
+		"/freshness?after=garbage": "not a freshness page cursor: follow the page&#39;s links",
+	} {
+		if code, body := get(path); code != http.StatusBadRequest || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d, want 400 saying %q", path, code, want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,8 +134,65 @@ func BenchmarkGraphPage2000(b *testing.B) {
 	}
 }
 
-// The Freshness page of 2,000 projects' images renders whole, stalest
-// first; the render time is logged (speed is shown, not asserted).
+// seedFreshness stores one verification of each project's image in
+// depsd serve's state, as verifytest.Seed does (a third stale, the larger
+// the index the staler), and returns the stale projects, stalest first.
+func seedFreshness(tb testing.TB, s *served, projects []gitlabtest.Project) []string {
+	tb.Helper()
+	st, err := store.Open(context.Background(), s.state)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer st.Close()
+	paths := make([]string, len(projects))
+	for i, p := range projects {
+		paths[i] = p.Path
+	}
+	stale, err := verifytest.Seed(context.Background(), st, gitlabtest.DefaultRegistryHost, paths, time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return stale
+}
+
+// renderFreshness opens a Freshness page and returns how long it took
+// until its table was visible.
+func renderFreshness(tb testing.TB, b *browser, url string) time.Duration {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 2*pageTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("#freshness"))); err != nil {
+		tb.Fatalf("render %s: %v", url, err)
+	}
+	return time.Since(start)
+}
+
+// serveTime is how long the server takes to answer url, body read, and
+// the body's size.
+func serveTime(tb testing.TB, url string) (time.Duration, int64) {
+	tb.Helper()
+	start := time.Now()
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	size, err := io.Copy(io.Discard, resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	return time.Since(start), size
+}
+
+// freshnessRows are the open Freshness page's rows: "project state".
+const freshnessRows = `Array.from(document.querySelectorAll("#freshness tbody tr")).map(r => r.dataset.project + " " + r.dataset.state)`
+
+// The Freshness page of 2,000 projects' images shows the first 100,
+// stalest first, the counts per state of them all, and leads page by page
+// to the last without losing a row; filtered on a state, the same. The
+// render time is logged (speed is shown, not asserted:
+// BenchmarkFreshnessPage10000 prints it beside the goal).
 func TestLargeFreshnessInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping the 2,000-project browser test")
@@ -142,51 +200,102 @@ func TestLargeFreshnessInBrowser(t *testing.T) {
 	b := newBrowser(t)
 	projects := largeInstance(2000)
 	s := serve(t, projects, nil, nil, scheduler.Config{})
-	st, err := store.Open(t.Context(), s.state)
-	if err != nil {
-		t.Fatal(err)
+	stale := seedFreshness(t, s, projects)
+
+	served, size := serveTime(t, s.url+"/freshness")
+	t.Logf("freshness page of %d images served in %s (%d kB)", len(projects), served, size/1000)
+
+	took := renderFreshness(t, b, s.url+"/freshness")
+	rows := eval[[]string](t, b, freshnessRows)
+	if len(rows) != 100 || rows[0] != stale[0]+" stale" {
+		t.Errorf("first page: %d rows from %v, want 100 from %s stale (the stalest)", len(rows), rows[:min(1, len(rows))], stale[0])
 	}
-	defer st.Close()
-	now := time.Now()
-	paths := make([]string, len(projects))
-	for i, p := range projects {
-		paths[i] = p.Path
+	counts := eval[string](t, b, `document.querySelector("#freshness-counts").textContent`)
+	if want := fmt.Sprintf("≠ %d stale ? 667 unknown ✓ 666 fresh of 2000 images", len(stale)); strings.Join(strings.Fields(counts), " ") != want {
+		t.Errorf("counts %q, want %q", counts, want)
 	}
-	stale, err := verifytest.Seed(t.Context(), st, gitlabtest.DefaultRegistryHost, paths, now)
-	if err != nil {
-		t.Fatal(err)
+	t.Logf("freshness page of %d images (the first %d) rendered in %s", len(projects), len(rows), took)
+
+	// Next page after next page: every image once, the stale ones first,
+	// stalest first.
+	seen := map[string]bool{}
+	var order []string
+	for page := 1; ; page++ {
+		for _, r := range eval[[]string](t, b, freshnessRows) {
+			if seen[r] {
+				t.Fatalf("page %d shows %s again", page, r)
+			}
+			seen[r] = true
+			order = append(order, r)
+		}
+		if !eval[bool](t, b, `document.getElementById("next-page") !== null`) {
+			break
+		}
+		if page > 20 {
+			t.Fatal("more than 20 pages of 100")
+		}
+		b.open(t, s.url+eval[string](t, b, `document.getElementById("next-page").getAttribute("href")`))
+	}
+	if len(order) != len(projects) {
+		t.Errorf("the pages show %d images, want %d", len(order), len(projects))
+	}
+	for i, p := range stale {
+		if i < len(order) && order[i] != p+" stale" {
+			t.Errorf("row %d over the pages: %s, want %s stale", i+1, order[i], p)
+			break
+		}
 	}
 
-	served := time.Now()
-	resp, err := http.Get(s.url + "/freshness")
-	if err != nil {
-		t.Fatal(err)
+	renderFreshness(t, b, s.url+"/freshness?state=stale&limit=500")
+	if rows := eval[[]string](t, b, freshnessRows); len(rows) != 500 || rows[499] != stale[499]+" stale" {
+		t.Errorf("state=stale&limit=500: %d rows, want the 500 stalest", len(rows))
 	}
-	size, _ := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	t.Logf("freshness page of %d images served in %s (%d kB)", len(projects), time.Since(served), size/1000)
-
-	ctx, cancel := context.WithTimeout(b.ctx, 2*pageTimeout)
-	defer cancel()
-	start := time.Now()
-	if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/freshness"), chromedp.WaitVisible(chromedp.CSS("#freshness"))); err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(start)
-	if n := eval[int](t, b, `document.querySelectorAll("#freshness tbody tr").length`); n != len(projects) {
-		t.Errorf("%d rows, want %d (one image per project)", n, len(projects))
-	}
-	first := eval[string](t, b, `document.querySelector("#freshness tbody tr").dataset.project + " " + document.querySelector("#freshness tbody tr").dataset.state`)
-	if first != stale[0]+" stale" {
-		t.Errorf("first row %q, want %s stale (the stalest)", first, stale[0])
-	}
-	t.Logf("freshness page of %d images rendered in %s", len(projects), took)
-	b.open(t, s.url+"/freshness?state=stale")
-	if n := eval[int](t, b, `document.querySelectorAll("#freshness tbody tr").length`); n != len(stale) {
-		t.Errorf("state=stale: %d rows, want %d", n, len(stale))
+	if caption := eval[string](t, b, `document.querySelector("#freshness caption").textContent`); !strings.HasPrefix(caption, fmt.Sprintf("images 1–500 of %d", len(stale))) {
+		t.Errorf("caption %q", caption)
 	}
 	if errs := b.errors(); len(errs) > 0 {
 		t.Errorf("console errors: %v", errs)
+	}
+}
+
+// BenchmarkFreshnessPage10000 is issue 30's goal 5 for the Freshness
+// page: 10,000 projects' images verified in depsd serve's state (a third
+// stale, a third unknown, a third fresh, as verifytest.Seed stores them),
+// the page in headless Chromium from navigation to its table shown
+// (render-s, the worst load, beside goal-s: < 2 s; served-s is the
+// server's part, one plain GET of the page after): the first page (100
+// rows, the counts of all 10,000), the stale ones, a group's (500
+// images), and the largest page (limit=1000). The server reads and orders
+// all 10,000 rows for every page; first-render-s is the first load after
+// the seeding.
+func BenchmarkFreshnessPage10000(b *testing.B) {
+	br := newBrowser(b)
+	projects := largeInstance(10000)
+	s := serve(b, projects, nil, nil, scheduler.Config{})
+	seedFreshness(b, s, projects)
+	first := renderFreshness(b, br, s.url+"/freshness")
+	for _, page := range []struct{ name, path string }{
+		{"first", "/freshness"},
+		{"state=stale", "/freshness?state=stale"},
+		{"project=team-3", "/freshness?project=acme/apps/team-3/"},
+		{"limit=1000", "/freshness?limit=1000"},
+	} {
+		b.Run(page.name, func(b *testing.B) {
+			var worst time.Duration
+			for b.Loop() {
+				worst = max(worst, renderFreshness(b, br, s.url+page.path))
+			}
+			rows := eval[int](b, br, `document.querySelectorAll("#freshness tbody tr").length`)
+			served, size := serveTime(b, s.url+page.path)
+			b.ReportMetric(served.Seconds(), "served-s")
+			b.ReportMetric(float64(size)/1000, "kB")
+			b.ReportMetric(worst.Seconds(), "render-s")
+			b.ReportMetric(2, "goal-s")
+			b.ReportMetric(first.Seconds(), "first-render-s")
+			b.ReportMetric(float64(rows), "rows")
+			b.Logf("freshness page %s of 10,000 images (%d rows shown, %d kB): %.2f s at worst over %d loads, goal < 2 s; the first load %.2f s; the server alone %.2f s",
+				page.path, rows, size/1000, worst.Seconds(), b.N, first.Seconds(), served.Seconds())
+		})
 	}
 }
 

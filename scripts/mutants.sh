@@ -807,6 +807,24 @@ mutant "verification judges an image against every stage's FROM, not the built s
 	'			Built: nil})' \
 	-- go test -count=1 -run 'TestDemoReal$' ./e2e/
 
+mutant "a freshness page cursor forgets how long its row has been stale (the next page of stale images starts over, or skips some)" \
+	verify/page.go \
+	'cursor{State: r.State, StaleSince: r.StaleSince, Project' \
+	'cursor{State: r.State, Project' \
+	-- go test -count=1 -run 'TestPaginate' ./verify/
+
+mutant "GET /api/v1/freshness counts stale_beyond_max_age over the page answered, not every page (a monitor misses the stale images on later pages)" \
+	daemon/freshness.go \
+	'over = verify.Overdue(rows, q.MaxAge, now())' \
+	'over = verify.Overdue(page.Rows, q.MaxAge, now())' \
+	-- go test -count=1 -run 'TestFreshnessAPIPages' ./daemon/
+
+mutant "depsd freshness prints one page of rows, not every row (a cron job misses the rest)" \
+	cmd/depsd/freshness.go \
+	'MaxAge: maxAge})' \
+	'MaxAge: maxAge, Limit: verify.MaxPageLimit})' \
+	-- go test -count=1 -run 'TestFreshnessCommandPrintsEveryRow' ./cmd/depsd/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -89,16 +88,7 @@ func Freshness(records []Record, history map[string][]Seen) []Row {
 		}
 		rows = append(rows, row)
 	}
-	rank := map[State]int{StateStale: 0, StateUnknown: 1, StateFresh: 2}
-	slices.SortFunc(rows, func(a, b Row) int {
-		return cmp.Or(
-			cmp.Compare(rank[a.State], rank[b.State]),
-			a.StaleSince.Compare(b.StaleSince),
-			cmp.Compare(a.Project, b.Project),
-			cmp.Compare(a.Image, b.Image),
-			cmp.Compare(a.Platform, b.Platform),
-		)
-	})
+	slices.SortFunc(rows, Compare)
 	return rows
 }
 

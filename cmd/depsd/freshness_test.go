@@ -13,6 +13,7 @@ import (
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/verify"
+	"gitlab.com/depsd/depsd/verify/verifytest"
 )
 
 // depsd freshness: stalest first, exit 1 past --max-age, JSON, a filter
@@ -102,5 +103,46 @@ func TestFreshnessCommand(t *testing.T) {
 	}
 	if code, _, errOut := depsd(t, "freshness", "--max-age", "-1h"); code != exitUsage {
 		t.Errorf("negative --max-age: exit %d, %s", code, errOut)
+	}
+}
+
+// depsd freshness prints every row, however many (the API and the
+// dashboard page theirs; a cron job reads them all): more than a page of
+// the API's largest.
+func TestFreshnessCommandPrintsEveryRow(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "depsd.db")
+	t.Setenv("DEPSD_STATE", state)
+	t.Setenv("DEPSD_CONFIG", "")
+	t.Chdir(dir)
+	st, err := store.Open(t.Context(), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := verify.MaxPageLimit + 20
+	paths := make([]string, n)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("apps/team-%d/app-%d", i%20, i)
+	}
+	stale, err := verifytest.Seed(t.Context(), st, "registry.example.com", paths, time.Now())
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := depsd(t, "freshness", "--max-age", "1000h")
+	if lines := strings.Count(out, "\n"); code != exitOK || lines != n+1 || !strings.HasPrefix(strings.SplitN(out, "\n", 3)[1], stale[0]+" ") {
+		t.Errorf("exit %d, %d lines (want %d rows and a header, %s first)\n%s", code, lines, n, stale[0], errOut)
+	}
+	code, out, errOut = depsd(t, "freshness", "--json", "--max-age", "1000h")
+	var rep struct {
+		Images []verify.Row `json:"images"`
+		Total  int          `json:"total"`
+		Next   *string      `json:"next"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitOK {
+		t.Fatalf("exit %d, %v: %s", code, err, errOut)
+	}
+	if len(rep.Images) != n || rep.Total != n || rep.Next != nil {
+		t.Errorf("--json: %d images, total %d, next %v; want %d in one page", len(rep.Images), rep.Total, rep.Next, n)
 	}
 }
