@@ -416,11 +416,10 @@ func StartRunner(o RunnerOptions) (stop func(), err error) {
 	// network_mode = "host": GitLab (the sources over git's HTTP, the
 	// runner's helper commands) and the registry listen on the host's
 	// 127.0.0.1, which a job on a bridge network cannot reach.
-	// helper_binary, not helper_image: a build job runs in its project's
-	// user namespace, and a checkout written by a helper container outside
-	// it is not the job's to write to ("cannot touch .../gitlab_runner_env:
-	// Permission denied"), so the job container clones its sources itself
-	// (its image needs git).
+	// helper_binary, not helper_image: the job container clones its
+	// sources itself (its image has git), so the demo needs no helper
+	// image built first. (helper_image works for build jobs too: their
+	// helper runs in their user namespace; see podman-executor's README.)
 	drv := filepath.Join(o.Dir, "driver.toml")
 	body := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nstate_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n"+
 		"network_mode = \"host\"\nallowed_build_images = [%q]\n",
