@@ -143,7 +143,8 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // instead of the load (open loop: no coordinated omission). Every delivery
 // is recorded in the store (SQLite, or PostgreSQL with
 // DEPSD_BENCH_STORE=postgres) before the answer. The same load generator
-// first drives, in the same run, a null receiver (an http.Handler that
+// drives, in the same run and in turns of 2 s with the daemon (see
+// interleaved), a null receiver (an http.Handler that
 // reads the body and answers 200: null-p50-ms, null-p99-ms, and p99-ratio,
 // the daemon's p99 over the null receiver's) and a durable floor (a
 // receiver that keeps each body before answering, bodies arriving together
@@ -177,9 +178,9 @@ func BenchmarkWebhookAck(b *testing.B) {
 		const rate, seconds = 1000, 10
 		durableURL, stopDurable := startDurableFloor(b)
 		b.StartTimer()
-		nullRun := openLoop(null.URL+"/hooks/gitlab", bodies, "null", rate, seconds)
-		durableRun := openLoop(durableURL+"/hooks/gitlab", bodies, "durable", rate, seconds)
-		run := openLoop("http://"+s.addr+"/hooks/gitlab", bodies, "bench", rate, seconds)
+		targets := []string{null.URL + "/hooks/gitlab", durableURL + "/hooks/gitlab", "http://" + s.addr + "/hooks/gitlab"}
+		loads := interleaved(targets, bodies, rate, seconds)
+		nullRun, durableRun, run := loads[0], loads[1], loads[2]
 		b.StopTimer()
 		null.Close()
 		stopDurable()
@@ -214,13 +215,54 @@ type loadResult struct {
 	failures int
 }
 
+// Segments of interleaved: each target gets its seconds of load in
+// ackSegments turns of equal length, after a warm-up of ackWarmUp each.
+const (
+	ackSegments = 5
+	ackWarmUp   = time.Second
+)
+
+// interleaved drives each target with the same open-loop load for
+// seconds, in turns (target 1, 2, 3, 1, 2, 3, ...) rather than one after
+// the other, so that what the machine does meanwhile (another process's
+// flushes, a checkpoint) falls on every target alike; each first gets
+// ackWarmUp of load whose latencies are dropped (a fresh connection pool,
+// the first statements of a database connection). The results are pooled
+// per target.
+func interleaved(targets []string, bodies [][]byte, rate, seconds int) []loadResult {
+	for i, url := range targets {
+		openLoop(url, bodies, fmt.Sprintf("warm-%d", i), rate, ackWarmUp.Seconds())
+	}
+	lats := make([][]time.Duration, len(targets))
+	failures := make([]int, len(targets))
+	elapsed := make([]time.Duration, len(targets))
+	turn := float64(seconds) / ackSegments
+	for seg := range ackSegments {
+		for i, url := range targets {
+			start := time.Now()
+			l, f := openLoop(url, bodies, fmt.Sprintf("t%d-s%d", i, seg), rate, turn)
+			elapsed[i] += time.Since(start)
+			lats[i] = append(lats[i], l...)
+			failures[i] += f
+		}
+	}
+	out := make([]loadResult, len(targets))
+	for i := range targets {
+		slices.Sort(lats[i])
+		out[i] = loadResult{p50: percentile(lats[i], 0.50), p99: percentile(lats[i], 0.99),
+			rate: float64(len(lats[i])) / elapsed[i].Seconds(), failures: failures[i]}
+	}
+	return out
+}
+
 // openLoop posts rate deliveries a second for seconds to url, each due at a
-// fixed time whatever the answers before it, and times each from when it
-// was due. keyPrefix makes the Idempotency-Keys unique per run.
-func openLoop(url string, bodies [][]byte, keyPrefix string, rate, seconds int) loadResult {
+// fixed time whatever the answers before it, times each from when it was
+// due, and returns the latencies (unsorted) and the failures. keyPrefix
+// makes the Idempotency-Keys unique per run.
+func openLoop(url string, bodies [][]byte, keyPrefix string, rate int, seconds float64) ([]time.Duration, int) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
 	defer client.CloseIdleConnections()
-	total := rate * seconds
+	total := int(float64(rate) * seconds)
 	lat := make([]time.Duration, total)
 	var failures atomic.Int64
 	var wg sync.WaitGroup
@@ -252,10 +294,7 @@ func openLoop(url string, bodies [][]byte, keyPrefix string, rate, seconds int) 
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	slices.Sort(lat)
-	return loadResult{p50: percentile(lat, 0.50), p99: percentile(lat, 0.99),
-		rate: float64(total) / elapsed.Seconds(), failures: int(failures.Load())}
+	return lat, int(failures.Load())
 }
 
 // BenchmarkSuccessToTrigger measures the time from an upstream pipeline's
