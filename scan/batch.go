@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"gitlab.com/depsd/depsd/deps"
@@ -38,10 +39,18 @@ type batchReader struct {
 func (b batchReader) read(ctx context.Context, batch []int, giveUp bool, rest func(context.Context, int) error,
 	done func(i int, r filesRead) error) error {
 	paths := make([]string, len(batch))
+	withCI := false
 	for k, i := range batch {
 		paths[k] = b.listed[i].Path
+		withCI = withCI || b.needCI(i)
 	}
-	got, err := b.br.ReadFilesBatch(ctx, paths, b.names)
+	names := b.names
+	if !withCI {
+		// Nobody in the batch needs it: a CI configuration can be the
+		// largest file of a project, and GraphQL sends it whole.
+		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == CIConfigFile })
+	}
+	got, err := b.br.ReadFilesBatch(ctx, paths, names)
 	switch {
 	case err == nil:
 	case giveUp && errors.Is(err, gitlab.ErrGraphQLUnsupported):

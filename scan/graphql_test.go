@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
@@ -160,10 +162,10 @@ func TestGraphQLScanFallsBack(t *testing.T) {
 		{"blobs time out", func(s *gitlabtest.Server) { s.SetGraphQLTimeouts("Repository.blobs") }, nil, 3, 120, "", 0},
 		{"projects time out", func(s *gitlabtest.Server) { s.SetGraphQLTimeouts("Query.projects") }, nil, 3, 120,
 			"GraphQL read failed; reading these projects through REST", 3},
-		// 204 names (with .gitlab-ci.yml): 204 refused, then 102
-		// refused, then parts of 51: 4 for the first batch, 4 for each
-		// of the two others.
-		{"too complex", nil, many, 2 + 4 + 4 + 4, 0, "", 0},
+		// 203 names (no project needs .gitlab-ci.yml): 203 refused,
+		// then 101 refused, then parts of 50: 5 for the first batch, 5
+		// for each of the two others.
+		{"too complex", nil, many, 2 + 5 + 5 + 5, 0, "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,5 +194,62 @@ func TestGraphQLScanFallsBack(t *testing.T) {
 			}
 			sameProjects(t, got, restTwin(t, c))
 		})
+	}
+}
+
+// namesRecorder records the file names each GraphQL batch asks for.
+type namesRecorder struct {
+	*gitlab.Client
+	asked [][]string
+}
+
+func (r *namesRecorder) ReadFilesBatch(ctx context.Context, paths, names []string) (map[string]gitlab.ProjectBlobs, error) {
+	r.asked = append(r.asked, slices.Clone(names))
+	return r.Client.ReadFilesBatch(ctx, paths, names)
+}
+
+// A GraphQL batch asks for .gitlab-ci.yml only when a project in it needs
+// its CI configuration (it refuses pipeline variables): GitLab sends each
+// file whole, and a CI configuration is often a project's largest. The
+// project that needs it still learns its ident from it.
+func TestGraphQLBatchAsksForTheCIConfigurationOnlyWhereNeeded(t *testing.T) {
+	t.Parallel()
+	const snippet = "spec:\n  inputs:\n    depsd_action_id:\n      default: ''\n---\nbuild:\n  script: make\n"
+	var projects []gitlabtest.Project
+	for i := range 60 {
+		p := gitlabtest.Project{Path: fmt.Sprintf("g/p%02d", i), Files: map[string]string{
+			"Containerfile": "FROM debian\n", ".gitlab-ci.yml": "build:\n  script: make\n"},
+			CI: gitlabtest.CISettings{TokenRole: gitlabtest.RoleMaintainer}}
+		if i == 55 {
+			p.Files[".gitlab-ci.yml"] = snippet
+			p.CI = gitlabtest.RestrictedCISettings(gitlabtest.RoleMaintainer)
+		}
+		projects = append(projects, p)
+	}
+	c := newClocked(t, projects...)
+	rec := &namesRecorder{Client: c.gl}
+	if _, err := scan.Run(context.Background(), rec, c.st, c.opts); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.asked) != 2 {
+		t.Fatalf("%d GraphQL batches, want 2 (50 and 10 projects)", len(rec.asked))
+	}
+	for k, want := range []bool{false, true} {
+		if got := slices.Contains(rec.asked[k], scan.CIConfigFile); got != want {
+			t.Errorf("batch %d asked for %v: .gitlab-ci.yml %v, want %v", k+1, rec.asked[k], got, want)
+		}
+	}
+	ps, err := c.st.Projects(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		want := scan.IdentVariables
+		if p.Path == "g/p55" {
+			want = scan.IdentInputs
+		}
+		if p.PipelineIdent != want {
+			t.Errorf("%s: ident %q, want %q", p.Path, p.PipelineIdent, want)
+		}
 	}
 }
