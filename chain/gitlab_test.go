@@ -214,7 +214,7 @@ func TestOverHTTP(t *testing.T) {
 		crashCtx, crash := context.WithCancel(g.ctx)
 		chain.SetSendHook(g.engine, func(a chain.Action) {
 			// The worker's request reaches GitLab; then the process dies.
-			if _, err := g.client.CreatePipeline(g.ctx, a.ProjectID, a.Ref, gitlab.CreateOptions{Variables: a.Variables(a.ChainID)}); err != nil {
+			if _, err := g.client.CreatePipeline(senderCtx(g.ctx), a.ProjectID, a.Ref, gitlab.CreateOptions{Variables: a.Variables(a.ChainID)}); err != nil {
 				t.Error(err)
 			}
 			crash()
@@ -259,4 +259,11 @@ func TestOverHTTP(t *testing.T) {
 			t.Errorf("chain: %s", states(v))
 		}
 	})
+}
+
+// senderCtx is the context of a request a send hook makes in the sender's
+// place: urgent, as the sender's own (the outbox holds the client's normal
+// requests while it sends).
+func senderCtx(ctx context.Context) context.Context {
+	return gitlab.WithPriority(ctx, gitlab.PriorityUrgent)
 }

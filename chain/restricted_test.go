@@ -185,7 +185,7 @@ func TestResendAdoptsWithoutActionID(t *testing.T) {
 				}
 				if !tc.wantCreate {
 					// The request reaches GitLab; then the process dies.
-					p, err := g.client.CreatePipeline(g.ctx, a.ProjectID, a.Ref, chain.CreateOptionsOf(a))
+					p, err := g.client.CreatePipeline(senderCtx(g.ctx), a.ProjectID, a.Ref, chain.CreateOptionsOf(a))
 					if err != nil {
 						t.Error(err)
 					}
@@ -242,7 +242,7 @@ func TestUnrecordedSuccessWaitsForTheResend(t *testing.T) {
 	}
 	crashCtx, crash := context.WithCancel(g.ctx)
 	chain.SetSendHook(g.engine, func(a chain.Action) {
-		if _, err := g.client.CreatePipeline(g.ctx, a.ProjectID, a.Ref, chain.CreateOptionsOf(a)); err != nil {
+		if _, err := g.client.CreatePipeline(senderCtx(g.ctx), a.ProjectID, a.Ref, chain.CreateOptionsOf(a)); err != nil {
 			t.Error(err)
 		}
 		crash()

@@ -56,23 +56,15 @@ var ciJobKeys = []string{"stage", "image", "services", "variables", "before_scri
 // interpolated into its values ($[[ inputs.name ]]: the given value, else
 // the header's default). Errors read as GitLab's yaml_errors do.
 func parseCIConfig(src string, inputs map[string]any) (ciConfig, error) {
-	docs, err := yamlDocuments(src)
+	h, docs, err := splitCIConfig(src)
 	if err != nil {
 		return ciConfig{}, err
 	}
-	if len(docs) == 2 {
-		spec, ok := mapping(docs[0])["spec"]
-		if !ok {
-			return ciConfig{}, errors.New("the first document of a file with two must be a header with spec:")
-		}
-		defaults := map[string]any{}
-		for name, decl := range mapping(mapping(spec)["inputs"]) {
-			if d, ok := mapping(decl)["default"]; ok {
-				defaults[name] = d.Value
-			}
-		}
-		docs = docs[1:]
-		interpolateNode(docs[0], inputs, defaults)
+	if !h.hasSpec && len(docs) == 2 {
+		return ciConfig{}, errors.New("the first document of a file with two must be a header with spec:")
+	}
+	if h.hasSpec && len(docs) == 1 {
+		interpolateNode(docs[0], inputs, h.defaults())
 	}
 	if len(docs) != 1 {
 		return ciConfig{}, fmt.Errorf("a CI configuration has one document (or a spec: header and one), not %d", len(docs))
@@ -144,6 +136,59 @@ func parseCIConfig(src string, inputs map[string]any) (ciConfig, error) {
 		return slices.Index(cfg.Stages, a.Stage) - slices.Index(cfg.Stages, b.Stage)
 	})
 	return cfg, nil
+}
+
+// ciHeader is what the header document of a CI configuration (spec:
+// inputs:) declares.
+type ciHeader struct {
+	hasSpec bool
+	inputs  map[string]ciInput // by name
+}
+
+// ciInput is one declared input.
+type ciInput struct {
+	hasDefault bool
+	def        string
+}
+
+// defaults returns the declared inputs' defaults by name.
+func (h ciHeader) defaults() map[string]any {
+	out := map[string]any{}
+	for name, in := range h.inputs {
+		if in.hasDefault {
+			out[name] = in.def
+		}
+	}
+	return out
+}
+
+// splitCIConfig is the one reading of a CI configuration's documents:
+// its header, when the first of two or more documents holds spec:, and
+// the documents after it (all of them without a header). Every reader
+// of .gitlab-ci.yml in the fake (inputs, workflow:name, jobs) starts here.
+func splitCIConfig(src string) (ciHeader, []*yaml.Node, error) {
+	docs, err := yamlDocuments(src)
+	if err != nil {
+		return ciHeader{}, nil, err
+	}
+	var h ciHeader
+	if len(docs) < 2 {
+		return h, docs, nil
+	}
+	spec, ok := mapping(docs[0])["spec"]
+	if !ok {
+		return h, docs, nil
+	}
+	h.hasSpec, h.inputs = true, map[string]ciInput{}
+	for name, decl := range mapping(mapping(spec)["inputs"]) {
+		d, ok := mapping(decl)["default"]
+		in := ciInput{hasDefault: ok}
+		if ok {
+			in.def = d.Value
+		}
+		h.inputs[name] = in
+	}
+	return h, docs[1:], nil
 }
 
 // interpolateNode interpolates inputs into every scalar below n.

@@ -1,10 +1,7 @@
 package gitlabtest
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"regexp"
@@ -120,39 +117,19 @@ const ciConfigFile = ".gitlab-ci.yml"
 
 // declaredInputs returns the inputs the CI configuration's header declares
 // (spec: inputs:), each with whether it has a default, or hasSpec false
-// when the file has no header. A header is the first YAML document of a
-// file of two or more, holding spec.
+// when the file has no header.
 func declaredInputs(files map[string]string) (inputs map[string]bool, hasSpec bool, err error) {
 	content, ok := files[ciConfigFile]
 	if !ok {
 		return nil, false, nil
 	}
-	dec := yaml.NewDecoder(bytes.NewReader([]byte(content)))
-	var docs []map[string]any
-	for {
-		var d map[string]any
-		err := dec.Decode(&d)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("%s: %w", ciConfigFile, err)
-		}
-		docs = append(docs, d)
+	h, _, err := splitCIConfig(content)
+	if err != nil || !h.hasSpec {
+		return nil, false, err
 	}
-	if len(docs) < 2 {
-		return nil, false, nil
-	}
-	spec, ok := docs[0]["spec"].(map[string]any)
-	if !ok {
-		return nil, false, nil
-	}
-	declared, _ := spec["inputs"].(map[string]any)
 	inputs = map[string]bool{}
-	for name, v := range declared {
-		m, _ := v.(map[string]any)
-		_, hasDefault := m["default"]
-		inputs[name] = hasDefault
+	for name, in := range h.inputs {
+		inputs[name] = in.hasDefault
 	}
 	return inputs, true, nil
 }
@@ -198,36 +175,15 @@ var inputBlock = regexp.MustCompile(`\$\[\[\s*inputs\.([A-Za-z0-9_-]+)\s*\]\]`)
 // workflow:name, its inputs interpolated (the given value, else the
 // default); nil without one.
 func pipelineName(files map[string]string, given map[string]any) *string {
-	dec := yaml.NewDecoder(strings.NewReader(files[ciConfigFile]))
-	var docs []map[string]any
-	for {
-		var d map[string]any
-		if err := dec.Decode(&d); err != nil {
-			break
-		}
-		docs = append(docs, d)
-	}
-	if len(docs) == 0 {
+	h, body, err := splitCIConfig(files[ciConfigFile])
+	if err != nil || len(body) == 0 {
 		return nil
 	}
-	body, defaults := docs[0], map[string]any{}
-	if len(docs) > 1 {
-		if spec, ok := docs[0]["spec"].(map[string]any); ok {
-			body = docs[1]
-			inputs, _ := spec["inputs"].(map[string]any)
-			for k, v := range inputs {
-				if m, ok := v.(map[string]any); ok {
-					defaults[k] = m["default"]
-				}
-			}
-		}
-	}
-	wf, _ := body["workflow"].(map[string]any)
-	name, ok := wf["name"].(string)
-	if !ok {
+	n := mapping(mapping(body[0])["workflow"])["name"]
+	if n == nil || n.Kind != yaml.ScalarNode {
 		return nil
 	}
-	name = interpolateInputs(name, given, defaults)
+	name := interpolateInputs(n.Value, given, h.defaults())
 	return &name
 }
 
