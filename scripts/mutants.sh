@@ -561,6 +561,12 @@ mutant "a member still stale after its rebuild without cache is rebuilt again (a
 	'	case true:' \
 	-- go test -count=1 -run 'TestStaleTwiceBlocksDescendantsWithTheDigests' ./chain/
 
+mutant "a verification queued while another waits for a slow registry waits for it (the critical path behind an unrelated image)" \
+	chain/verify.go \
+	'case <-e.verifyC: // queued meanwhile: read the queue again' \
+	'case <-make(chan struct{}):' \
+	-- go test -count=1 -run 'TestSlowVerificationHoldsBackOnlyItsOwn' ./chain/
+
 mutant "a member verifying its images counts as finished (the chain ends before the verdict)" \
 	chain/chain.go \
 	'return s == Waiting || s == Verifying || s.Building()' \
