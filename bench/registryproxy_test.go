@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,12 @@ type slowRegistry struct {
 
 	mu     sync.Mutex
 	counts map[string]int // by requestKind
-	total  int
+	spans  []span         // every request's, in order of arrival
 }
+
+// span is when one request arrived at the proxy and when its answer was
+// written (zero while it is being answered).
+type span struct{ Arrived, Answered time.Time }
 
 // newSlowRegistry starts a proxy to the registry on target (host:port)
 // that adds latency to every request; it stops when b ends.
@@ -40,7 +45,8 @@ func newSlowRegistry(b testing.TB, target string, latency time.Duration) *slowRe
 	p := &slowRegistry{latency: latency, closed: make(chan struct{}), counts: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: target})
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.count(r)
+		i := p.count(r)
+		defer p.answered(i)
 		if p.hang.Load() {
 			select { // answer nothing until the client or the proxy gives up
 			case <-r.Context().Done():
@@ -81,11 +87,18 @@ func requestKind(r *http.Request) string {
 	return "other"
 }
 
-func (p *slowRegistry) count(r *http.Request) {
+func (p *slowRegistry) count(r *http.Request) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts[requestKind(r)]++
-	p.total++
+	p.spans = append(p.spans, span{Arrived: time.Now()})
+	return len(p.spans) - 1
+}
+
+func (p *slowRegistry) answered(i int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.spans[i].Answered = time.Now()
 }
 
 // SetHang makes the proxy answer nothing from now on (true), or answer
@@ -96,7 +109,15 @@ func (p *slowRegistry) SetHang(hang bool) { p.hang.Store(hang) }
 func (p *slowRegistry) Requests() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.total
+	return len(p.spans)
+}
+
+// Spans returns the spans of the requests from the from-th on (Requests
+// before them).
+func (p *slowRegistry) Spans(from int) []span {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.spans[min(from, len(p.spans)):])
 }
 
 // Counts returns how many requests of each kind arrived so far.

@@ -68,22 +68,23 @@ func BenchmarkVerificationCost(b *testing.B) {
 			})
 		}
 		b.StartTimer()
-		var on, off []time.Duration
+		var on, off, before, reading, after []time.Duration
 		var windowReqs, roundReqs []int
 		counts0 := proxy.Counts()
 		for i := range 2 * rounds {
 			g := []string{"enforce", "off"}[i%2]
 			r0 := proxy.Requests()
-			lat, reqs := imageRound(b, srv, daemons[g], proxy, g, i/2, true)
+			res := imageRound(b, srv, daemons[g], proxy, g, i/2, true)
 			if g == "off" {
-				off = append(off, lat)
-				if reqs != 0 {
-					b.Fatalf("round %d: %d registry requests with images.verify: off", i, reqs)
+				off = append(off, res.lat)
+				if res.reqs != 0 {
+					b.Fatalf("round %d: %d registry requests with images.verify: off", i, res.reqs)
 				}
 				continue
 			}
-			on = append(on, lat)
-			windowReqs = append(windowReqs, reqs)
+			on = append(on, res.lat)
+			before, reading, after = append(before, res.before), append(reading, res.registry), append(after, res.after)
+			windowReqs = append(windowReqs, res.reqs)
 			// base's and mid's images, one platform (app's image is
 			// published nowhere depsd knows: no downstream names it).
 			roundReqs = append(roundReqs, proxy.Requests()-r0)
@@ -92,8 +93,7 @@ func BenchmarkVerificationCost(b *testing.B) {
 		proxy.SetHang(true)
 		var hang []time.Duration
 		for i := range hangRounds {
-			lat, _ := imageRound(b, srv, daemons["hang"], proxy, "hang", i, false)
-			hang = append(hang, lat)
+			hang = append(hang, imageRound(b, srv, daemons["hang"], proxy, "hang", i, false).lat)
 		}
 		b.StopTimer()
 		checkUnknown(b, daemons["hang"], "hang/mid")
@@ -110,6 +110,9 @@ func BenchmarkVerificationCost(b *testing.B) {
 		b.ReportMetric(ms(percentile(off, 0.50)), "off-p50-ms")
 		b.ReportMetric(ms(percentile(off, 0.99)), "off-p99-ms")
 		b.ReportMetric(ms(added), "added-ms")
+		b.ReportMetric(ms(mean(before)), "before-registry-ms")
+		b.ReportMetric(ms(mean(reading)), "registry-ms")
+		b.ReportMetric(ms(mean(after)), "after-registry-ms")
 		b.ReportMetric(perImage, "requests/image")
 		b.ReportMetric(float64(slices.Max(windowReqs)), "max-requests/image")
 		b.ReportMetric(perImageRound, "round-requests/image")
@@ -122,9 +125,11 @@ func BenchmarkVerificationCost(b *testing.B) {
 		b.Logf("verification at %s registry latency (%s store, %d rounds each, alternating): success → downstream create "+
 			"p50 %.1f ms with images.verify: enforce (default), %.1f ms with off; p99 %.1f ms and %.1f ms; added %.1f ms per member "+
 			"(mean), floor 60 ms (3 requests × %s, sequential); registry requests per image and platform on the critical path "+
-			"%.2f (max %d), goal ≤ 3; over whole rounds %.2f per image (%s)",
+			"%.2f (max %d), goal ≤ 3; over whole rounds %.2f per image (%s); the path under enforce: %.1f ms to the first registry request, "+
+			"%.1f ms reading, %.1f ms from the last answer to the create (means)",
 			latency, storeKind(), rounds, ms(percentile(on, 0.50)), ms(percentile(off, 0.50)), ms(percentile(on, 0.99)),
-			ms(percentile(off, 0.99)), ms(added), latency, perImage, slices.Max(windowReqs), perImageRound, strings.Join(kinds, ", "))
+			ms(percentile(off, 0.99)), ms(added), latency, perImage, slices.Max(windowReqs), perImageRound, strings.Join(kinds, ", "),
+			ms(mean(before)), ms(mean(reading)), ms(mean(after)))
 		b.Logf("registry hanging: success → downstream create %.0f ms at most over %d rounds with images.timeout %s "+
 			"(goal: about the timeout, the downstream created with the member unknown)",
 			ms(hang[len(hang)-1]), hangRounds, hangTimeout)
@@ -162,11 +167,11 @@ func seedImageChain(b *testing.B, srv *gitlabtest.Server, group, direct, through
 }
 
 // imageRound runs one chain of group: base succeeds, then mid once it was
-// created (after the root's verification, when settled), and returns the
+// created (after the root's verification, when settled), and measures the
 // time from mid's success to app's create request and the registry
 // requests made meanwhile; it returns once the chain finished and every
 // verification was applied. n is the number of rounds of group before.
-func imageRound(b *testing.B, srv *gitlabtest.Server, s *served, proxy *slowRegistry, group string, n int, settled bool) (time.Duration, int) {
+func imageRound(b *testing.B, srv *gitlabtest.Server, s *served, proxy *slowRegistry, group string, n int, settled bool) roundResult {
 	b.Helper()
 	id, err := srv.RunPipeline(group+"/base", "", "push")
 	if err != nil {
@@ -187,7 +192,16 @@ func imageRound(b *testing.B, srv *gitlabtest.Server, s *served, proxy *slowRegi
 	// the webhook is sent from here on.
 	t0 := time.Now()
 	app := waitCreated(b, srv, group+"/app", n)
-	reqs := proxy.Requests() - r0
+	res := roundResult{lat: app.Requested.Sub(t0), reqs: proxy.Requests() - r0}
+	if spans := proxy.Spans(r0)[:res.reqs]; len(spans) > 0 {
+		first, last := spans[0].Arrived, spans[0].Answered
+		for _, sp := range spans {
+			if sp.Answered.After(last) {
+				last = sp.Answered
+			}
+		}
+		res.before, res.registry, res.after = first.Sub(t0), last.Sub(first), app.Requested.Sub(last)
+	}
 	if err := srv.SetPipelineStatus(app.ID, "success"); err != nil {
 		b.Fatal(err)
 	}
@@ -195,7 +209,17 @@ func imageRound(b *testing.B, srv *gitlabtest.Server, s *served, proxy *slowRegi
 	if failures := srv.PublishFailures(); len(failures) > 0 {
 		b.Fatalf("a pipeline failed to push: %v", failures)
 	}
-	return app.Requested.Sub(t0), reqs
+	return res
+}
+
+// roundResult is what imageRound measured: the critical path (lat), the
+// registry requests made on it, and the path cut in three: from the
+// success to the first request (before), from there to the last answer
+// (registry), and from there to the create (after).
+type roundResult struct {
+	lat                     time.Duration
+	reqs                    int
+	before, registry, after time.Duration
 }
 
 // waitCreated waits for the n+1st pipeline of project and returns it.
