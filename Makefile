@@ -84,7 +84,7 @@ image: build-depsd
 ## bench: the benchmarks whose figures docs/benchmarks.md quotes (the whole-system
 ## ones in bench/ at depsd's default settings; about 20 minutes), and those of
 ## docs/verification.md's Cost: BenchmarkVerificationCost in bench/ (a real
-## docker-registry behind a 20 ms proxy, about 30 s) and depsd freshness at 2,000
+## docker-registry behind a 20 ms proxy, about 20 s) and depsd freshness at 2,000
 ## projects. Each result is recorded in docs/benchmarks.json (bench/benchdoc), then
 ## the table regenerated.
 BENCHDOC = go run ./bench/benchdoc
