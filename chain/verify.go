@@ -136,9 +136,10 @@ func (t *txn) verifyOutside(ev PipelineEvent, projectID int64) error {
 // Config.VerifyConcurrency at once, and applies each verdict in a
 // transaction of its own as soon as it is reached, and returns how many it
 // applied. A verification queued meanwhile starts as soon as a slot is
-// free (NotifyVerify wakes it): one waiting for a slow registry holds back
-// only its own member, never those queued after it (they once waited for
-// the whole batch read with it, up to images.timeout, behind a report-only
+// free (NotifyVerify wakes it; one queued by another replica is found
+// within PollInterval): one waiting for a slow registry holds back only
+// its own member, never those queued after it (they once waited for the
+// whole batch read with it, up to images.timeout, behind a report-only
 // verification of a chain's root). Under VerifyEnforce, a member still
 // Verifying the same pipeline then:
 //   - succeeds when its images are fresh or unknown (its descendants go
@@ -168,6 +169,10 @@ func (e *Engine) VerifyPending(ctx context.Context) (int, error) {
 		inFlight = map[key]bool{}
 		done     = make(chan outcome)
 	)
+	// Verifications queued by another replica wake nobody here: the
+	// queue is read again every PollInterval while some are in flight.
+	poll := time.NewTicker(e.cfg.PollInterval)
+	defer poll.Stop()
 	for {
 		// Start what is queued and not in flight, while slots are free.
 		if firstErr == nil && ctx.Err() == nil && len(inFlight) < e.cfg.VerifyConcurrency {
@@ -215,6 +220,7 @@ func (e *Engine) VerifyPending(ctx context.Context) (int, error) {
 				n++
 			}
 		case <-e.verifyC: // queued meanwhile: read the queue again
+		case <-poll.C:
 		}
 	}
 }

@@ -569,6 +569,12 @@ mutant "a verification reads the image and its upstream's current image one afte
 	img, err := v.read(ctx, req.Image, req.Platform)' \
 	-- go test -count=1 -run 'TestVerifyReadsUpstreamWhileImage' ./verify/
 
+mutant "a verification queued by another replica is not looked for while others are in flight (found only when one ends)" \
+	chain/verify.go \
+	'		case <-poll.C:' \
+	'		case <-make(chan time.Time):' \
+	-- go test -count=1 -run 'TestSlowVerificationHoldsBackOnlyItsOwn' ./chain/
+
 mutant "a verification queued while another waits for a slow registry waits for it (the critical path behind an unrelated image)" \
 	chain/verify.go \
 	'case <-e.verifyC: // queued meanwhile: read the queue again' \
