@@ -72,6 +72,13 @@ func daemonClient(b *testing.B, cfg config.Config) *gitlab.Client {
 // daemon's own start-up scan is then incremental.
 func serve(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, groups []string, mode chain.Mode) *served {
 	b.Helper()
+	return serveWith(b, srv, clk, groups, mode, nil)
+}
+
+// serveWith is serve with configure changing the configuration (when not
+// nil) after serve's own settings.
+func serveWith(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, groups []string, mode chain.Mode, configure func(*config.Config)) *served {
+	b.Helper()
 	cfg := config.Defaults()
 	cfg.GitLab.URL, cfg.GitLab.Token = srv.URL, srv.Token
 	cfg.Scope.Groups = groups
@@ -81,6 +88,9 @@ func serve(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, groups []string
 	// The fake GitLab's images are on registry.example.com, which is not
 	// there to verify: the figures are the chain's without verification.
 	cfg.Images.Verify = config.VerifyOff
+	if configure != nil {
+		configure(&cfg)
+	}
 	setup, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: srv.Token, RequestsPerMinute: -1, Concurrency: 16})
 	if err != nil {
 		b.Fatal(err)

@@ -3,7 +3,6 @@ package chain
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -135,9 +134,14 @@ func (t *txn) verifyOutside(ev PipelineEvent, projectID int64) error {
 
 // VerifyPending verifies the queued successes until none is left, up to
 // Config.VerifyConcurrency at once, and applies each verdict in a
-// transaction of its own as soon as it is reached (a slow registry holds
-// back only its own member), and returns how many it applied. Under
-// VerifyEnforce, a member still Verifying the same pipeline then:
+// transaction of its own as soon as it is reached, and returns how many it
+// applied. A verification queued meanwhile starts as soon as a slot is
+// free (NotifyVerify wakes it; one queued by another replica is found
+// within PollInterval): one waiting for a slow registry holds back only
+// its own member, never those queued after it (they once waited for the
+// whole batch read with it, up to images.timeout, behind a report-only
+// verification of a chain's root). Under VerifyEnforce, a member still
+// Verifying the same pipeline then:
 //   - succeeds when its images are fresh or unknown (its descendants go
 //     on: unknown never blocks);
 //   - is rebuilt once without cache when they are stale (a new action
@@ -147,53 +151,76 @@ func (t *txn) verifyOutside(ev PipelineEvent, projectID int64) error {
 //
 // Otherwise the verdict is only recorded on the member (or nowhere, when
 // the success is no member's any more). It returns an error only when the
-// store fails or ctx ends; a verification whose ctx ended records nothing.
+// store fails or ctx ends (after the verifications in flight returned); a
+// verification whose ctx ended records nothing.
 func (e *Engine) VerifyPending(ctx context.Context) (int, error) {
-	n := 0
+	type key struct {
+		project  string
+		pipeline int64
+	}
+	type outcome struct {
+		key     key
+		err     error
+		stopped bool
+	}
+	var (
+		n        int
+		firstErr error
+		inFlight = map[key]bool{}
+		done     = make(chan outcome)
+	)
+	// Verifications queued by another replica wake nobody here: the
+	// queue is read again every PollInterval while some are in flight.
+	poll := time.NewTicker(e.cfg.PollInterval)
+	defer poll.Stop()
 	for {
-		var tasks []VerifyTask
-		err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
-			var err error
-			tasks, err = tx.VerifyTasks(ctx, verifyBatch)
-			return err
-		})
-		if err != nil {
-			return n, fmt.Errorf("verify: read queue: %w", err)
-		}
-		if len(tasks) == 0 {
-			return n, nil
-		}
-		var (
-			wg       sync.WaitGroup
-			mu       sync.Mutex
-			firstErr error
-		)
-		sem := make(chan struct{}, e.cfg.VerifyConcurrency)
-		for _, task := range tasks {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				res := e.verifyOne(ctx, task)
-				if ctx.Err() != nil {
-					return // stopped: the task stays queued
-				}
-				err := e.applyVerification(ctx, task, res)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				if err == nil {
-					n++
-				}
+		// Start what is queued and not in flight, while slots are free.
+		if firstErr == nil && ctx.Err() == nil && len(inFlight) < e.cfg.VerifyConcurrency {
+			var tasks []VerifyTask
+			err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+				var err error
+				tasks, err = tx.VerifyTasks(ctx, verifyBatch)
+				return err
 			})
+			if err != nil {
+				firstErr = fmt.Errorf("verify: read queue: %w", err)
+			}
+			for _, task := range tasks {
+				k := key{task.Project, task.PipelineID}
+				if inFlight[k] || len(inFlight) >= e.cfg.VerifyConcurrency {
+					continue
+				}
+				inFlight[k] = true
+				go func() {
+					res := e.verifyOne(ctx, task)
+					if ctx.Err() != nil {
+						done <- outcome{key: k, stopped: true} // the task stays queued
+						return
+					}
+					done <- outcome{key: k, err: e.applyVerification(ctx, task, res)}
+				}()
+			}
 		}
-		wg.Wait()
-		if err := ctx.Err(); err != nil {
-			return n, err
+		if len(inFlight) == 0 {
+			if firstErr != nil {
+				return n, firstErr
+			}
+			return n, ctx.Err()
 		}
-		if firstErr != nil {
-			return n, firstErr
+		select {
+		case o := <-done:
+			delete(inFlight, o.key)
+			switch {
+			case o.stopped:
+			case o.err != nil:
+				if firstErr == nil {
+					firstErr = o.err
+				}
+			default:
+				n++
+			}
+		case <-e.verifyC: // queued meanwhile: read the queue again
+		case <-poll.C:
 		}
 	}
 }

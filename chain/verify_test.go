@@ -22,6 +22,10 @@ type fakeVerifier struct {
 	// registry that never answers); held is closed at the first call.
 	hold bool
 	held chan struct{}
+	// gates hold the verifications of their projects until closed (or
+	// the context ends); entered gets each such project as it waits.
+	gates   map[string]chan struct{}
+	entered chan string
 }
 
 func newFakeVerifier(answers map[string][]chain.Verification) *fakeVerifier {
@@ -49,7 +53,15 @@ func (f *fakeVerifier) Verify(ctx context.Context, req chain.VerifyRequest) chai
 		close(f.held)
 	}
 	answers := f.answers[req.Project]
+	gate := f.gates[req.Project]
 	f.mu.Unlock()
+	if gate != nil {
+		f.entered <- req.Project
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+	}
 	if hold {
 		<-ctx.Done()
 		return chain.Verification{State: chain.ImageUnknown, Detail: "registry unreachable: " + ctx.Err().Error()}
@@ -232,6 +244,82 @@ func TestUnknownNeverBlocks(t *testing.T) {
 			got := e.wantStates(id, "shop=success web=pending")
 			if m := member(got, "shop"); m.Verified != chain.ImageUnknown || m.VerifyDetail != tc.detail || m.Builds != 1 {
 				t.Errorf("shop = %+v, want unknown %q after one build", m, tc.detail)
+			}
+		})
+	}
+}
+
+// TestSlowVerificationHoldsBackOnlyItsOwn: a member's verification queued
+// while another waits for a slow registry (here the chain root's own,
+// report only) is done at once: the member's descendants do not wait for
+// an unrelated image's verification (they once waited for the whole batch
+// read before, up to images.timeout: BenchmarkVerificationCost's registry
+// hanging case). Queued by this engine, it is woken; queued by another
+// replica (which applied the webhook), it is found at the next poll.
+func TestSlowVerificationHoldsBackOnlyItsOwn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		replica bool          // shop's success is applied by another engine on the store
+		poll    time.Duration // the verifying engine's PollInterval
+	}{
+		{"queued here", false, time.Hour},
+		{"queued by another replica", true, time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, chain.Full, "ruby>shop", "shop>web")
+			v := newFakeVerifier(map[string][]chain.Verification{"ruby": {fresh}, "shop": {fresh}})
+			release := make(chan struct{})
+			v.gates, v.entered = map[string]chan struct{}{"ruby": release}, make(chan string, 1)
+			leader, err := chain.New(chain.Config{Store: e.store, GitLab: e.gl, Graph: e.store.Graph, Mode: chain.Full,
+				Now: e.clock.Now, Verifier: v, Verify: chain.VerifyEnforce, PollInterval: tc.poll})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.engine = leader
+			if tc.replica {
+				e.verifying(v, chain.VerifyEnforce) // webhooks are applied by another engine
+			}
+			e.external("ruby", 500, "success") // starts the chain; ruby's images are verified beside it
+			cs, err := e.engine.Chains(e.ctx, chain.Filter{})
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("chains = %v, %v", cs, err)
+			}
+			id := cs[0].ID
+			type result struct {
+				n   int
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				n, err := leader.VerifyPending(e.ctx)
+				done <- result{n, err}
+			}()
+			released := false
+			defer func() {
+				if !released {
+					close(release)
+				}
+			}()
+			<-v.entered // ruby's registry does not answer
+			e.send()
+			e.finish("shop", "success") // queues shop's verification
+			deadline := time.Now().Add(10 * time.Second)
+			for states(e.chain(id)) != "ruby=success shop=success web=pending" {
+				if time.Now().After(deadline) {
+					t.Fatalf("chain %d members %s while ruby's verification is held: want shop verified and web pending, not waiting for ruby's",
+						id, states(e.chain(id)))
+				}
+				time.Sleep(time.Millisecond)
+			}
+			close(release)
+			released = true
+			if r := <-done; r.err != nil || r.n != 2 {
+				t.Errorf("VerifyPending = %d, %v; want both verifications applied", r.n, r.err)
+			}
+			if m := member(e.chain(id), "ruby"); m.Verified != chain.ImageFresh {
+				t.Errorf("ruby = %+v, want its late verdict recorded", m)
 			}
 		})
 	}

@@ -573,6 +573,26 @@ mutant "a member still stale after its rebuild without cache is rebuilt again (a
 	'	case true:' \
 	-- go test -count=1 -run 'TestStaleTwiceBlocksDescendantsWithTheDigests' ./chain/
 
+mutant "a verification reads the image and its upstream's current image one after the other (two chains of reads on the critical path)" \
+	verify/verifier.go \
+	'	img, err := v.read(ctx, req.Image, req.Platform)
+	wg.Wait()' \
+	'	wg.Wait()
+	img, err := v.read(ctx, req.Image, req.Platform)' \
+	-- go test -count=1 -run 'TestVerifyReadsUpstreamWhileImage' ./verify/
+
+mutant "a verification queued by another replica is not looked for while others are in flight (found only when one ends)" \
+	chain/verify.go \
+	'		case <-poll.C:' \
+	'		case <-make(chan time.Time):' \
+	-- go test -count=1 -run 'TestSlowVerificationHoldsBackOnlyItsOwn' ./chain/
+
+mutant "a verification queued while another waits for a slow registry waits for it (the critical path behind an unrelated image)" \
+	chain/verify.go \
+	'case <-e.verifyC: // queued meanwhile: read the queue again' \
+	'case <-make(chan struct{}):' \
+	-- go test -count=1 -run 'TestSlowVerificationHoldsBackOnlyItsOwn' ./chain/
+
 mutant "a member verifying its images counts as finished (the chain ends before the verdict)" \
 	chain/chain.go \
 	'return s == Waiting || s == Verifying || s.Building()' \

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -62,14 +63,23 @@ func New(reg Registry, o Options) *Verifier {
 // tag, the platform's manifest, the config) and, the first time a digest
 // is seen, as many for each upstream's current image; earlier images of an
 // upstream are read (once each) only when the annotation and the current
-// layers did not decide. Verify never fails: what cannot be read makes the
-// verdict unknown with its reason. When ctx ends (shutdown) the verdicts
-// say unreachable: the caller should not record them.
+// layers did not decide. The upstreams' current images are read while the
+// image is (they do not depend on it): a verification waits for the
+// longest of those reads, not their sum. Verify never fails: what cannot
+// be read makes the verdict unknown with its reason. When ctx ends
+// (shutdown) the verdicts say unreachable: the caller should not record
+// them.
 func (v *Verifier) Verify(ctx context.Context, req Request) Result {
 	ctx, cancel := context.WithTimeout(ctx, v.timeout)
 	defer cancel()
 	res := Result{Image: req.Image, Platform: req.Platform}
+	currents := make([]readResult, len(req.Upstreams))
+	var wg sync.WaitGroup
+	for i, up := range req.Upstreams {
+		wg.Go(func() { currents[i].r, currents[i].err = v.read(ctx, currentRef(up), req.Platform) })
+	}
 	img, err := v.read(ctx, req.Image, req.Platform)
+	wg.Wait()
 	if err != nil {
 		reason, detail := v.classify(err)
 		res.State, res.Reason, res.Detail = StateUnknown, reason, fmt.Sprintf("%s (%s): %s", req.Image, req.Platform, detail)
@@ -79,25 +89,37 @@ func (v *Verifier) Verify(ctx context.Context, req Request) Result {
 		return res
 	}
 	res.Digest, res.Manifest = img.Digest, img.Manifest
-	for _, up := range req.Upstreams {
-		res.Upstreams = append(res.Upstreams, v.judge(ctx, img, up, req.Platform))
+	for i, up := range req.Upstreams {
+		res.Upstreams = append(res.Upstreams, v.judge(ctx, img, up, currents[i], req.Platform))
 	}
 	res.State, res.Detail = Sum(res.Upstreams)
 	return res
 }
 
-// judge reads what it needs of one upstream and decides.
-func (v *Verifier) judge(ctx context.Context, img Read, up Upstream, p deps.Platform) Verdict {
-	ref := up.Image
+// readResult is a read and its error.
+type readResult struct {
+	r   Read
+	err error
+}
+
+// currentRef is what names up's current image: its tag, or the digest the
+// caller gave as current.
+func currentRef(up Upstream) string {
 	if up.Current != "" {
-		ref = pinned(up.Image, up.Current)
+		return pinned(up.Image, up.Current)
 	}
-	current, err := v.read(ctx, ref, p)
-	if err != nil {
-		reason, detail := v.classify(err)
+	return up.Image
+}
+
+// judge decides against one upstream, given the read of its current image
+// (currentRef), reading its earlier images when needed.
+func (v *Verifier) judge(ctx context.Context, img Read, up Upstream, cur readResult, p deps.Platform) Verdict {
+	if cur.err != nil {
+		reason, detail := v.classify(cur.err)
 		return Verdict{Upstream: up.Image, State: StateUnknown, Reason: reason, Current: up.Current,
-			Detail: fmt.Sprintf("upstream %s: %s", ref, detail)}
+			Detail: fmt.Sprintf("upstream %s: %s", currentRef(up), detail)}
 	}
+	current := cur.r
 	earlier := make([]Read, 0, len(up.Earlier))
 	for _, d := range up.Earlier {
 		if d != current.Digest {
