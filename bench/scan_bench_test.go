@@ -21,15 +21,26 @@ import (
 // tenth app declaring an extra upstream in .gitlab-deps instead.
 func seedInstance(b testing.TB, srv *gitlabtest.Server, n int) {
 	b.Helper()
-	const bases, runtimes = 5, 45
+	seedInstanceOn(b, srv, n, gitlabtest.DefaultRegistryHost, "debian:bookworm-%d")
+}
+
+// The instance's bases and runtimes (seedInstanceOn).
+const seedBases, seedRuntimes = 5, 45
+
+// seedInstanceOn is seedInstance with the projects' images on registry
+// host reg (the fake's RegistryHost), and base i FROM
+// fmt.Sprintf(external, i).
+func seedInstanceOn(b testing.TB, srv *gitlabtest.Server, n int, reg, external string) {
+	b.Helper()
+	const bases, runtimes = seedBases, seedRuntimes
 	add := func(path string, files map[string]string) {
 		if _, err := srv.AddProject(gitlabtest.Project{Path: path, Files: files}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reg := "registry.example.com/"
+	reg += "/"
 	for i := range bases {
-		add(fmt.Sprintf("images/base-%d", i), map[string]string{"Containerfile": fmt.Sprintf("FROM debian:bookworm-%d\n", i)})
+		add(fmt.Sprintf("images/base-%d", i), map[string]string{"Containerfile": "FROM " + fmt.Sprintf(external, i) + "\n"})
 	}
 	for i := range runtimes {
 		add(fmt.Sprintf("images/runtime-%d", i), map[string]string{

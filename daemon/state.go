@@ -8,8 +8,8 @@ import (
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
-	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/verify"
 	"gitlab.com/depsd/depsd/webhook"
 )
 
@@ -17,9 +17,9 @@ import (
 // whole after each scan so readers never see a half-updated one.
 type graphState struct {
 	cur atomic.Pointer[scanned]
-	// projectsChanged, if set, is told the projects of each graph loaded
-	// (what they publish follows: imageVerifier).
-	projectsChanged func([]scan.Project)
+	// projectsChanged, if set, is told the projects of each graph loaded,
+	// as deciding what they publish needs them (imageVerifier).
+	projectsChanged func([]verify.Project)
 }
 
 type scanned struct {
@@ -50,9 +50,9 @@ func (s *graphState) reload(ctx context.Context, st *store.Store) error {
 		return err
 	}
 	if s.projectsChanged != nil {
-		// What projects publish is read from the projects themselves:
-		// read whole only while verification needs them, and let go.
-		projects, err := st.Projects(ctx)
+		// What projects publish: only what deciding it needs (no file,
+		// only the dependencies that count), and let go.
+		projects, err := st.VerifyProjects(ctx)
 		if err != nil {
 			return err
 		}

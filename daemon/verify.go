@@ -14,13 +14,12 @@ import (
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/registry"
-	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/verify"
 )
 
 // imageVerifier is the chain engine's Verifier: it reads every image a
-// project publishes (verify.Published over the scanned projects, renewed
+// project publishes (verify.Published over the stored projects, renewed
 // with each graph), for each configured platform, judges it against its
 // upstreams' current images and the digests depsd saw them have, stores
 // each result and every digest it read (the project's own image is an
@@ -42,38 +41,16 @@ type imageVerifier struct {
 // at once.
 const maxImagesAtOnce = 4
 
-// projectsChanged renews what each project publishes from a scan's
-// projects (graphState.reload).
-func (iv *imageVerifier) projectsChanged(projects []scan.Project) {
-	in := make([]verify.Project, 0, len(projects))
-	for _, p := range projects {
-		in = append(in, verify.Project{Path: p.Path, RegistryPrefix: p.RegistryPrefix, Dependencies: p.Dependencies,
-			Built: iv.built(p)})
-	}
-	published, errs := verify.Published(in, iv.rules)
+// projectsChanged renews what each project publishes from the projects
+// of a scan, as the store keeps them for verification
+// (store.VerifyProjects: each judged against its built stage's bases,
+// recorded by the scan).
+func (iv *imageVerifier) projectsChanged(projects []verify.Project) {
+	published, errs := verify.Published(projects, iv.rules)
 	for _, err := range errs {
 		iv.log.Warn("published image left out", "err", err)
 	}
 	iv.published.Store(&published)
-}
-
-// built is what the project's built stage is FROM, read again from its
-// stored Containerfile: the store keeps the dependencies of every stage,
-// not which stage is built, and an image is judged against that one's
-// bases only (a COPY --from stage's image is not its base). Nil when the
-// project has no Containerfile or it does not parse: every FROM counts.
-func (iv *imageVerifier) built(p scan.Project) []string {
-	for _, f := range p.Files {
-		if f.Name == deps.GitLabDepsFile {
-			continue
-		}
-		a, err := deps.AnalyzeContainerfile(f.Name, f.Content, deps.Options{Platforms: iv.platforms})
-		if err != nil {
-			return nil
-		}
-		return a.Built
-	}
-	return nil
 }
 
 func (iv *imageVerifier) images(project string) []verify.Image {

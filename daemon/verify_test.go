@@ -209,3 +209,75 @@ func TestExternalBaseMovedIsReadFromTheRegistry(t *testing.T) {
 		t.Errorf("g/shop built on ruby's old image = %+v: want it found stale and rebuilt without cache", m)
 	}
 }
+
+// TestMultiStageImageJudgedAgainstItsBuiltStage: g/shop's Containerfile
+// has a builder stage FROM ext/golang and its built stage FROM g/ruby.
+// Its image is judged against ruby alone, as the scan recorded the built
+// stage's bases in the store: fresh. Judged against golang too (every
+// FROM), it would be unknown, since nothing of golang is in it.
+func TestMultiStageImageJudgedAgainstItsBuiltStage(t *testing.T) {
+	host := registrytest.Start(t)
+	golang, ruby, shop := host+"/ext/golang:1", host+"/g/ruby:latest", host+"/g/shop:latest"
+	registrytest.Push(t, golang)
+	srv := testGitLab(t, gitlabtest.Options{RegistryHost: host,
+		Pipelines: gitlabtest.Behavior{Duration: 20 * time.Millisecond, Outcome: "success"}},
+		map[string]string{
+			"g/ruby": "FROM scratch\n",
+			"g/shop": "FROM " + golang + " AS build\nRUN go build\nFROM " + ruby + "\nCOPY --from=build /app /app\n",
+			"g/web":  "FROM " + shop + "\n",
+		})
+	for path, im := range map[string]gitlabtest.Images{
+		"g/ruby": {Refs: []string{ruby}},
+		"g/shop": {From: ruby, Annotate: true},
+	} {
+		if err := srv.SetImages(path, im); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gl, cfg := testClient(t, srv), testConfig(t, srv)
+	cfg.Images.Verify = config.VerifyEnforce
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl,
+		PollInterval: 50 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	var id int64
+	eventually(t, "the rebuild to be accepted", func() bool {
+		id, err = d.Engine().Rebuild(ctx, "g/ruby", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"})
+		return err == nil
+	})
+	var v chain.ChainView
+	eventually(t, "the chain to finish or block", func() bool {
+		v, err = d.Engine().Chain(ctx, id)
+		return err == nil && v.State != chain.Running
+	})
+	var found bool
+	for _, m := range v.Members {
+		if m.Project != "g/shop" {
+			continue
+		}
+		found = true
+		if m.Verified != chain.ImageFresh || m.Builds != 1 {
+			t.Errorf("g/shop = %+v (%s): want fresh after one build, judged against %s alone", m, m.VerifyDetail, ruby)
+		}
+	}
+	if !found || v.State != chain.Finished {
+		t.Fatalf("chain %s without g/shop: %+v", v.State, v.Members)
+	}
+	records, err := d.store.Verifications(ctx, "g/shop")
+	if err != nil || len(records) != 1 {
+		t.Fatalf("stored verifications of g/shop = %+v, %v", records, err)
+	}
+	if ups := records[0].Result.Upstreams; len(ups) != 1 || ups[0].Upstream != ruby {
+		t.Errorf("g/shop judged against %+v, want %s alone", ups, ruby)
+	}
+}

@@ -9,7 +9,7 @@ import (
 )
 
 // Analyze parses the stored files of every project, fills in their
-// Dependencies, File and Warnings (appending to warnings already there),
+// Dependencies, File, Built and Warnings (appending to warnings already there),
 // maps images and .gitlab-deps entries to the projects in the list, and
 // returns the dependency graph of those projects (GraphOf: the same
 // rules as the graph later read back from the store).
@@ -35,11 +35,11 @@ func Analyze(projects []Project, registry, instanceHost string, opts deps.Option
 
 	for i := range projects {
 		p := &projects[i]
-		p.Dependencies, p.File = nil, ""
+		p.Dependencies, p.File, p.Built = nil, "", nil
 		for _, f := range p.Files {
 			a := analyzeFile(f, instanceHost, opts)
 			if f.Name != deps.GitLabDepsFile {
-				p.File = f.Name
+				p.File, p.Built = f.Name, a.Built
 			}
 			p.Warnings = append(p.Warnings, a.Warnings...)
 			for _, d := range a.Dependencies {

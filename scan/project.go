@@ -34,8 +34,14 @@ type Project struct {
 	SearchedFiles []string
 	File          string // the dependency file analysed (Containerfile, Dockerfile); empty if none
 	Dependencies  []deps.Dependency
-	Warnings      []deps.Warning
-	ScannedAt     time.Time
+	// Built are the images File's built stage is FROM
+	// (deps.FileAnalysis.Built), set by Analyze: what the project's image
+	// is judged against when depsd verifies it (a COPY --from stage's
+	// image is not its base). Nil when there is none: no Containerfile,
+	// one that does not parse, a built stage FROM scratch.
+	Built     []string
+	Warnings  []deps.Warning
+	ScannedAt time.Time
 	// PipelineIdent is how the project's pipelines carry depsd's action
 	// id (chain.PipelineIdent: variables, inputs, none), as stored; in a
 	// scan's result "" leaves the stored one as it is (see identify).

@@ -3,6 +3,7 @@ package scan_test
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +293,38 @@ func TestScanKeepsFilesWhenReadFails(t *testing.T) {
 	again, _ := st.Project(ctx, "infra/ruby")
 	if res.FilesFetched == 0 || again.HeadCommit == "" || hasWarning(again, "not read") || len(again.Dependencies) != 1 {
 		t.Errorf("the failed project was not read again: %+v; ruby %+v", res, again)
+	}
+}
+
+// TestScanRecordsTheBuiltStagesBases: each project keeps what its
+// Containerfile's built stage is FROM, through the stages it is FROM,
+// which is what its image is verified against; a builder stage's or a
+// COPY --from image is not among them.
+func TestScanRecordsTheBuiltStagesBases(t *testing.T) {
+	srv := instance(t)
+	gl, st := setup(t, srv)
+	ctx := context.Background()
+	if _, err := scan.Run(ctx, gl, st, opts()); err != nil {
+		t.Fatal(err)
+	}
+	reg := "registry.example.com/"
+	for _, tt := range []struct {
+		project string
+		want    []string
+	}{
+		{"apps/app", []string{reg + "infra/ruby:3.3"}},           // FROM a stage FROM ruby
+		{"infra/c", []string{reg + "infra/a:latest"}},            // not the COPY --from image
+		{"apps/self", []string{"docker.io/library/alpine:3.20"}}, // the last stage's
+		{"apps/docs", nil},   // .gitlab-deps only
+		{"apps/broken", nil}, // does not parse
+		{"infra/ruby", []string{reg + "infra/base:latest"}}, // through an ARG
+	} {
+		p, err := st.Project(ctx, tt.project)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(p.Built, tt.want) {
+			t.Errorf("%s: built stage bases %q, want %q", tt.project, p.Built, tt.want)
+		}
 	}
 }

@@ -821,11 +821,17 @@ mutant "the daemon's scope after a scan misses the stored projects' ids (webhook
 	'' \
 	-- go test -count=1 -run 'TestGraph$' ./store/
 
-mutant "verification judges an image against every stage's FROM, not the built stage's (a COPY --from image taken for a base: unknown)" \
-	daemon/verify.go \
-	'			Built: iv.built(p)})' \
-	'			Built: nil})' \
-	-- go test -count=1 -run 'TestDemoReal$' ./e2e/
+mutant "verification judges an image against every stage's FROM, not the built stage's (the scan's built stage bases not stored: a COPY --from image taken for a base, unknown)" \
+	store/apply.go \
+	'built, err := encodeNames(p.Built)' \
+	'built, err := encodeNames(nil)' \
+	-- go test -count=1 -run 'TestMultiStageImageJudgedAgainstItsBuiltStage$' ./daemon/
+
+mutant "a rescan that changes only a project's built stage bases leaves the stored ones" \
+	store/apply.go \
+	' && slices.Equal(a.Built, b.Built) &&' \
+	' &&' \
+	-- go test -count=1 -run 'TestVerifyProjects$/sqlite' ./store/
 
 mutant "a freshness page cursor forgets how long its row has been stale (the next page of stale images starts over, or skips some)" \
 	verify/page.go \

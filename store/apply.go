@@ -123,7 +123,7 @@ func removeAndPark(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project,
 // dependencies and warnings that changed. old holds the stored state.
 func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, projects []scan.Project) error {
 	upsert, err := tx.PrepareContext(ctx, `INSERT INTO projects (`+projectColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (id) DO UPDATE SET
 			path = excluded.path,
 			default_branch = excluded.default_branch,
@@ -136,7 +136,8 @@ func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, 
 			file = excluded.file,
 			scanned_at = excluded.scanned_at,
 			pipeline_ident = CASE WHEN excluded.pipeline_ident = '' THEN projects.pipeline_ident
-				ELSE excluded.pipeline_ident END`)
+				ELSE excluded.pipeline_ident END,
+			built = excluded.built`)
 	if err != nil {
 		return err
 	}
@@ -148,9 +149,13 @@ func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, 
 			if err != nil {
 				return fmt.Errorf("save project %s: %w", p.Path, err)
 			}
+			built, err := encodeNames(p.Built)
+			if err != nil {
+				return fmt.Errorf("save project %s: %w", p.Path, err)
+			}
 			if _, err := upsert.ExecContext(ctx, p.ID, p.Path, p.DefaultBranch, p.RegistryPrefix, p.WebURL,
 				p.HeadCommit, encodeTime(p.LastActivity), encodeTime(p.HeadCheckedAt), searched, p.File,
-				encodeTime(p.ScannedAt), p.PipelineIdent); err != nil {
+				encodeTime(p.ScannedAt), p.PipelineIdent, built); err != nil {
 				return fmt.Errorf("save project %s: %w", p.Path, err)
 			}
 		}
@@ -179,7 +184,7 @@ func sameRow(a, b *scan.Project) bool {
 	return a.Path == b.Path && a.DefaultBranch == b.DefaultBranch && a.RegistryPrefix == b.RegistryPrefix &&
 		a.WebURL == b.WebURL && a.HeadCommit == b.HeadCommit && a.File == b.File &&
 		a.LastActivity.Equal(b.LastActivity) && a.HeadCheckedAt.Equal(b.HeadCheckedAt) &&
-		a.ScannedAt.Equal(b.ScannedAt) && slices.Equal(a.SearchedFiles, b.SearchedFiles) &&
+		a.ScannedAt.Equal(b.ScannedAt) && slices.Equal(a.SearchedFiles, b.SearchedFiles) && slices.Equal(a.Built, b.Built) &&
 		(b.PipelineIdent == "" || a.PipelineIdent == b.PipelineIdent)
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 const projectColumns = `id, path, default_branch, registry_prefix, web_url, head_commit, last_activity,
-	head_checked_at, searched_files, file, scanned_at, pipeline_ident`
+	head_checked_at, searched_files, file, scanned_at, pipeline_ident, built`
 
 // Projects returns every stored project, sorted by path, with its files,
 // dependencies and warnings in order. It costs four queries whatever the
@@ -67,9 +67,9 @@ func queryProjects(ctx context.Context, tx *sql.Tx, query string, args ...any) (
 	for rows.Next() {
 		var p scan.Project
 		var activity, checked, scanned sql.NullString
-		var searched string
+		var searched, built string
 		if err := rows.Scan(&p.ID, &p.Path, &p.DefaultBranch, &p.RegistryPrefix, &p.WebURL,
-			&p.HeadCommit, &activity, &checked, &searched, &p.File, &scanned, &p.PipelineIdent); err != nil {
+			&p.HeadCommit, &activity, &checked, &searched, &p.File, &scanned, &p.PipelineIdent, &built); err != nil {
 			return nil, err
 		}
 		if p.LastActivity, err = decodeTime(activity); err != nil {
@@ -82,7 +82,10 @@ func queryProjects(ctx context.Context, tx *sql.Tx, query string, args ...any) (
 			return nil, fmt.Errorf("project %s: %w", p.Path, err)
 		}
 		if p.SearchedFiles, err = decodeNames(searched); err != nil {
-			return nil, fmt.Errorf("project %s: %w", p.Path, err)
+			return nil, fmt.Errorf("project %s: searched files: %w", p.Path, err)
+		}
+		if p.Built, err = decodeNames(built); err != nil {
+			return nil, fmt.Errorf("project %s: built stage bases: %w", p.Path, err)
 		}
 		out = append(out, p)
 	}
@@ -156,8 +159,9 @@ func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project,
 	return rows.Err()
 }
 
-// encodeNames stores a list of file names as a JSON array: one portable
-// TEXT column instead of a table for a short list read with its project.
+// encodeNames stores a short list (file names, images) as a JSON array:
+// one portable TEXT column instead of a table for a list read with its
+// project. An empty list is stored as an empty string.
 func encodeNames(names []string) (string, error) {
 	if len(names) == 0 {
 		return "", nil
@@ -172,7 +176,7 @@ func decodeNames(s string) ([]string, error) {
 	}
 	var names []string
 	if err := json.Unmarshal([]byte(s), &names); err != nil {
-		return nil, fmt.Errorf("decode searched files %q: %w", s, err)
+		return nil, fmt.Errorf("decode %q: %w", s, err)
 	}
 	return names, nil
 }

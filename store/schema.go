@@ -241,5 +241,6 @@ func migrations() []migration {
 		signingTokenMigration(),
 		verificationMigration(),
 		verifyMigration(),
+		builtMigration(),
 	}
 }

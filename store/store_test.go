@@ -32,6 +32,7 @@ func sampleProjects() []scan.Project {
 				Kind: deps.KindFrom, Line: 1, Ref: "debian:bookworm", Image: "docker.io/library/debian:bookworm",
 				Repository: "docker.io/library/debian", Tag: "bookworm",
 			}},
+			Built: []string{"docker.io/library/debian:bookworm"},
 		},
 		{
 			ID: 20, Path: "group/app", DefaultBranch: "master", RegistryPrefix: "registry.example.com/group/app",
