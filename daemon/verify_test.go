@@ -29,30 +29,11 @@ func TestStaleImageRebuiltWithoutCacheAgainstTheRegistry(t *testing.T) {
 	srv := testGitLab(t, gitlabtest.Options{RegistryHost: host,
 		Pipelines: gitlabtest.Behavior{Duration: 20 * time.Millisecond, Outcome: "success"}},
 		map[string]string{"g/ruby": "FROM scratch\n", "g/shop": "FROM " + ruby + "\n", "g/web": "FROM " + shop + "\n"})
-	for path, im := range map[string]gitlabtest.Images{
+	var err error
+	d, ctx := runVerifying(t, srv, map[string]gitlabtest.Images{
 		"g/ruby": {Refs: []string{ruby}},
 		"g/shop": {From: ruby, Annotate: true},
 		"g/web":  {From: shop, Annotate: true},
-	} {
-		if err := srv.SetImages(path, im); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gl, cfg := testClient(t, srv), testConfig(t, srv)
-	cfg.Images.Verify = config.VerifyEnforce
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl,
-		PollInterval: 50 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
 	})
 	// rebuildRuby starts a chain at g/ruby and returns it once it finished
 	// or blocked.
@@ -156,29 +137,10 @@ func TestExternalBaseMovedIsReadFromTheRegistry(t *testing.T) {
 	srv := testGitLab(t, gitlabtest.Options{RegistryHost: host,
 		Pipelines: gitlabtest.Behavior{Duration: 20 * time.Millisecond, Outcome: "success"}},
 		map[string]string{"g/shop": "FROM " + ruby + "\n", "g/web": "FROM " + shop + "\n"})
-	for path, im := range map[string]gitlabtest.Images{
+	var err error
+	d, ctx := runVerifying(t, srv, map[string]gitlabtest.Images{
 		"g/shop": {From: ruby, Annotate: true},
 		"g/web":  {From: shop, Annotate: true},
-	} {
-		if err := srv.SetImages(path, im); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gl, cfg := testClient(t, srv), testConfig(t, srv)
-	cfg.Images.Verify = config.VerifyEnforce
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl,
-		PollInterval: 50 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
 	})
 	rebuildShop := func() chain.MemberView {
 		t.Helper()
@@ -226,29 +188,10 @@ func TestMultiStageImageJudgedAgainstItsBuiltStage(t *testing.T) {
 			"g/shop": "FROM " + golang + " AS build\nRUN go build\nFROM " + ruby + "\nCOPY --from=build /app /app\n",
 			"g/web":  "FROM " + shop + "\n",
 		})
-	for path, im := range map[string]gitlabtest.Images{
+	var err error
+	d, ctx := runVerifying(t, srv, map[string]gitlabtest.Images{
 		"g/ruby": {Refs: []string{ruby}},
 		"g/shop": {From: ruby, Annotate: true},
-	} {
-		if err := srv.SetImages(path, im); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gl, cfg := testClient(t, srv), testConfig(t, srv)
-	cfg.Images.Verify = config.VerifyEnforce
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl,
-		PollInterval: 50 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
 	})
 	var id int64
 	eventually(t, "the rebuild to be accepted", func() bool {
@@ -280,4 +223,32 @@ func TestMultiStageImageJudgedAgainstItsBuiltStage(t *testing.T) {
 	if ups := records[0].Result.Upstreams; len(ups) != 1 || ups[0].Upstream != ruby {
 		t.Errorf("g/shop judged against %+v, want %s alone", ups, ruby)
 	}
+}
+
+// runVerifying gives srv's projects their images and runs the daemon
+// against it with images.verify enforce until the test ends.
+func runVerifying(t *testing.T, srv *gitlabtest.Server, images map[string]gitlabtest.Images) (*Daemon, context.Context) {
+	t.Helper()
+	for path, im := range images {
+		if err := srv.SetImages(path, im); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gl, cfg := testClient(t, srv), testConfig(t, srv)
+	cfg.Images.Verify = config.VerifyEnforce
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl,
+		PollInterval: 50 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return d, ctx
 }
