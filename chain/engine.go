@@ -131,8 +131,9 @@ type Engine struct {
 	// claimed until their Lease runs out.
 	abandonMu sync.Mutex
 	abandoned map[string]Action
-	// dueMu guards dueSenders: how many senders have creates due, for the
-	// client's hold on background requests (holdNormal).
+	// dueMu guards dueSenders: how many senders have creates due (and
+	// Rebuild calls run), for the client's hold on background requests
+	// (holdNormal).
 	dueMu      sync.Mutex
 	dueSenders int
 	// outbox is RunOutbox's senders while it runs (nil otherwise): a

@@ -109,8 +109,9 @@ func (s *senders) noteDueLocked() {
 	s.e.holdNormal(due)
 }
 
-// holdNormal counts the senders with creates due, and holds the client's
-// background requests while there are any.
+// holdNormal counts the senders with creates due (and the Rebuild calls
+// deciding a chain), and holds the client's background requests while
+// there are any.
 func (e *Engine) holdNormal(due bool) {
 	h, ok := e.cfg.GitLab.(normalHolder)
 	if !ok {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 )
 
@@ -191,5 +192,30 @@ func TestOutboxHoldsBackgroundRequestsWhileCreatesAreDue(t *testing.T) {
 	}
 	if holds == 0 || holds != unholds {
 		t.Errorf("%d holds, %d releases", holds, unholds)
+	}
+}
+
+// A rebuild holds the client's background requests from the call on: the
+// transaction deciding a chain of thousands of members takes a second or
+// more, and the project's create is due all along.
+func TestRebuildHoldsBackgroundRequestsWhileItDecides(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "base>a")
+	gl := &holdingGitLab{fakeGitLab: e.gl}
+	var heldInGraph []bool
+	graph := func(ctx context.Context) (*deps.Graph, error) {
+		held, _, _, _ := gl.state()
+		heldInGraph = append(heldInGraph, held)
+		return e.store.Graph(ctx)
+	}
+	en, err := chain.New(chain.Config{Store: e.store, GitLab: gl, Graph: graph, Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := en.Rebuild(e.ctx, "base", chain.Reason{Kind: chain.ReasonRebuild}); err != nil {
+		t.Fatal(err)
+	}
+	if held, _, _, _ := gl.state(); held || len(heldInGraph) == 0 || !heldInGraph[0] {
+		t.Errorf("held while the rebuild loaded the graph: %v; held after it: %v", heldInGraph, held)
 	}
 }

@@ -27,7 +27,14 @@ var ErrUnknownProject = errors.New("project not in the dependency graph")
 // reason, Rebuild returns that chain's id and changes nothing. So a fire or
 // a change whose process died before recording its outcome can simply be
 // started again by the next.
+//
+// The project's create is due from the call on, and the transaction that
+// decides a chain of thousands of members takes a second or more: the
+// GitLab client's background requests wait meanwhile (holdNormal), as they
+// do while the outbox then sends.
 func (e *Engine) Rebuild(ctx context.Context, project string, reason Reason) (int64, error) {
+	e.holdNormal(true)
+	defer e.holdNormal(false)
 	g, err := e.cfg.Graph(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("rebuild %s: load graph: %w", project, err)

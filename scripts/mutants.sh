@@ -134,6 +134,14 @@ mutant "the client's hold does not hold normal requests" \
 	'(!urgent || overdue <= 0)' \
 	-- go test -count=1 -run 'LimiterHolds' ./gitlab/
 
+mutant "a rebuild lets background requests go while it decides the chain" \
+	chain/rebuild.go \
+	'	e.holdNormal(true)
+	defer e.holdNormal(false)
+' \
+	'' \
+	-- go test -count=1 -run 'RebuildHolds' ./chain/
+
 mutant "the outbox lets background requests go while a create is in flight" \
 	chain/outbox.go \
 	'due := s.claiming || s.mayBeDue || len(s.slots) > 0' \
