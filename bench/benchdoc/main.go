@@ -23,6 +23,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -363,19 +364,18 @@ func fromRuns(from From, runs []Run) (figure, measured string) {
 	return figure, strings.Join(machines, ", ") + "; " + strings.Join(dates, ", ") + "; " + settings
 }
 
-// rangeOf writes "1.2–3.4 s" for "1.2 s" and "3.4 s" (the unit once).
+// rangeOf writes "1.2–3.4 s" for "1.2 s" and "3.4 s", and "p99 2.7–3.2 ms"
+// for "p99 2.7 ms" and "p99 3.2 ms": the words around the first number
+// once, when both ends have the same.
 func rangeOf(lo, hi string) string {
-	loNum, loUnit, _ := strings.Cut(lo, " ")
-	hiNum, hiUnit, _ := strings.Cut(hi, " ")
-	if loUnit == hiUnit {
-		return loNum + "–" + hiNum + suffix(hiUnit)
+	l, h := number.FindStringIndex(lo), number.FindStringIndex(hi)
+	if l != nil && h != nil && lo[:l[0]] == hi[:h[0]] && lo[l[1]:] == hi[h[1]:] {
+		return lo[:l[1]] + "–" + hi[h[0]:]
 	}
 	return lo + "–" + hi
 }
 
-func suffix(unit string) string {
-	if unit == "" {
-		return ""
-	}
-	return " " + unit
-}
+// number is a formatted figure (12, 1,024, 0.25), not the digits of a
+// word (p99).
+var number = regexp.MustCompile(`\b\d[\d,]*(\.\d+)?`)
+

@@ -116,3 +116,19 @@ func TestFigureFromRuns(t *testing.T) {
 		})
 	}
 }
+
+// A range says the words around its number once, before or after it.
+func TestRangeOf(t *testing.T) {
+	for _, tc := range []struct{ lo, hi, want string }{
+		{"1.2 s", "3.4 s", "1.2–3.4 s"},
+		{"p99 2.7 ms", "p99 3.2 ms", "p99 2.7–3.2 ms"},
+		{"1.00× the floor", "1.01× the floor", "1.00–1.01× the floor"},
+		{"(its p99 1.8 ms)", "(its p99 79.7 ms)", "(its p99 1.8–79.7 ms)"},
+		{"1,001 pipelines", "10,001 pipelines", "1,001–10,001 pipelines"},
+		{"0.9 ms", "1.2 s", "0.9 ms–1.2 s"},
+	} {
+		if got := rangeOf(tc.lo, tc.hi); got != tc.want {
+			t.Errorf("rangeOf(%q, %q) = %q, want %q", tc.lo, tc.hi, got, tc.want)
+		}
+	}
+}
