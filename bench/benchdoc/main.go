@@ -378,4 +378,3 @@ func rangeOf(lo, hi string) string {
 // number is a formatted figure (12, 1,024, 0.25), not the digits of a
 // word (p99).
 var number = regexp.MustCompile(`\b\d[\d,]*(\.\d+)?`)
-
