@@ -59,17 +59,7 @@ func TestFreshnessPages(t *testing.T) {
 		// stored rows (unknown, verified after its build).
 		{Project: "h/docs", State: chain.Stale, PipelineID: 14, TriggeredAt: &triggered, Verified: chain.ImageStale, VerifyDetail: "built on an old base"},
 	}}
-	d, err := New(Options{Store: fakeStore{projects}, Chains: fakeChains{c}, Freshness: freshness, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	d.Register(mux)
-	get := func(path string) (int, string) {
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-		return rec.Code, rec.Body.String()
-	}
+	d, get := pages(t, Options{Store: fakeStore{projects}, Chains: fakeChains{c}, Freshness: freshness, Now: func() time.Time { return now }})
 	listed := regexp.MustCompile(`<tr data-project="([^"]+)" data-state="([^"]+)"`)
 	for _, tc := range []struct {
 		path string
@@ -147,18 +137,8 @@ func TestFreshnessPagesArePaged(t *testing.T) {
 		rows = append(rows, r)
 	}
 	slices.SortFunc(rows, verify.Compare)
-	d, err := New(Options{Store: fakeStore{}, Chains: fakeChains{}, Now: func() time.Time { return t0 },
+	_, get := pages(t, Options{Store: fakeStore{}, Chains: fakeChains{}, Now: func() time.Time { return t0 },
 		Freshness: func(context.Context, ...string) ([]verify.Row, error) { return slices.Clone(rows), nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	d.Register(mux)
-	get := func(path string) (int, string) {
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-		return rec.Code, rec.Body.String()
-	}
 	listed := regexp.MustCompile(`<tr data-project="([^"]+)" data-state="([^"]+)"`)
 	linked := func(body, id string) string {
 		m := regexp.MustCompile(`id="` + id + `"[^>]* href="([^"]+)"`).FindStringSubmatch(body)
@@ -251,5 +231,22 @@ func TestFreshnessPagesArePaged(t *testing.T) {
 		if code, body := get(path); code != http.StatusBadRequest || !strings.Contains(body, want) {
 			t.Errorf("GET %s: %d, want 400 saying %q", path, code, want)
 		}
+	}
+}
+
+// pages makes the dashboard with o, and returns it and a GET of one of its
+// paths (the status and the body).
+func pages(t *testing.T, o Options) (*Dashboard, func(path string) (int, string)) {
+	t.Helper()
+	d, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	d.Register(mux)
+	return d, func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
 	}
 }
