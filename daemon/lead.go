@@ -39,6 +39,7 @@ func (d *Daemon) lead(ctx context.Context) error {
 	// two replicas read the same images (the store queues them; a leader
 	// that dies leaves them to the next).
 	g.Go(func() error { return d.engine.RunVerify(gctx) })
+	g.Go(func() error { d.watchVerifyQueue(gctx); return nil })
 	g.Go(func() error {
 		return d.every(gctx, jobReconcile, d.opts.ReconcileInterval, func(ctx context.Context) error {
 			_, err := d.engine.Reconcile(ctx)
@@ -60,6 +61,29 @@ func (d *Daemon) lead(ctx context.Context) error {
 	})
 	return g.Wait()
 }
+
+// watchVerifyQueue wakes the leader's verifier when another replica
+// queues a verification (store.WatchVerifyQueue), so that a member's
+// success applied there is verified at once, not at the next poll of the
+// queue (5 s later, on the chain's critical path). A connection that
+// fails is listened on again after listenRetry; the poll covers the gap.
+func (d *Daemon) watchVerifyQueue(ctx context.Context) {
+	for {
+		err := d.store.WatchVerifyQueue(ctx, d.engine.NotifyVerify)
+		if err == nil { // ctx ended, or SQLite: nothing to listen to
+			return
+		}
+		d.log.Warn("listening for verifications queued by other replicas failed; polling the queue meanwhile", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(listenRetry):
+		}
+	}
+}
+
+// listenRetry is how long watchVerifyQueue waits before it listens again.
+const listenRetry = 5 * time.Second
 
 // stepDownAfter is how many runs in a row a leader job may fail before
 // the leader steps down (see every), provided the failures span at least

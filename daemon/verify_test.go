@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/registry/registrytest"
+	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/store/pgtest"
 	"gitlab.com/depsd/depsd/verify"
 )
 
@@ -251,4 +254,59 @@ func runVerifying(t *testing.T, srv *gitlabtest.Server, images map[string]gitlab
 		}
 	})
 	return d, ctx
+}
+
+// TestVerificationQueuedByAnotherReplicaWakesTheLeader: with replicas on
+// PostgreSQL, a member's success that another replica applied is queued
+// for verification there, and the leader, which alone verifies, starts on
+// it at once (the queue's notification), not at its next poll of the
+// queue (an hour here).
+func TestVerificationQueuedByAnotherReplicaWakesTheLeader(t *testing.T) {
+	host := registrytest.Start(t)
+	srv := testGitLab(t, gitlabtest.Options{RegistryHost: host}, map[string]string{"g/ruby": "FROM scratch\n"})
+	gl, cfg := testClient(t, srv), testConfig(t, srv)
+	cfg.Images.Verify = config.VerifyEnforce
+	cfg.State = pgtest.Database(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	other, err := store.Open(ctx, cfg.State) // the replica that applied the success
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	info, _ := srv.Project("g/ruby")
+	queued := func() int {
+		var n int
+		err := other.ViewChains(ctx, func(tx chain.Tx) error {
+			tasks, err := tx.VerifyTasks(ctx, 10)
+			n = len(tasks)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// The first may meet the leader's first look at the queue; the
+	// second waits for a wake-up.
+	for _, pipeline := range []int64{101, 102} {
+		err := other.UpdateChains(ctx, func(tx chain.Tx) error {
+			return tx.QueueVerify(ctx, chain.VerifyTask{Project: "g/ruby", ProjectID: info.ID, PipelineID: pipeline, QueuedAt: time.Now()})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, fmt.Sprintf("the leader to verify pipeline %d's images", pipeline), func() bool { return queued() == 0 })
+	}
 }

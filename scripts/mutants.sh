@@ -859,6 +859,18 @@ mutant "depsd freshness prints one page of rows, not every row (a cron job misse
 	'MaxAge: maxAge, Limit: verify.MaxPageLimit})' \
 	-- go test -count=1 -run 'TestFreshnessCommandPrintsEveryRow' ./cmd/depsd/
 
+mutant "a verification queued by a follower does not wake the leader (verified at its next poll, 5 s later on the chain's critical path)" \
+	store/verify.go \
+	"err = t.tx.execLater(ctx, \`SELECT pg_notify(\$1, '')\`, verifyChannel)" \
+	'err = nil' \
+	-- go test -count=1 -run 'TestWatchVerifyQueue/postgres' ./store/
+
+mutant "the leader does not listen for verifications other replicas queue (each waits for its next poll of the queue)" \
+	daemon/lead.go \
+	'g.Go(func() error { d.watchVerifyQueue(gctx); return nil })' \
+	'' \
+	-- go test -count=1 -run 'TestVerificationQueuedByAnotherReplicaWakesTheLeader' ./daemon/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

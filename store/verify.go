@@ -41,6 +41,11 @@ func (t chainTx) QueueVerify(ctx context.Context, task chain.VerifyTask) error {
 	err := t.tx.execLater(ctx, `INSERT INTO verify_queue (project, pipeline_id, project_id, chain_id, queued_at)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (project, pipeline_id) DO NOTHING`,
 		task.Project, task.PipelineID, task.ProjectID, task.ChainID, encodeTime(task.QueuedAt))
+	if err == nil && t.tx.pipe != nil {
+		// PostgreSQL: wake the leader's verifier when this commits
+		// (WatchVerifyQueue), wherever it runs.
+		err = t.tx.execLater(ctx, `SELECT pg_notify($1, '')`, verifyChannel)
+	}
 	if err != nil {
 		return fmt.Errorf("queue verification of %s pipeline %d: %w", task.Project, task.PipelineID, err)
 	}
