@@ -44,20 +44,8 @@ func TestExternalImageChangeStartsChain(t *testing.T) {
 	cfg.Scheduler.WatchInterval = time.Hour
 	clock := clocktest.New(time.Now())
 
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, SchedulerClock: clock,
+	d, ctx := runDaemon(t, Options{Config: cfg, GitLab: gl, SchedulerClock: clock,
 		PollInterval: 50 * time.Millisecond, ReconcileInterval: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
 
 	// The first check only records the digest.
 	digest := func() string {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -56,4 +57,29 @@ func testConfig(t *testing.T, srv *gitlabtest.Server) config.Config {
 	// them would look that name up. Tests of verification turn it on.
 	cfg.Images.Verify = config.VerifyOff
 	return cfg
+}
+
+// runDaemon starts a daemon with opts (on 127.0.0.1 at a free port unless
+// opts.Listen says otherwise) and stops it when the test ends, where its
+// run must end without an error. The context is the daemon's.
+func runDaemon(t *testing.T, opts Options) (*Daemon, context.Context) {
+	t.Helper()
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, opts)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return d, ctx
 }

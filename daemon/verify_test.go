@@ -239,21 +239,8 @@ func runVerifying(t *testing.T, srv *gitlabtest.Server, images map[string]gitlab
 	}
 	gl, cfg := testClient(t, srv), testConfig(t, srv)
 	cfg.Images.Verify = config.VerifyEnforce
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl,
+	return runDaemon(t, Options{Config: cfg, GitLab: gl,
 		PollInterval: 50 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	return d, ctx
 }
 
 // TestVerificationQueuedByAnotherReplicaWakesTheLeader: with replicas on
@@ -267,19 +254,7 @@ func TestVerificationQueuedByAnotherReplicaWakesTheLeader(t *testing.T) {
 	gl, cfg := testClient(t, srv), testConfig(t, srv)
 	cfg.Images.Verify = config.VerifyEnforce
 	cfg.State = pgtest.Database(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := New(ctx, Options{Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, PollInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	_, ctx := runDaemon(t, Options{Config: cfg, GitLab: gl, PollInterval: time.Hour})
 	other, err := store.Open(ctx, cfg.State) // the replica that applied the success
 	if err != nil {
 		t.Fatal(err)
