@@ -216,9 +216,8 @@ func TestHandedSendEndsWithoutAClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- en.RunOutbox(ctx) }()
+	stop := runWorkers(t, e.ctx, en.RunOutbox)
+	defer stop() // if the test ends early
 	claims := func() int {
 		counting.mu.Lock()
 		defer counting.mu.Unlock()
@@ -237,10 +236,7 @@ func TestHandedSendEndsWithoutAClaim(t *testing.T) {
 	for states(e.chain(id)) != "x=triggered" && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	cancel()
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	e.wantStates(id, "x=triggered")
 	if n := claims(); n != 1 {
 		t.Errorf("%d claim transactions, want 1 (RunOutbox's first)", n)

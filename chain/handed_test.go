@@ -69,22 +69,9 @@ func (e *env) handingEngine(gl chain.GitLab, sendConcurrency int) (*chain.Engine
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- en.RunOutbox(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-stopped:
-			if err != nil {
-				e.t.Error(err)
-			}
-		case <-time.After(10 * time.Second):
-			// RunOutbox waits for its senders, a slot reserved and
-			// never given back included.
-			e.t.Error("RunOutbox did not stop: a sender slot is still reserved")
-		}
-	})
+	// RunOutbox waits for its senders as it stops, a slot reserved and
+	// never given back included: then it does not stop.
+	e.t.Cleanup(runWorkers(e.t, e.ctx, en.RunOutbox))
 	deadline := time.Now().Add(10 * time.Second)
 	for !chain.OutboxRunning(en) {
 		if time.Now().After(deadline) {

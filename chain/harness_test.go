@@ -336,3 +336,33 @@ func member(v chain.ChainView, p string) chain.MemberView {
 }
 
 var errBoom = errors.New("connection reset by peer")
+
+// runWorkers runs each worker (an engine's RunInbox, RunOutbox, ...) in a
+// goroutine of its own until stop, which cancels them and fails the test
+// if one ends with an error or has not ended within 10 s. stop may be
+// called more than once (a deferred stop after an explicit one).
+func runWorkers(t *testing.T, ctx context.Context, workers ...func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan error, len(workers))
+	for _, w := range workers {
+		go func() { stopped <- w(ctx) }()
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			timeout := time.After(10 * time.Second)
+			for range workers {
+				select {
+				case err := <-stopped:
+					if err != nil {
+						t.Errorf("worker ended with %v", err)
+					}
+				case <-timeout:
+					t.Error("a worker did not stop within 10 s")
+					return
+				}
+			}
+		})
+	}
+}

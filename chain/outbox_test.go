@@ -339,10 +339,8 @@ func TestWorkersWakeAndStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.engine = en
-	ctx, cancel := context.WithCancel(e.ctx)
-	stopped := make(chan error, 2)
-	go func() { stopped <- e.engine.RunInbox(ctx) }()
-	go func() { stopped <- e.engine.RunOutbox(ctx) }()
+	stop := runWorkers(t, e.ctx, e.engine.RunInbox, e.engine.RunOutbox)
+	defer stop() // if the test ends early
 	id := e.rebuild("base")
 	if p := <-obs.created; p != "base" {
 		t.Fatalf("created %s first", p)
@@ -357,12 +355,7 @@ func TestWorkersWakeAndStop(t *testing.T) {
 	if p := <-obs.created; p != "a" { // the event was processed and a's action sent
 		t.Fatalf("created %s second", p)
 	}
-	cancel()
-	for range 2 {
-		if err := <-stopped; err != nil {
-			t.Fatalf("worker ended with %v", err)
-		}
-	}
+	stop()
 	if v := e.chain(id); states(v) != "a=triggered base=success" {
 		t.Errorf("chain: %s", states(v))
 	}
@@ -546,15 +539,7 @@ func TestRunOutboxSendsANewActionBesideASlowOne(t *testing.T) {
 	}
 	e.engine = en
 	other := e.newEngine(chain.Full, gl)
-	ctx, cancel := context.WithCancel(e.ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- e.engine.RunOutbox(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-stopped; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer runWorkers(t, e.ctx, e.engine.RunOutbox)()
 	defer close(gl.release)
 	wait := func(want int64) {
 		t.Helper()
@@ -637,15 +622,7 @@ func TestQueuedActionIsHandedToTheRunningOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- en.RunOutbox(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-stopped; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer runWorkers(t, e.ctx, en.RunOutbox)()
 	// RunOutbox registers its senders as it starts; an action queued
 	// before that would be written unclaimed.
 	deadline := time.Now().Add(10 * time.Second)

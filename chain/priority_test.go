@@ -152,10 +152,8 @@ func TestOutboxHoldsBackgroundRequestsWhileCreatesAreDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.engine = en
-	ctx, cancel := context.WithCancel(e.ctx)
-	stopped := make(chan error, 2)
-	go func() { stopped <- e.engine.RunInbox(ctx) }()
-	go func() { stopped <- e.engine.RunOutbox(ctx) }()
+	stop := runWorkers(t, e.ctx, e.engine.RunInbox, e.engine.RunOutbox)
+	defer stop() // if the test ends early
 	released := func(when string) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -180,12 +178,7 @@ func TestOutboxHoldsBackgroundRequestsWhileCreatesAreDue(t *testing.T) {
 	<-obs.created
 	<-obs.created
 	released("after a's and b's creates")
-	cancel()
-	for range 2 {
-		if err := <-stopped; err != nil {
-			t.Fatalf("worker ended with %v", err)
-		}
-	}
+	stop()
 	_, atCreate, holds, unholds := gl.state()
 	if !slices.Equal(atCreate, []bool{true, true, true}) {
 		t.Errorf("held at each create: %v, want held at all three", atCreate)

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -25,20 +24,7 @@ func TestUIListenerSeparatesTheViews(t *testing.T) {
 			opts.UIListen = "127.0.0.1:0"
 			opts.UIListening = func(a string) { addrs <- "ui " + a }
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		d, err := New(ctx, opts)
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- d.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
+		runDaemon(t, opts)
 		want := 1
 		if ui {
 			want = 2
@@ -52,10 +38,8 @@ func TestUIListenerSeparatesTheViews(t *testing.T) {
 				} else {
 					mainURL = "http://" + addr
 				}
-			case err := <-done:
-				t.Fatalf("daemon ended: %v", err)
 			case <-time.After(10 * time.Second):
-				t.Fatal("daemon not listening")
+				t.Fatal("daemon not listening") // the cleanup says why, if it ended
 			}
 		}
 		return mainURL, uiURL
