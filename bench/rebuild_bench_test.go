@@ -152,7 +152,7 @@ func rebuild(b *testing.B, seed func(*gitlabtest.Server), root string) {
 		slices.Sort(byEndpoint)
 		b.ReportMetric(float64(requests), "requests")
 		b.Logf("GitLab requests during the chain: %d (%s)", requests, strings.Join(byEndpoint, ", "))
-		others, othersBy := arrivals.whileDue(createPath, dueIntervals(srv, graph, root, start))
+		others, othersBy := arrivals.whileDue(createPath, dueIntervals(srv, graph, root, start), finishes(srv))
 		b.ReportMetric(float64(others), "other-requests-while-creates-due")
 		b.Logf("requests other than creates while a create was due: %d, goal 0 (%s)", others, strings.Join(othersBy, ", "))
 		created := 0
@@ -231,11 +231,14 @@ func (l *requestLog) start() {
 }
 
 // whileDue counts the requests to endpoints other than main that arrived
-// within one of the intervals, and names them by endpoint.
-func (l *requestLog) whileDue(main string, due []interval) (int, []string) {
+// within one of the intervals, and names them by endpoint, each with how
+// long after the last pipeline finished before it (finished, sorted) it
+// arrived: a request within the time a webhook takes to reach depsd went
+// out before depsd could know that a create was due.
+func (l *requestLog) whileDue(main string, due []interval, finished []time.Time) (int, []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, by := 0, map[string]int{}
+	n, by := 0, map[string][]string{}
 	for _, e := range l.entries {
 		if e.endpoint == main {
 			continue
@@ -246,18 +249,36 @@ func (l *requestLog) whileDue(main string, due []interval) (int, []string) {
 		i, at := slices.BinarySearchFunc(due, e.at, func(iv interval, t time.Time) int { return iv.from.Compare(t) })
 		if at || (i > 0 && e.at.Before(due[i-1].to)) {
 			n++
-			by[e.endpoint]++
+			after := "before any pipeline finished"
+			if j, _ := slices.BinarySearchFunc(finished, e.at, time.Time.Compare); j > 0 {
+				after = fmt.Sprintf("%.0f ms after a pipeline finished", float64(e.at.Sub(finished[j-1]).Microseconds())/1000)
+			}
+			by[e.endpoint] = append(by[e.endpoint], after)
 		}
 	}
 	var out []string
-	for ep, c := range by {
-		out = append(out, fmt.Sprintf("%s: %d", ep, c))
+	for ep, lags := range by {
+		out = append(out, fmt.Sprintf("%s: %d (%s)", ep, len(lags), strings.Join(lags, "; ")))
 	}
 	slices.Sort(out)
 	return n, out
 }
 
 type interval struct{ from, to time.Time }
+
+// finishes are the times the pipelines depsd created finished, sorted.
+func finishes(srv *gitlabtest.Server) []time.Time {
+	var out []time.Time
+	for _, p := range srv.Projects() {
+		for _, pl := range srv.Pipelines(p) {
+			if pl.Source == "api" && !pl.FinishedAt.IsZero() {
+				out = append(out, pl.FinishedAt)
+			}
+		}
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out
+}
 
 // dueIntervals are the times at which a create of the chain was due: for
 // each pipeline depsd created, from when its upstream's pipeline finished
