@@ -33,6 +33,11 @@ const (
 	// ImageUnknown: the images could not be judged (not found, squashed,
 	// a registry that did not answer in time, ...). It never blocks.
 	ImageUnknown ImageState = "unknown"
+	// ImagePinned: some image was built on an earlier image of an
+	// upstream because its Containerfile pins that image by digest. Like
+	// unknown it blocks nothing and is not rebuilt without cache: the
+	// pin has to move, which a rebuild cannot do.
+	ImagePinned ImageState = "pinned"
 )
 
 // Verifier judges the images a project published against its upstreams'
@@ -238,7 +243,7 @@ func (e *Engine) verifyOne(ctx context.Context, task VerifyTask) Verification {
 		return Verification{State: ImageUnknown, Detail: fmt.Sprintf("no verdict within %s", e.cfg.VerifyTimeout)}
 	}
 	switch res.State {
-	case ImageFresh, ImageStale, ImageUnknown:
+	case ImageFresh, ImageStale, ImageUnknown, ImagePinned:
 	default:
 		res = Verification{State: ImageUnknown, Detail: fmt.Sprintf("the verifier answered %q: %s", res.State, res.Detail)}
 	}

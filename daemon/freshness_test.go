@@ -239,7 +239,7 @@ func TestFreshnessAPIPages(t *testing.T) {
 		}
 		return answer{resp.StatusCode, rep, string(b), resp.Header.Get("Link")}
 	}
-	all := map[verify.State]int{verify.StateStale: 3, verify.StateUnknown: 1, verify.StateFresh: 1}
+	all := map[verify.State]int{verify.StateStale: 3, verify.StateUnknown: 1, verify.StateFresh: 1, verify.StatePinned: 0}
 	tests := []struct {
 		query  string
 		pages  [][]string // projects per page
@@ -255,9 +255,9 @@ func TestFreshnessAPIPages(t *testing.T) {
 		{"state=stale&limit=2", [][]string{{"apps/admin", "apps/cli"}, {"apps/shop"}}, all, 3, 3, 2},
 		{"state=fresh&limit=1", [][]string{{"base/ruby"}}, all, 1, 0, 1},
 		{"project=apps/shop&project=apps/docs&project=base/ruby&limit=1", [][]string{{"apps/shop"}, {"apps/docs"}, {"base/ruby"}},
-			map[verify.State]int{verify.StateStale: 1, verify.StateUnknown: 1, verify.StateFresh: 1}, 3, 1, 1},
+			map[verify.State]int{verify.StateStale: 1, verify.StateUnknown: 1, verify.StateFresh: 1, verify.StatePinned: 0}, 3, 1, 1},
 		{"limit=5000", [][]string{{"apps/admin", "apps/cli", "apps/shop", "apps/docs", "base/ruby"}}, all, 5, 3, verify.MaxPageLimit},
-		{"project=nobody&limit=2", [][]string{{}}, map[verify.State]int{verify.StateStale: 0, verify.StateUnknown: 0, verify.StateFresh: 0}, 0, 0, 2},
+		{"project=nobody&limit=2", [][]string{{}}, map[verify.State]int{verify.StateStale: 0, verify.StateUnknown: 0, verify.StateFresh: 0, verify.StatePinned: 0}, 0, 0, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,7 @@ type metrics struct {
 	webhooks       *prometheus.GaugeVec   // depsd's hooks by the state the last check left them in
 	jobRuns        *prometheus.CounterVec // leader jobs' runs by task and outcome
 	verifications  *prometheus.CounterVec // image verifications by result
+	imagesByState  *prometheus.GaugeVec   // images per verification state
 	imageStale     *prometheus.GaugeVec   // 1 for an image stale on some platform
 	staleSeconds   *prometheus.GaugeVec   // how long an image has been stale
 }
@@ -86,8 +88,11 @@ func newMetrics() *metrics {
 			Name: "depsd_schedule_fires_total", Help: "Schedule fires (rebuild, job such as the maintenance rescan, image watch check), by outcome.",
 		}, []string{"kind", "outcome"}),
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "depsd_image_verifications_total", Help: "Images verified after a successful build, one per image and platform, by result (fresh, stale, unknown).",
+			Name: "depsd_image_verifications_total", Help: "Images verified after a successful build, one per image and platform, by result (stale, pinned, unknown, fresh).",
 		}, []string{"result"}),
+		imagesByState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_images", Help: "Images as last verified, by state (stale, pinned, unknown, fresh): an image counts once, in its stalest platform's state.",
+		}, []string{"state"}),
 		imageStale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "depsd_image_stale", Help: "1 when the image a project publishes was built on an older image of an upstream (on any platform), 0 otherwise, as last verified.",
 		}, []string{"project", "image"}),
@@ -137,6 +142,10 @@ func newMetrics() *metrics {
 	m.queueDepth.WithLabelValues("inbox")
 	m.queueDepth.WithLabelValues("outbox")
 	m.queueDepth.WithLabelValues("verify")
+	for _, s := range verify.States() {
+		m.verifications.WithLabelValues(string(s))
+		m.imagesByState.WithLabelValues(string(s))
+	}
 	for _, kind := range []scheduler.Kind{scheduler.KindRebuild, scheduler.KindJob, scheduler.KindWatch} {
 		m.fires.WithLabelValues(string(kind), "ok")
 		m.fires.WithLabelValues(string(kind), "error")
@@ -147,7 +156,7 @@ func newMetrics() *metrics {
 		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion},
 	})
 	buildInfo.Set(1)
-	m.registry.MustRegister(buildInfo, m.fires, m.verifications, m.imageStale, m.staleSeconds, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
+	m.registry.MustRegister(buildInfo, m.fires, m.verifications, m.imagesByState, m.imageStale, m.staleSeconds, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
 		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
 		m.chains, m.blockedLongest, m.storeUp, m.replicas, m.webhooks, m.jobRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -241,15 +250,22 @@ func (m *metrics) observeScan(finished time.Time, took time.Duration, projects, 
 // observeFreshness sets the images' staleness gauges from the freshness
 // rows (verify.Freshness): an image is stale when it is on any platform,
 // for as long as its stalest platform. Images no longer listed are
-// dropped.
+// dropped. Each image counts once in depsd_images, in its stalest
+// platform's state.
 func (m *metrics) observeFreshness(rows []verify.Row, now time.Time) {
 	type key struct{ project, image string }
 	since := map[key]time.Time{}
+	state := map[key]verify.State{}
+	rank := func(s verify.State) int { return slices.Index(verify.States(), s) }
 	for _, r := range rows {
 		k := key{r.Project, r.Image}
 		s, seen := since[k]
 		if !seen {
 			since[k] = time.Time{}
+			state[k] = r.State
+		}
+		if rank(r.State) < rank(state[k]) {
+			state[k] = r.State
 		}
 		if r.State == verify.StateStale && !r.StaleSince.IsZero() && (s.IsZero() || r.StaleSince.Before(s)) {
 			since[k] = r.StaleSince
@@ -257,6 +273,13 @@ func (m *metrics) observeFreshness(rows []verify.Row, now time.Time) {
 	}
 	m.imageStale.Reset()
 	m.staleSeconds.Reset()
+	counts := map[verify.State]int{}
+	for _, s := range state {
+		counts[s]++
+	}
+	for _, s := range verify.States() {
+		m.imagesByState.WithLabelValues(string(s)).Set(float64(counts[s]))
+	}
 	for k, s := range since {
 		stale, seconds := 0.0, 0.0
 		if !s.IsZero() {

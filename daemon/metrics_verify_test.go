@@ -27,7 +27,17 @@ func TestImageStaleGauges(t *testing.T) {
 		{Project: "apps/shop", Image: "r/apps/shop:latest", Platform: "linux/arm64", State: verify.StateStale, StaleSince: now.Add(-2 * time.Hour)},
 		{Project: "apps/web", Image: "r/apps/web:latest", Platform: "linux/amd64", State: verify.StateFresh},
 		{Project: "apps/cli", Image: "r/apps/cli:1", Platform: "linux/amd64", State: verify.StateUnknown},
+		{Project: "apps/pin", Image: "r/apps/pin:1", Platform: "linux/amd64", State: verify.StateFresh},
+		{Project: "apps/pin", Image: "r/apps/pin:1", Platform: "linux/arm64", State: verify.StatePinned},
 	}, now)
+	// Each image once, in its stalest platform's state; every state has
+	// its series.
+	want := map[verify.State]float64{verify.StateStale: 1, verify.StatePinned: 1, verify.StateUnknown: 1, verify.StateFresh: 1}
+	for _, s := range verify.States() {
+		if got := gauge(m.imagesByState.WithLabelValues(string(s))); got != want[s] {
+			t.Errorf("depsd_images{state=%s} = %v, want %v", s, got, want[s])
+		}
+	}
 	for _, tc := range []struct {
 		project, image string
 		stale, seconds float64
@@ -35,6 +45,7 @@ func TestImageStaleGauges(t *testing.T) {
 		{"apps/shop", "r/apps/shop:latest", 1, 7200},
 		{"apps/web", "r/apps/web:latest", 0, 0},
 		{"apps/cli", "r/apps/cli:1", 0, 0},
+		{"apps/pin", "r/apps/pin:1", 0, 0}, // pinned is not stale
 	} {
 		if got := gauge(m.imageStale.WithLabelValues(tc.project, tc.image)); got != tc.stale {
 			t.Errorf("depsd_image_stale{%s,%s} = %v, want %v", tc.project, tc.image, got, tc.stale)

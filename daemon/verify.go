@@ -116,8 +116,8 @@ func (iv *imageVerifier) verifyImage(ctx context.Context, img verify.Image, p de
 }
 
 // summary is the engine's verdict on a build from its images' results:
-// stale when one is (saying which and where), fresh when all are, unknown
-// otherwise.
+// stale when one is (saying which and where), else pinned when one is,
+// fresh when all are, unknown otherwise.
 func summary(results []verify.Result) chain.Verification {
 	if len(results) == 0 {
 		return chain.Verification{State: chain.ImageUnknown, Detail: "no image to verify"}
@@ -125,6 +125,11 @@ func summary(results []verify.Result) chain.Verification {
 	for _, r := range results {
 		if r.State == verify.StateStale {
 			return chain.Verification{State: chain.ImageStale, Detail: fmt.Sprintf("%s, in %s (%s)", r.Detail, r.Image, r.Platform)}
+		}
+	}
+	for _, r := range results {
+		if r.State == verify.StatePinned {
+			return chain.Verification{State: chain.ImagePinned, Detail: fmt.Sprintf("%s, in %s (%s)", r.Detail, r.Image, r.Platform)}
 		}
 	}
 	for _, r := range results {

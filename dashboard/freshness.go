@@ -121,7 +121,7 @@ type imageSummary struct {
 // made at or after since(project) (the member's build in a chain; zero:
 // any).
 func summarize(rows []verify.Row, since func(project string) (time.Time, bool)) map[string]*imageSummary {
-	rank := map[verify.State]int{verify.StateStale: 0, verify.StateUnknown: 1, verify.StateFresh: 2}
+	rank := func(s verify.State) int { return slices.Index(verify.States(), s) }
 	out := map[string]*imageSummary{}
 	for _, r := range rows {
 		t, ok := since(r.Project)
@@ -134,7 +134,7 @@ func summarize(rows []verify.Row, since func(project string) (time.Time, bool)) 
 			out[r.Project] = s
 		}
 		s.N++
-		if rank[r.State] < rank[s.State] {
+		if rank(r.State) < rank(s.State) {
 			s.State, s.Detail = r.State, r.Detail
 		}
 		if r.VerifiedAt.After(s.VerifiedAt) {
@@ -182,8 +182,12 @@ func verdictIcon(s verify.State) string {
 		return "✓"
 	case verify.StateStale:
 		return "≠"
+	case verify.StatePinned:
+		return "@" // pinned by digest
+	case verify.StateUnknown:
+		return "?"
 	}
-	return "?"
+	return ""
 }
 
 // fixURL links what will fix a stale image: its chain, the project whose

@@ -163,14 +163,14 @@ func TestFreshnessPagesArePaged(t *testing.T) {
 		sizes  []int    // rows per page
 		counts string   // on every page
 	}{
-		{"/freshness", keep(every), []int{100, 100, 50}, "≠ 84 stale ? 83 unknown ✓ 83 fresh of 250 images"},
-		{"/freshness?limit=125", keep(every), []int{125, 125}, "≠ 84 stale ? 83 unknown ✓ 83 fresh of 250 images"},
-		{"/freshness?state=stale&limit=30", keep(func(r verify.Row) bool { return r.State == verify.StateStale }), []int{30, 30, 24}, "≠ 84 stale ? 83 unknown ✓ 83 fresh of 250 images"},
+		{"/freshness", keep(every), []int{100, 100, 50}, "≠ 84 stale @ 0 pinned ? 83 unknown ✓ 83 fresh of 250 images"},
+		{"/freshness?limit=125", keep(every), []int{125, 125}, "≠ 84 stale @ 0 pinned ? 83 unknown ✓ 83 fresh of 250 images"},
+		{"/freshness?state=stale&limit=30", keep(func(r verify.Row) bool { return r.State == verify.StateStale }), []int{30, 30, 24}, "≠ 84 stale @ 0 pinned ? 83 unknown ✓ 83 fresh of 250 images"},
 		{"/freshness?state=stale&project=team-1/&limit=10", keep(func(r verify.Row) bool { return r.State == verify.StateStale && strings.Contains(r.Project, "team-1/") }), []int{10, 7},
-			"≠ 17 stale ? 17 unknown ✓ 16 fresh of 50 images matching “team-1/”"},
+			"≠ 17 stale @ 0 pinned ? 17 unknown ✓ 16 fresh of 50 images matching “team-1/”"},
 		{"/freshness?limit=5000", keep(every), []int{250}, "of 250 images"},
 		{"/freshness?project=app-00&limit=1", keep(func(r verify.Row) bool { return strings.Contains(r.Project, "app-00") }), []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-			"≠ 4 stale ? 3 unknown ✓ 3 fresh of 10 images matching “app-00”"},
+			"≠ 4 stale @ 0 pinned ? 3 unknown ✓ 3 fresh of 10 images matching “app-00”"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			var got []string

@@ -211,7 +211,7 @@ func TestLargeFreshnessInBrowser(t *testing.T) {
 		t.Errorf("first page: %d rows from %v, want 100 from %s stale (the stalest)", len(rows), rows[:min(1, len(rows))], stale[0])
 	}
 	counts := eval[string](t, b, `document.querySelector("#freshness-counts").textContent`)
-	if want := fmt.Sprintf("≠ %d stale ? 667 unknown ✓ 666 fresh of 2000 images", len(stale)); strings.Join(strings.Fields(counts), " ") != want {
+	if want := fmt.Sprintf("≠ %d stale @ 0 pinned ? 667 unknown ✓ 666 fresh of 2000 images", len(stale)); strings.Join(strings.Fields(counts), " ") != want {
 		t.Errorf("counts %q, want %q", counts, want)
 	}
 	t.Logf("freshness page of %d images (the first %d) rendered in %s", len(projects), len(rows), took)

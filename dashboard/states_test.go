@@ -3,9 +3,37 @@ package dashboard
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/verify"
 )
+
+// TestEveryVerificationStateIsShown: each state an image's verification
+// can end in has its own glyph, and the pages order them as verify.States
+// does (stalest first).
+func TestEveryVerificationStateIsShown(t *testing.T) {
+	seen := map[string]verify.State{}
+	for _, s := range verify.States() {
+		g := verdictIcon(s)
+		if g == "" {
+			t.Errorf("verification state %s has no glyph", s)
+		}
+		if other, ok := seen[g]; ok {
+			t.Errorf("verification states %s and %s share the glyph %s", s, other, g)
+		}
+		seen[g] = s
+	}
+	rows := []verify.Row{}
+	for _, s := range verify.States() {
+		rows = append(rows, verify.Row{Project: "p", State: s})
+	}
+	slices.Reverse(rows)
+	got := summarize(rows, func(string) (time.Time, bool) { return time.Time{}, true })
+	if got["p"].State != verify.States()[0] {
+		t.Errorf("a project's images sum up to %s, want the stalest, %s", got["p"].State, verify.States()[0])
+	}
+}
 
 // TestEveryMemberStateIsShown: each state a member can be in has a glyph
 // (states differ without colour; verifying and stale have their own) and

@@ -871,6 +871,19 @@ mutant "the leader does not listen for verifications other replicas queue (each 
 	'' \
 	-- go test -count=1 -run 'TestVerificationQueuedByAnotherReplicaWakesTheLeader' ./daemon/
 
+# Issue 38: an image built on a base its Containerfile pins by digest.
+mutant "a pinned base is judged against its pin (the false fresh of issue 38)" \
+	verify/publish.go \
+	'current := unpinned(img, upstreamProject(p, ref), named)' \
+	'current := ref' \
+	-- go test -count=1 -run 'TestPinnedUpstreamIsNeverJudgedFresh' ./daemon/
+
+mutant "an image built on its pin is stale (rebuilt without cache, blocking)" \
+	verify/verifier.go \
+	'		v.State = StatePinned' \
+	'' \
+	-- go test -count=1 -run 'TestPinnedUpstreamIsNeverJudgedFresh' ./daemon/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -38,7 +38,7 @@ func (c *Checker) Image(ctx context.Context, img Image, p deps.Platform) (Result
 	req := Request{Image: img.Image, Platform: p}
 	var errs []error
 	for _, u := range img.Upstreams {
-		up := Upstream{Image: u} // Current empty: the Verifier resolves the tag
+		up := Upstream{Image: u, Pin: img.Pins[u]} // Current empty: the Verifier resolves the tag
 		history, err := c.Store.UpstreamHistory(ctx, u)
 		errs = append(errs, err)
 		for _, s := range history {

@@ -100,12 +100,15 @@ func (v Verdict) stale(by, builtOn, upstream, current, how string) Verdict {
 }
 
 // Sum gives an image's state from its verdicts: stale when any is stale,
-// fresh when all are (and there is at least one), unknown otherwise; the
-// detail is the first verdict that decided it.
+// else pinned when any is, fresh when all are (and there is at least
+// one), unknown otherwise; the detail is the first verdict that decided
+// it.
 func Sum(verdicts []Verdict) (State, string) {
-	for _, v := range verdicts {
-		if v.State == StateStale {
-			return StateStale, v.Detail
+	for _, worst := range []State{StateStale, StatePinned} {
+		for _, v := range verdicts {
+			if v.State == worst {
+				return worst, v.Detail
+			}
 		}
 	}
 	for _, v := range verdicts {

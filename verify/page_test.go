@@ -48,7 +48,7 @@ func projects(rows []verify.Row) []string {
 func TestPaginate(t *testing.T) {
 	rows := pageRows(31) // 11 stale, 10 unknown, 10 fresh
 	stale := slices.DeleteFunc(slices.Clone(rows), func(r verify.Row) bool { return r.State != verify.StateStale })
-	counts := map[verify.State]int{verify.StateStale: 11, verify.StateUnknown: 10, verify.StateFresh: 10}
+	counts := map[verify.State]int{verify.StateStale: 11, verify.StateUnknown: 10, verify.StateFresh: 10, verify.StatePinned: 0}
 	tests := []struct {
 		name  string
 		q     verify.PageQuery

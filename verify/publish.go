@@ -50,8 +50,16 @@ type Image struct {
 	Image string `json:"image"` // normalised: host/path:tag
 	// Declared: named in images.publish (else only by downstreams).
 	Declared bool `json:"declared,omitempty"`
-	// Upstreams are the images its built stage is FROM.
+	// Upstreams are the images its built stage is FROM, as their
+	// upstreams publish them: a reference the Containerfile pins by
+	// digest is named here by its tag (ruby:3 for ruby:3@sha256:…; for a
+	// digest alone, the tag its project publishes in that repository),
+	// since an image is judged against its upstream's current image,
+	// never against the digest its own Containerfile names.
 	Upstreams []string `json:"upstreams"`
+	// Pins are the digests the Containerfile pins some Upstreams to, by
+	// upstream.
+	Pins map[string]string `json:"pins,omitempty"`
 }
 
 // Published gives, per project path, the images it publishes, sorted: by
@@ -97,9 +105,9 @@ func Published(projects []Project, rules PublishRules) (map[string][]Image, []er
 		if len(named[p.Path]) == 0 {
 			continue
 		}
-		ups := upstreams(p)
+		ups, pins := upstreams(p, named)
 		for img, declared := range named[p.Path] {
-			out[p.Path] = append(out[p.Path], Image{Image: img, Declared: declared, Upstreams: ups})
+			out[p.Path] = append(out[p.Path], Image{Image: img, Declared: declared, Upstreams: ups, Pins: pins})
 		}
 		slices.SortFunc(out[p.Path], func(a, b Image) int { return strings.Compare(a.Image, b.Image) })
 	}
@@ -119,17 +127,66 @@ func (r PublishRules) For(project string) []string {
 	return r.Publish
 }
 
-func upstreams(p Project) []string {
-	if p.Built != nil {
-		return slices.Clone(p.Built)
-	}
-	var out []string
-	for _, d := range p.Dependencies {
-		if d.Kind == deps.KindFrom && d.Image != "" && d.Project != p.Path && !slices.Contains(out, d.Image) {
-			out = append(out, d.Image)
+// upstreams are the references p's images are judged against, and the
+// digests p's Containerfile pins some of them to (nil when none is
+// pinned); named are the images each project publishes.
+func upstreams(p Project, named map[string]map[string]bool) ([]string, map[string]string) {
+	refs := p.Built
+	if refs == nil {
+		for _, d := range p.Dependencies {
+			if d.Kind == deps.KindFrom && d.Image != "" && d.Project != p.Path && !slices.Contains(refs, d.Image) {
+				refs = append(refs, d.Image)
+			}
 		}
 	}
-	return out
+	var out []string
+	var pins map[string]string
+	for _, ref := range refs {
+		img, err := deps.NormalizeImage(ref)
+		if err != nil || img.Digest == "" {
+			out = append(out, ref)
+			continue
+		}
+		current := unpinned(img, upstreamProject(p, ref), named)
+		if pins == nil {
+			pins = map[string]string{}
+		}
+		pins[current] = img.Digest
+		if !slices.Contains(out, current) {
+			out = append(out, current)
+		}
+	}
+	return out, pins
+}
+
+// unpinned names the published image a pinned reference stands for: its
+// own tag, else the tag its project publishes in that repository
+// (latest when it publishes it or several others, or when the project is
+// unknown).
+func unpinned(img deps.ImageRef, project string, named map[string]map[string]bool) string {
+	if img.Tag != "" {
+		return img.Repository + ":" + img.Tag
+	}
+	var same []string
+	for ref := range named[project] {
+		if r, err := deps.NormalizeImage(ref); err == nil && r.Repository == img.Repository {
+			same = append(same, ref)
+		}
+	}
+	if len(same) == 1 {
+		return same[0]
+	}
+	return img.Repository + ":latest"
+}
+
+// upstreamProject is the project p's dependency on ref names, if known.
+func upstreamProject(p Project, ref string) string {
+	for _, d := range p.Dependencies {
+		if d.Image == ref {
+			return d.Project
+		}
+	}
+	return ""
 }
 
 var placeholder = regexp.MustCompile(`\{[^}]*\}`)

@@ -41,10 +41,19 @@ func TestPublished(t *testing.T) {
 			}},
 		{Path: "tools/assets", RegistryPrefix: reg + "/tools/assets"},
 		{Path: "misc/noregistry"},
+		// Pinned bases are judged against what their tag (or, for a
+		// digest alone, their project's one image in that repository)
+		// names now, never against the pin.
+		{Path: "apps/pinned", RegistryPrefix: reg + "/apps/pinned",
+			Dependencies: []deps.Dependency{
+				dep(deps.KindFrom, reg+"/base/ruby:3@sha256:"+strings.Repeat("b", 64), "base/ruby"),
+				dep(deps.KindFrom, reg+"/tools/assets@sha256:"+strings.Repeat("c", 64), "tools/assets"),
+			},
+			Built: []string{reg + "/base/ruby:3@sha256:" + strings.Repeat("b", 64), reg + "/tools/assets@sha256:" + strings.Repeat("c", 64)}},
 	}
 	rules := verify.PublishRules{
 		Publish:   []string{"{registry}/{path}:latest"},
-		Overrides: []verify.PublishOverride{{Match: "tools/*", Publish: []string{"{registry}/{path}/cli:{tag}"}}, {Match: "apps/admin"}},
+		Overrides: []verify.PublishOverride{{Match: "tools/*", Publish: []string{"{registry}/{path}/cli:{tag}"}}, {Match: "apps/admin"}, {Match: "apps/pinned", Publish: []string{"{registry}/{path}:1"}}},
 	}
 	got, errs := verify.Published(projects, rules)
 	want := map[string][]verify.Image{
@@ -56,6 +65,9 @@ func TestPublished(t *testing.T) {
 		"apps/shop": {{Image: reg + "/apps/shop:latest", Declared: true, Upstreams: []string{reg + "/base/ruby:3"}}},
 		// No Built: every FROM counts. The override publishes nothing more.
 		"tools/assets": {{Image: reg + "/tools/assets:v2", Upstreams: nil}},
+		"apps/pinned": {{Image: reg + "/apps/pinned:1", Declared: true,
+			Upstreams: []string{reg + "/base/ruby:3", reg + "/tools/assets:v2"},
+			Pins:      map[string]string{reg + "/base/ruby:3": "sha256:" + strings.Repeat("b", 64), reg + "/tools/assets:v2": "sha256:" + strings.Repeat("c", 64)}}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Published =\n%+v\nwant\n%+v", got, want)

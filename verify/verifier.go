@@ -120,13 +120,17 @@ func (v *Verifier) judge(ctx context.Context, img Read, up Upstream, cur readRes
 			Detail: fmt.Sprintf("upstream %s: %s", currentRef(up), detail)}
 	}
 	current := cur.r
-	earlier := make([]Read, 0, len(up.Earlier))
+	earlier := make([]Read, 0, len(up.Earlier)+1)
+	if up.Pin != "" && !current.names(up.Pin) {
+		// The pin is an earlier image whether or not depsd recorded it.
+		earlier = append(earlier, Read{Digest: up.Pin})
+	}
 	for _, d := range up.Earlier {
-		if d != current.Digest {
+		if d != current.Digest && d != up.Pin {
 			earlier = append(earlier, Read{Digest: d})
 		}
 	}
-	verdict := Decide(up.Image, img, current, earlier)
+	verdict := pin(Decide(up.Image, img, current, earlier), up.Pin)
 	if verdict.State != StateUnknown || len(earlier) == 0 || verdict.Reason == ReasonScratch {
 		return verdict
 	}
@@ -138,7 +142,18 @@ func (v *Verifier) judge(ctx context.Context, img Read, up Upstream, cur readRes
 			earlier[i] = r
 		}
 	}
-	return Decide(up.Image, img, current, earlier)
+	return pin(Decide(up.Image, img, current, earlier), up.Pin)
+}
+
+// pin makes a stale verdict pinned when the image was built on the
+// digest its Containerfile pins: a rebuild would build on it again.
+func pin(v Verdict, digest string) Verdict {
+	v.Pin = digest
+	if digest != "" && v.State == StateStale && v.BuiltOn == digest {
+		v.State = StatePinned
+		v.Detail = fmt.Sprintf("built on %s %s, which its Containerfile pins by digest, not on its current image %s: the pin has to move", v.Upstream, short(digest), short(v.Current))
+	}
+	return v
 }
 
 // read reads ref for platform p: the manifest or index ref names (one

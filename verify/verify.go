@@ -27,10 +27,16 @@ const (
 	// StateUnknown: cannot be judged (Reason says why). Unknown never
 	// blocks a chain.
 	StateUnknown State = "unknown"
+	// StatePinned: built on an earlier image of an upstream that its
+	// Containerfile pins by digest: neither fresh nor stale. A rebuild
+	// would build on the pin again; moving the pin is a commit.
+	StatePinned State = "pinned"
 )
 
-// States are the states a verification can end in, stalest first.
-func States() []State { return []State{StateStale, StateUnknown, StateFresh} }
+// States are the states a verification can end in, stalest first: a
+// pinned image is known not to be on its upstream's current image, an
+// unknown one may be.
+func States() []State { return []State{StateStale, StatePinned, StateUnknown, StateFresh} }
 
 // Reason says why a verdict is unknown. It is a stable word for the store,
 // the API and metrics; Verdict.Detail says it in a sentence.
@@ -87,6 +93,9 @@ type Verdict struct {
 	BuiltOn string `json:"built_on,omitempty"`
 	// Current is the upstream's current digest.
 	Current string `json:"current,omitempty"`
+	// Pin is the digest the Containerfile pins the upstream to, when it
+	// does (FROM …@sha256:…, directly or through an ARG default).
+	Pin string `json:"pin,omitempty"`
 	// Detail says the verdict in a sentence for an operator.
 	Detail string `json:"detail"`
 }
@@ -157,4 +166,8 @@ type Upstream struct {
 	// Earlier are digests it had before (index or manifest digests),
 	// newest first: an image built on one of them is stale.
 	Earlier []string
+	// Pin is the digest the image's Containerfile pins this upstream to
+	// (empty when not pinned): an image built on it while the upstream
+	// moved on is pinned, not stale.
+	Pin string
 }

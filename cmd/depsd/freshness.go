@@ -51,7 +51,7 @@ until serve records them the list is empty).`,
 				return usagef("--max-age %s: want a duration of 0 or more, such as 24h", maxAge)
 			}
 			if only != "" && !slices.Contains(verify.States(), verify.State(only)) {
-				return usagef("--only %s: want fresh, stale or unknown", only)
+				return usagef("--only %s: want one of %s", only, strings.Join(stateNames(), ", "))
 			}
 			cfg, err := s.load(a)
 			if err != nil {
@@ -140,4 +140,13 @@ func shortDigest(d string) string {
 		return d[:len("sha256:")+12]
 	}
 	return d
+}
+
+// stateNames are the verification states, stalest first.
+func stateNames() []string {
+	var out []string
+	for _, s := range verify.States() {
+		out = append(out, string(s))
+	}
+	return out
 }

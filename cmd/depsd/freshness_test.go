@@ -98,7 +98,7 @@ func TestFreshnessCommand(t *testing.T) {
 	if code, out, _ := depsd(t, "freshness", "--only", "fresh"); code != exitOK || strings.Contains(out, "apps/shop") || !strings.Contains(out, "apps/admin") {
 		t.Errorf("--only fresh: exit %d (only fresh images listed, nothing stale past --max-age)\n%s", code, out)
 	}
-	if code, _, errOut := depsd(t, "freshness", "--only", "rotten"); code != exitUsage || !strings.Contains(errOut, "want fresh, stale or unknown") {
+	if code, _, errOut := depsd(t, "freshness", "--only", "rotten"); code != exitUsage || !strings.Contains(errOut, "want one of stale, pinned, unknown, fresh") {
 		t.Errorf("--only rotten: exit %d, %s", code, errOut)
 	}
 	if code, _, errOut := depsd(t, "freshness", "--max-age", "-1h"); code != exitUsage {

@@ -29,9 +29,10 @@ type Images struct {
 	// Refs are the references pushed (host/path:tag), all the same image.
 	// Empty: the project's registry prefix with tag latest.
 	Refs []string
-	// From is the image the built stage is FROM (host/path:tag), read from
-	// the registry at each push; empty: FROM scratch, the image is the
-	// project's own layer alone.
+	// From is the image the built stage is FROM (host/path:tag, or
+	// host/path@sha256:… for a Containerfile that pins its base), read
+	// from the registry at each push; empty: FROM scratch, the image is
+	// the project's own layer alone.
 	From string
 	// Platforms are built, as one index when there are several; empty:
 	// linux/amd64. An upstream index must have each of them.
@@ -91,10 +92,13 @@ func (s *Server) SetImages(projectPath string, im Images) error {
 	if len(im.Refs) == 0 {
 		im.Refs = []string{s.registryHost + "/" + strings.ToLower(p.path) + ":latest"}
 	}
-	for _, r := range append(slices.Clone(im.Refs), im.From) {
-		if _, err := name.NewTag(r); r != "" && err != nil {
+	for _, r := range im.Refs {
+		if _, err := name.NewTag(r); err != nil {
 			return fmt.Errorf("set images of %s: %w", projectPath, err)
 		}
+	}
+	if _, err := name.ParseReference(im.From); im.From != "" && err != nil {
+		return fmt.Errorf("set images of %s: %w", projectPath, err)
 	}
 	if rs.images == nil {
 		rs.images = map[string]Images{}
@@ -224,11 +228,11 @@ func buildImages(ctx context.Context, im Images, plan PublishPlan, own string) (
 	if im.From != "" {
 		ref := im.From
 		if plan.From != "" {
-			tag, err := name.NewTag(im.From)
+			r, err := name.ParseReference(im.From)
 			if err != nil {
 				return nil, nil, "", err
 			}
-			ref = tag.Context().Name() + "@" + plan.From
+			ref = r.Context().Name() + "@" + plan.From
 		}
 		r, err := name.ParseReference(ref)
 		if err != nil {
