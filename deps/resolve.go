@@ -82,7 +82,7 @@ func NewNodeResolver(projects []ProjectRefs, seen map[string]string) (*NodeResol
 			for _, tmpl := range p.Rule.Templates(kind, branch, p.DefaultBranch) {
 				pat, err := CompilePublish(tmpl, p.RegistryPrefix, kind, branch)
 				if err != nil {
-					errs = append(errs, fmt.Errorf("refs: publish %q of %s: %w", tmpl, node, err))
+					errs = append(errs, &TemplateError{Project: p.Path, Node: node, Template: tmpl, Err: err})
 					continue
 				}
 				np.patterns = append(np.patterns, pat)
@@ -118,6 +118,18 @@ func (r *NodeResolver) Node(project, image string) (string, EdgeSource) {
 	}
 	return project, EdgeDefault
 }
+
+// TemplateError is a publish template that cannot be used for a node.
+type TemplateError struct {
+	Project, Node, Template string
+	Err                     error
+}
+
+func (e *TemplateError) Error() string {
+	return fmt.Sprintf("refs: publish %q of %s: %v", e.Template, e.Node, e.Err)
+}
+
+func (e *TemplateError) Unwrap() error { return e.Err }
 
 // Conflicts lists the references two nodes of one project both claim by
 // their templates, among refs (each host/path:tag): a configuration

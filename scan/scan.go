@@ -82,6 +82,12 @@ type Options struct {
 	Registry string
 	// Analysis says how Containerfiles are read (the platforms).
 	Analysis deps.Options
+	// Refs are the rules of `refs:`: which refs of which projects are
+	// followed beside the default branch, and what each publishes.
+	Refs deps.RefRules
+	// Seen are the publications depsd saw (image → node key), which map
+	// references no template claims.
+	Seen map[string]string
 	// InstanceHost is the GitLab host; .gitlab-deps URLs on other hosts are
 	// warnings.
 	InstanceHost string
@@ -265,7 +271,8 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	// the scan's largest allocations.
 	listed, previous, prevByID, known, blobs, b = nil, nil, nil, nil, nil, batchReader{}
 
-	graph := Analyze(projects, opts.Registry, opts.InstanceHost, opts.Analysis)
+	graph := Analyze(projects, AnalyzeOptions{Registry: opts.Registry, InstanceHost: opts.InstanceHost,
+		Analysis: opts.Analysis, Refs: opts.Refs, Seen: opts.Seen})
 	res.Meta = summarize(projects, graph)
 	res.CyclePaths = graph.Cycles()
 	res.Meta.Cycles = len(res.CyclePaths)

@@ -159,17 +159,22 @@ func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, 
 				return fmt.Errorf("save project %s: %w", p.Path, err)
 			}
 		}
-		if o == nil || !slices.EqualFunc(o.Files, p.Files, sameFile) {
+		if o == nil || !sameRefRows(o.Refs, p.Refs) {
+			if err := replaceRefs(ctx, tx, p, o != nil); err != nil {
+				return fmt.Errorf("save refs of %s: %w", p.Path, err)
+			}
+		}
+		if o == nil || !slices.EqualFunc(fileRows(o), fileRows(&p), func(a, b fileRow) bool { return a.node == b.node && sameFile(a.f, b.f) }) {
 			if err := replaceFiles(ctx, tx, p, o != nil); err != nil {
 				return fmt.Errorf("save files of %s: %w", p.Path, err)
 			}
 		}
-		if o == nil || !slices.Equal(o.Dependencies, p.Dependencies) {
+		if o == nil || !slices.Equal(dependencyRows(o), dependencyRows(&p)) {
 			if err := replaceDependencies(ctx, tx, p, o != nil); err != nil {
 				return fmt.Errorf("save dependencies of %s: %w", p.Path, err)
 			}
 		}
-		if o == nil || !slices.Equal(o.Warnings, p.Warnings) {
+		if o == nil || !slices.Equal(warningRows(o), warningRows(&p)) {
 			if err := replaceWarnings(ctx, tx, p, o != nil); err != nil {
 				return fmt.Errorf("save warnings of %s: %w", p.Path, err)
 			}
@@ -196,13 +201,13 @@ func replaceFiles(ctx context.Context, tx *sql.Tx, p scan.Project, existed bool)
 			return err
 		}
 	}
-	for i, f := range p.Files {
-		content := f.Content
+	for i, r := range fileRows(&p) {
+		content := r.f.Content
 		if content == nil {
 			content = []byte{} // the column is NOT NULL; an empty file is still a file
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO files (project_id, seq, name, content) VALUES ($1, $2, $3, $4)`,
-			p.ID, i, f.Name, content); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO files (project_id, seq, name, content, node) VALUES ($1, $2, $3, $4, $5)`,
+			p.ID, i, r.f.Name, content, r.node); err != nil {
 			return err
 		}
 	}
@@ -219,11 +224,12 @@ func replaceDependencies(ctx context.Context, tx *sql.Tx, p scan.Project, existe
 			return err
 		}
 	}
-	for i, d := range p.Dependencies {
+	for i, r := range dependencyRows(&p) {
+		d := r.d
 		if _, err := tx.ExecContext(ctx, `INSERT INTO dependencies
-			(project_id, seq, kind, line, ref, image, repository, tag, digest, upstream)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			p.ID, i, string(d.Kind), d.Line, d.Ref, d.Image, d.Repository, d.Tag, d.Digest, d.Project); err != nil {
+			(project_id, seq, kind, line, ref, image, repository, tag, digest, upstream, node, upstream_node, via)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			p.ID, i, string(d.Kind), d.Line, d.Ref, d.Image, d.Repository, d.Tag, d.Digest, d.Project, r.node, d.Node, string(d.Via)); err != nil {
 			return err
 		}
 	}
@@ -236,9 +242,10 @@ func replaceWarnings(ctx context.Context, tx *sql.Tx, p scan.Project, existed bo
 			return err
 		}
 	}
-	for i, w := range p.Warnings {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO warnings (project_id, seq, file, line, message)
-			VALUES ($1, $2, $3, $4, $5)`, p.ID, i, w.File, w.Line, w.Message); err != nil {
+	for i, r := range warningRows(&p) {
+		w := r.w
+		if _, err := tx.ExecContext(ctx, `INSERT INTO warnings (project_id, seq, file, line, message, node)
+			VALUES ($1, $2, $3, $4, $5, $6)`, p.ID, i, w.File, w.Line, w.Message, r.node); err != nil {
 			return err
 		}
 	}
