@@ -13,8 +13,8 @@ import (
 // nodesMigration stores the nodes of a project besides its default branch
 // (scan.Ref, docs/design/nodes.md): one project_refs row each, and their
 // files, dependencies and warnings in the tables of the default branch's,
-// told apart by a node column (” for the default branch, whose rows a
-// state from before nodes holds). A dependency keeps the node it names
+// told apart by a node column (empty for the default branch, whose rows
+// a state from before nodes holds). A dependency keeps the node it names
 // (upstream_node, ” for the upstream's default branch) and how that was
 // decided (via).
 func nodesMigration() migration {
