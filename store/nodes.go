@@ -15,7 +15,7 @@ import (
 // files, dependencies and warnings in the tables of the default branch's,
 // told apart by a node column (empty for the default branch, whose rows
 // a state from before nodes holds). A dependency keeps the node it names
-// (upstream_node, ” for the upstream's default branch) and how that was
+// (upstream_node, empty for the upstream's default branch) and how that was
 // decided (via).
 func nodesMigration() migration {
 	return migration{
