@@ -51,6 +51,9 @@ type Project struct {
 	// and its release tags, as `refs:` in depsd.yaml says
 	// (docs/design/nodes.md). Sorted by node key.
 	Refs []Ref
+	// RefsRule names the rule Refs were read by (its branches and tags);
+	// empty when none applies.
+	RefsRule string
 }
 
 // Ref is one node of a project other than its default branch: a followed

@@ -47,6 +47,12 @@ type GitLab interface {
 	ListFiles(ctx context.Context, projectID int64, ref string, names []string) (map[string]string, error)
 	// ReadBlob returns the content of a blob by id.
 	ReadBlob(ctx context.Context, projectID int64, blobID string) ([]byte, error)
+	// BranchNames lists every branch of a project (search: GitLab's
+	// filter, "" for all).
+	BranchNames(ctx context.Context, projectID int64, search string) ([]string, error)
+	// NewestTagNames lists a page of a project's tags, newest version
+	// first (search: GitLab's filter, ^v for tags starting with v).
+	NewestTagNames(ctx context.Context, projectID int64, search string) ([]string, error)
 	Requests() int64
 }
 
@@ -112,6 +118,7 @@ type Result struct {
 	Batches      int // GraphQL requests that read files of many projects
 	BlobsRead    int // file contents read from GitLab (each distinct blob once)
 	Unchanged    int // projects whose stored files were reused without a request
+	RefRequests  int // requests for refs besides the default branch: branch and tag listings, trees
 	CyclePaths   [][]string
 	Duration     time.Duration
 }
@@ -192,6 +199,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		return nil
 	}
 	var pending []int
+	unchanged := map[int64]bool{}
 	for i, lp := range listed {
 		prev, hadPrev := prevByID[lp.ID]
 		projects[i] = Project{
@@ -203,6 +211,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
 			p.HeadCommit, p.HeadCheckedAt = prev.HeadCommit, started
 			p.PipelineIdent = identify(lp.Variables, prev.PipelineIdent, ciRead{})
+			unchanged[lp.ID] = true
 			res.Unchanged++
 			mu.Lock()
 			progress()
@@ -266,6 +275,12 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	if err := g.Wait(); err != nil {
 		return Result{}, fmt.Errorf("read dependency files: %w", err)
 	}
+	read, extra, err := readAllRefs(ctx, gl, blobs, projects, listed, prevByID, unchanged, opts, names)
+	if err != nil {
+		return Result{}, fmt.Errorf("read followed refs: %w", err)
+	}
+	res.BlobsRead += read
+	res.RefRequests = extra
 	// The reads are done: what only they needed (the listing, the stored
 	// projects, their blobs) is let go before the analysis and the write,
 	// the scan's largest allocations.

@@ -32,6 +32,8 @@ func nodesMigration() migration {
 				built TEXT NOT NULL,
 				PRIMARY KEY (project_id, node)
 			)`,
+			// The rule the refs were read by (scan.Project.RefsRule).
+			`ALTER TABLE projects ADD COLUMN refs_rule TEXT NOT NULL DEFAULT ''`,
 			`ALTER TABLE files ADD COLUMN node TEXT NOT NULL DEFAULT ''`,
 			`ALTER TABLE warnings ADD COLUMN node TEXT NOT NULL DEFAULT ''`,
 			`ALTER TABLE dependencies ADD COLUMN node TEXT NOT NULL DEFAULT ''`,
