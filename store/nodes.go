@@ -189,3 +189,27 @@ func replaceRefs(ctx context.Context, tx *sql.Tx, p scan.Project, existed bool) 
 	}
 	return nil
 }
+
+// projectRefs are the refs of a project's nodes besides its default
+// branch, by node key (chain.Project.Refs); nil when it has none.
+func projectRefs(ctx context.Context, tx interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, projectID int64) (map[string]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT node, ref FROM project_refs WHERE project_id = $1`, projectID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out map[string]string
+	for rows.Next() {
+		var node, ref string
+		if err := rows.Scan(&node, &ref); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[node] = ref
+	}
+	return out, rows.Err()
+}
