@@ -18,8 +18,8 @@ type Pipeline struct {
 	// lists (ListPipelines leaves it false).
 	Tag    bool
 	Status string // created, pending, running, success, failed, canceled, skipped, manual, ...
-	Source        string // api, push, schedule, trigger, web, ...
-	WebURL        string
+	Source string // api, push, schedule, trigger, web, ...
+	WebURL string
 	// Name is the pipeline's name (the CI configuration's workflow:name,
 	// which may carry an input); empty without one.
 	Name      string
