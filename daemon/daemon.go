@@ -173,6 +173,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		clock: wallClock{opts.Now}, log: opts.Logger.With("component", "liveness")}
 	d.engine, err = chain.New(chain.Config{
 		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
+		Refs:   cfg.RefRules(),
 		Expiry: opts.ChainExpiry, PollInterval: opts.PollInterval, InboxWait: opts.ReconcileInterval / 2,
 		// As many creates in flight as the client lets through: they are
 		// urgent, and its limits keep the rest of the traffic safe.
