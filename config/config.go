@@ -108,10 +108,11 @@ const (
 	VerifyEnforce = "enforce"
 )
 
-// PublishRules are images.publish and its overrides as verification
-// reads them.
-func (i Images) PublishRules() verify.PublishRules {
-	r := verify.PublishRules{Publish: i.Publish}
+// PublishRules are images.publish and its overrides, and what refs:
+// says each node publishes, as verification reads them.
+func (c Config) PublishRules() verify.PublishRules {
+	i := c.Images
+	r := verify.PublishRules{Publish: i.Publish, Refs: c.RefRules()}
 	for _, o := range i.Projects {
 		r.Overrides = append(r.Overrides, verify.PublishOverride{Match: o.Match, Publish: o.Publish})
 	}

@@ -160,7 +160,7 @@ func (d *Daemon) newImageVerifier() (chain.Verifier, error) {
 		UserAgent: buildinfo.UserAgent()})
 	iv := &imageVerifier{
 		checker: &verify.Checker{Verifier: verify.New(reg, verify.Options{Timeout: cfg.Images.Timeout}), Store: d.store, Now: d.opts.Now},
-		st:      d.store, rules: cfg.Images.PublishRules(), platforms: platforms, now: d.opts.Now,
+		st:      d.store, rules: cfg.PublishRules(), platforms: platforms, now: d.opts.Now,
 		log:     d.log.With("component", "verify"),
 		observe: func(s verify.State) { d.metrics.verifications.WithLabelValues(string(s)).Inc() },
 	}
