@@ -226,6 +226,48 @@ func TestResendAdoptsWithoutActionID(t *testing.T) {
 	}
 }
 
+// A resend in a project that takes variables adopts only a pipeline of the
+// token's user carrying the action's id: a developer's api pipeline with
+// the id copied into its variables, created while the first attempt
+// crashed before its create, is not depsd's build, and the resend creates
+// one.
+func TestResendAdoptsOnlyTheTokensPipeline(t *testing.T) {
+	t.Parallel()
+	g := newGitLabEnv(t, nil, "app>leaf")
+	id, err := g.engine.Rebuild(g.ctx, "g/app", chain.Reason{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copied int64
+	crashCtx, crash := context.WithCancel(g.ctx)
+	chain.SetSendHook(g.engine, func(a chain.Action) {
+		copied, err = g.srv.AddAPIPipelineAs("g/app", "main", "running", "author", map[string]string{chain.VarActionID: a.ID})
+		if err != nil {
+			t.Error(err)
+		}
+		crash() // before the create reached GitLab
+	})
+	if _, err := g.engine.SendPending(crashCtx); err == nil {
+		t.Fatal("SendPending survived the crash")
+	}
+	s2, err := store.Open(g.ctx, g.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	g.engine = g.newEngine(s2)
+	g.clock.Advance(6 * time.Minute) // the dead worker's lease
+	if n := g.send(); n != 1 {
+		t.Fatalf("sent %d after restart, want 1", n)
+	}
+	if ps := g.srv.Pipelines("g/app"); len(ps) != 2 {
+		t.Fatalf("%d pipelines of app, want the developer's and depsd's", len(ps))
+	}
+	if m := member(g.states(id), "g/app"); m.State != chain.Triggered || m.PipelineID == copied {
+		t.Errorf("app = %+v; the developer's pipeline %d was adopted", m, copied)
+	}
+}
+
 // The success of the pipeline a crashed send created, reported before the
 // resend adopted it, starts no chain of its own: the resend adopts the
 // pipeline and counts its success, once.
