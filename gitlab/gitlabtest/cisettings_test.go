@@ -163,7 +163,8 @@ func TestPipelineInputs(t *testing.T) {
 }
 
 // GET /version and GET /user answer as GitLab documents (doc/api/version.md,
-// doc/api/users.md), and pipelines list by username and created_after.
+// doc/api/users.md), and pipelines list by username and created_after,
+// unless the fake plays a GitLab that ignores the filter.
 func TestVersionUserAndPipelineFilters(t *testing.T) {
 	t.Parallel()
 	s := New(Options{Version: "17.10.0"})
@@ -184,14 +185,18 @@ func TestVersionUserAndPipelineFilters(t *testing.T) {
 	mine, _ := s.AddPipelineAs("g/a", "main", "api", "created", TokenUsername)
 	theirs, _ := s.AddPipelineAs("g/a", "main", "api", "created", "author")
 	for _, tc := range []struct {
-		query string
-		want  []int64
+		query   string
+		ignored []string
+		want    []int64
 	}{
-		{"username=" + TokenUsername, []int64{mine}},
-		{"username=author", []int64{theirs}},
-		{"created_after=2000-01-01T00:00:00Z", []int64{theirs, mine}},
-		{"created_after=2999-01-01T00:00:00Z", nil},
+		{"username=" + TokenUsername, nil, []int64{mine}},
+		{"username=author", nil, []int64{theirs}},
+		{"created_after=2000-01-01T00:00:00Z", nil, []int64{theirs, mine}},
+		{"created_after=2999-01-01T00:00:00Z", nil, nil},
+		{"created_after=2999-01-01T00:00:00Z", []string{"created_after"}, []int64{theirs, mine}},
+		{"created_after=2999-01-01T00:00:00Z&username=author", []string{"created_after"}, []int64{theirs}},
 	} {
+		s.SetIgnoredPipelineFilters(tc.ignored...)
 		_, body := get(t, s, "/projects/g%2Fa/pipelines?"+tc.query, tok)
 		var got []struct {
 			ID int64 `json:"id"`
@@ -204,7 +209,7 @@ func TestVersionUserAndPipelineFilters(t *testing.T) {
 			ids = append(ids, p.ID)
 		}
 		if len(ids) != len(tc.want) || (len(ids) > 0 && (ids[0] != tc.want[0] || ids[len(ids)-1] != tc.want[len(tc.want)-1])) {
-			t.Errorf("?%s = %v, want %v", tc.query, ids, tc.want)
+			t.Errorf("?%s (ignoring %v) = %v, want %v", tc.query, tc.ignored, ids, tc.want)
 		}
 	}
 }

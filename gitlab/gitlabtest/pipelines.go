@@ -436,10 +436,21 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.pipelineDetail(pl))
 }
 
+// SetIgnoredPipelineFilters makes GET /projects/:id/pipelines ignore the
+// named query parameters (created_after, updated_after, username, ...), as
+// a GitLab that does not know them does: the list then holds pipelines the
+// filter would have left out, and a client must check what it relies on.
+func (s *Server) SetIgnoredPipelineFilters(params ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ignoredPipelineFilters = slices.Clone(params)
+}
+
 // listPipelines honours ref, sha, status, source, scope, username (who
 // created it), updated_after, updated_before, created_after,
 // created_before, order_by (id, status, ref, updated_at; default id), sort
-// (default desc) and pagination.
+// (default desc) and pagination, less those SetIgnoredPipelineFilters
+// names.
 func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -448,6 +459,9 @@ func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	for _, k := range s.ignoredPipelineFilters {
+		q.Del(k)
+	}
 	var after, before, createdAfter, createdBefore time.Time
 	for key, dst := range map[string]*time.Time{"updated_after": &after, "updated_before": &before,
 		"created_after": &createdAfter, "created_before": &createdBefore} {
