@@ -526,7 +526,11 @@ func (e *Engine) findSent(ctx context.Context, a Action) (gitlab.Pipeline, bool,
 // was first claimed (less Config.ClockSkew: GitLab stamps created_at with
 // its own clock), those no other action created and no member counted or
 // chain started with, it adopts the one whose name carries the action's id
-// (a workflow:name using the depsd_action_id input), else the oldest.
+// (a workflow:name using the depsd_action_id input), else the oldest: when
+// the creates of two actions of the project and ref were both lost, a
+// later claim can adopt only pipelines created after it, so the resend of
+// the earlier claim leaves it the newer ones (taking the newest, as GitLab
+// lists them, would leave the later action none, and a third build).
 //
 // What remains possible: another api pipeline on that ref, created with
 // depsd's token by something other than depsd after the claim and before
