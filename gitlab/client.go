@@ -160,6 +160,10 @@ type Client struct {
 	// signingIgnored: this GitLab answered a hook write that carried a
 	// signing token without keeping it (SyncHooks).
 	signingIgnored atomic.Bool
+	// signingKnown: whether this GitLab keeps signing tokens is known: it
+	// answered a hook write that carried one, or listed a depsd hook with
+	// signing_token_present true or without the field (before 19.0).
+	signingKnown atomic.Bool
 	// throttled counts GitLab's throttle answers (see Throttled).
 	throttled atomic.Int64
 }

@@ -165,6 +165,10 @@ type Server struct {
 	offsetLimit     int // GET /projects offset pagination limit; <= 0: none
 	countLimit      int // records past which listings are not counted (maxCountedRecords)
 
+	// ignoredPipelineFilters are the pipeline list's query parameters
+	// this GitLab ignores (SetIgnoredPipelineFilters).
+	ignoredPipelineFilters []string
+
 	// registry is what simulated pipelines push (images.go).
 	registry registrySide
 }
