@@ -983,6 +983,60 @@ mutant "hooks sync plans every project in parallel before it knows whether GitLa
 	'for false && len(rest) > 0 && spec.SigningToken != "" && !dryRun && !c.signingKnown.Load() {' \
 	-- go test -count=3 -run 'TestSyncHooksSigningToken$' ./gitlab/
 
+# Issues 37 and 39: the fake GitLab's commit statuses, users and OAuth;
+# the client's status errors.
+mutant "gitlabtest: a commit status does not count in its pipeline's status (no second Pipeline Hook on an upstream's finished pipeline)" \
+	gitlab/gitlabtest/statuses.go \
+	'	st.own[pl.id] = status
+	return st.composite(pl)' \
+	'	st.own[pl.id] = status
+	return status' \
+	-- go test -count=1 -run 'TestCommitStatusRecomputesPipeline|TestSetCommitStatus' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlabtest: a status after a final one updates it instead of starting a new one (400 where GitLab answers 201)" \
+	gitlab/gitlabtest/statuses.go \
+	'(old.status == "pending" || old.status == "running")' \
+	'true' \
+	-- go test -count=1 -run 'TestCommitStatusTransitions' ./gitlab/gitlabtest/
+
+mutant "gitlabtest: a running status accepts running again (GitLab answers 400 Cannot transition status via :run from :running)" \
+	gitlab/gitlabtest/statuses.go \
+	'		if from != "pending" {
+			return transitionError("run", from)' \
+	'		if from == "never" {
+			return transitionError("run", from)' \
+	-- go test -count=1 -run 'TestCommitStatusTransitions|TestSetCommitStatus' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlab: an invalid status transition is not ErrStatusTransition" \
+	gitlab/errors.go \
+	'e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Cannot transition status via")' \
+	'false' \
+	-- go test -count=1 -run 'TestSetCommitStatus' ./gitlab/
+
+mutant "gitlabtest: a private project is readable by everyone" \
+	gitlab/gitlabtest/users.go \
+	'if c.admin || s.visibilityOf(p) != VisibilityPrivate {' \
+	'if true {' \
+	-- go test -count=1 -run 'TestUsersSeeTheirProjects|TestClientForAPerson' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlabtest: a project shared with a group gives its members their full group role, not at most Developer" \
+	gitlab/gitlabtest/users.go \
+	'take(a.groupMembers[g.id][uid], sharedAccess)' \
+	'take(a.groupMembers[g.id][uid], AccessOwner)' \
+	-- go test -count=1 -run 'TestMembersAll' ./gitlab/gitlabtest/
+
+mutant "gitlabtest: a read_api token may write" \
+	gitlab/gitlabtest/users.go \
+	'if get && slices.Contains(c.scopes, "read_api") {' \
+	'if slices.Contains(c.scopes, "read_api") {' \
+	-- go test -count=1 -run 'TestRolesAndScopes|TestOAuthRoundTrip|TestClientForAPerson' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlabtest: /oauth/token does not check the PKCE code_verifier" \
+	gitlab/gitlabtest/oauth.go \
+	'subtle.ConstantTimeCompare([]byte(pkceS256(verifier)), []byte(code.challenge)) != 1' \
+	'false' \
+	-- go test -count=1 -run 'TestOAuthRoundTrip' ./gitlab/gitlabtest/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

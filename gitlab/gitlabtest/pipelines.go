@@ -236,6 +236,7 @@ func (s *Server) SetPipelineStatus(pipelineID int64, status string) error {
 // posts a Pipeline Hook event on every change but not when the status
 // stays the same. Callers hold s.mu.
 func (s *Server) setStatus(pl *pipeline, status string) {
+	status = s.statuses.withExternal(pl, status) // its commit statuses count (statuses.go)
 	now := s.now()
 	changed := pl.status != status
 	pl.status = status
