@@ -883,6 +883,159 @@ mutant "an image built on its pin is stale (rebuilt without cache, blocking)" \
 	'		v.State = StatePinned' \
 	'' \
 	-- go test -count=1 -run 'TestPinnedUpstreamIsNeverJudgedFresh' ./daemon/
+# Issue 41 items 5-6 and issue 42 items 1, 2, 4, 5, 7, 8 (audit-tests).
+
+mutant "a pipeline of project x carrying y's action id is taken for y's build (41.5)" \
+	chain/apply.go \
+	'if err == nil && seen.HasAction && !sameProject(seen.Action, ev) {' \
+	'if false && err == nil && seen.HasAction && !sameProject(seen.Action, ev) {' \
+	-- go test -count=1 -run 'TestActionIDFromAnotherProjectIsNotOurs' ./chain/
+
+mutant "a resend with variables adopts another user's api pipeline carrying the action id (41.6)" \
+	chain/outbox.go \
+	'Ref: a.Ref, Source: "api", Username: user.Username, UpdatedAfter: since, Limit: 50,' \
+	'Ref: a.Ref, Source: "api", Username: user.Username[:0], UpdatedAfter: since, Limit: 50,' \
+	-- go test -count=1 -run 'TestResendAdoptsOnlyTheTokensPipeline' ./chain/
+
+mutant "a resend without action id adopts the token's pipeline another action recorded (42.1)" \
+	chain/outbox.go \
+	'if (seen.HasAction && seen.Action.ID != a.ID) || seen.Counted || seen.Started {' \
+	'if seen.Counted || seen.Started {' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
+mutant "a resend without action id adopts the token's pipeline a member counted or a chain started with (42.1)" \
+	chain/outbox.go \
+	'if (seen.HasAction && seen.Action.ID != a.ID) || seen.Counted || seen.Started {' \
+	'if seen.HasAction && seen.Action.ID != a.ID {' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
+mutant "a resend without action id adopts the newest free candidate (the other lost create's: app built a third time) (42.1)" \
+	chain/outbox.go \
+	'if p.ID < oldest.ID {' \
+	'if p.ID > oldest.ID {' \
+	-- go test -count=1 -run 'TestResendsOfTwoActionsAdoptTheirOwn' ./chain/
+
+mutant "a resend without action id trusts created_after (a GitLab that ignores it: the token's older pipeline adopted) (42.2)" \
+	chain/outbox.go \
+	'
+			if !p.CreatedAt.IsZero() && p.CreatedAt.Before(since) {' \
+	'
+			if false {' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
+mutant "a resend with variables reads the variables of pipelines from before the action (42.2)" \
+	chain/outbox.go \
+	'
+		if !p.CreatedAt.IsZero() && p.CreatedAt.Before(since) {' \
+	'
+		if false {' \
+	-- go test -count=1 -run 'TestResendSkipsPipelinesFromBeforeTheAction' ./chain/
+
+mutant "depsd_no_cache sent as \"1\", which GitLab refuses for a boolean input (42.4)" \
+	chain/action.go \
+	'inputs[InputNoCache] = "true"' \
+	'inputs[InputNoCache] = "1"' \
+	-- go test -count=1 -run 'TestNoCacheInputWhereDeclared' ./chain/
+
+mutant "the fake GitLab accepts an input value of another type than declared (42.4)" \
+	gitlab/gitlabtest/cisettings.go \
+	'case ok && !ofInputType(in.typ, jsonValue(v)):' \
+	'case false && !ofInputType(in.typ, jsonValue(v)):' \
+	-- go test -count=1 -run 'TestPipelineInputs' ./gitlab/gitlabtest/
+
+mutant "a signed delivery is keyed by its unsigned Idempotency-Key (a replay with a new key is applied again) (42.5)" \
+	webhook/handler.go \
+	'	if k := r.Header.Get(HeaderWebhookID); k != "" {
+		return k
+	}
+	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		return k
+	}' \
+	'	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		return k
+	}
+	if k := r.Header.Get(HeaderWebhookID); k != "" {
+		return k
+	}' \
+	-- go test -count=1 -run 'TestHandlerDedupesOnWebhookID' ./webhook/
+
+mutant "a signed delivery exactly 5 minutes old is refused (42.5)" \
+	webhook/signature.go \
+	'd > int64(MaxClockSkew/time.Second)' \
+	'd >= int64(MaxClockSkew/time.Second)' \
+	-- go test -count=1 -run 'TestVerify$' ./webhook/
+
+mutant "a signed delivery stamped exactly 5 minutes ahead is refused (42.5)" \
+	webhook/signature.go \
+	'd < -int64(MaxClockSkew/time.Second)' \
+	'd <= -int64(MaxClockSkew/time.Second)' \
+	-- go test -count=1 -run 'TestVerify$' ./webhook/
+
+mutant "a GraphQL read at a default branch other than the listed one is taken (another branch's dependencies recorded) (42.7)" \
+	scan/batch.go \
+	'case !ok || pb.Err != nil || (pb.RootRef != "" && pb.RootRef != lp.DefaultBranch):' \
+	'case !ok || pb.Err != nil:' \
+	-- go test -count=1 -run 'TestGraphQLScanReadsTheListedBranch' ./scan/
+
+mutant "hooks sync plans every project in parallel before it knows whether GitLab keeps signing tokens (hooks edited for nothing, depending on timing) (42.8)" \
+	gitlab/hooksync.go \
+	'for len(rest) > 0 && spec.SigningToken != "" && !dryRun && !c.signingKnown.Load() {' \
+	'for false && len(rest) > 0 && spec.SigningToken != "" && !dryRun && !c.signingKnown.Load() {' \
+	-- go test -count=3 -run 'TestSyncHooksSigningToken$' ./gitlab/
+
+# Issues 37 and 39: the fake GitLab's commit statuses, users and OAuth;
+# the client's status errors.
+mutant "gitlabtest: a commit status does not count in its pipeline's status (no second Pipeline Hook on an upstream's finished pipeline)" \
+	gitlab/gitlabtest/statuses.go \
+	'	st.own[pl.id] = status
+	return st.composite(pl)' \
+	'	st.own[pl.id] = status
+	return status' \
+	-- go test -count=1 -run 'TestCommitStatusRecomputesPipeline|TestSetCommitStatus' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlabtest: a status after a final one updates it instead of starting a new one (400 where GitLab answers 201)" \
+	gitlab/gitlabtest/statuses.go \
+	'(old.status == "pending" || old.status == "running")' \
+	'true' \
+	-- go test -count=1 -run 'TestCommitStatusTransitions' ./gitlab/gitlabtest/
+
+mutant "gitlabtest: a running status accepts running again (GitLab answers 400 Cannot transition status via :run from :running)" \
+	gitlab/gitlabtest/statuses.go \
+	'		if from != "pending" {
+			return transitionError("run", from)' \
+	'		if from == "never" {
+			return transitionError("run", from)' \
+	-- go test -count=1 -run 'TestCommitStatusTransitions|TestSetCommitStatus' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlab: an invalid status transition is not ErrStatusTransition" \
+	gitlab/errors.go \
+	'e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Cannot transition status via")' \
+	'false' \
+	-- go test -count=1 -run 'TestSetCommitStatus' ./gitlab/
+
+mutant "gitlabtest: a private project is readable by everyone" \
+	gitlab/gitlabtest/users.go \
+	'if c.admin || s.visibilityOf(p) != VisibilityPrivate {' \
+	'if true {' \
+	-- go test -count=1 -run 'TestUsersSeeTheirProjects|TestClientForAPerson' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlabtest: a project shared with a group gives its members their full group role, not at most Developer" \
+	gitlab/gitlabtest/users.go \
+	'take(a.groupMembers[g.id][uid], sharedAccess)' \
+	'take(a.groupMembers[g.id][uid], AccessOwner)' \
+	-- go test -count=1 -run 'TestMembersAll' ./gitlab/gitlabtest/
+
+mutant "gitlabtest: a read_api token may write" \
+	gitlab/gitlabtest/users.go \
+	'if get && slices.Contains(c.scopes, "read_api") {' \
+	'if slices.Contains(c.scopes, "read_api") {' \
+	-- go test -count=1 -run 'TestRolesAndScopes|TestOAuthRoundTrip|TestClientForAPerson' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlabtest: /oauth/token does not check the PKCE code_verifier" \
+	gitlab/gitlabtest/oauth.go \
+	'subtle.ConstantTimeCompare([]byte(pkceS256(verifier)), []byte(code.challenge)) != 1' \
+	'false' \
+	-- go test -count=1 -run 'TestOAuthRoundTrip' ./gitlab/gitlabtest/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
