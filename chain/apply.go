@@ -2,6 +2,7 @@ package chain
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"gitlab.com/depsd/depsd/deps"
@@ -191,7 +192,7 @@ func sameProject(a Action, ev PipelineEvent) bool {
 	if a.ProjectID != 0 && ev.ProjectID != 0 {
 		return a.ProjectID == ev.ProjectID
 	}
-	return strings.EqualFold(a.Project, ev.Project)
+	return strings.EqualFold(deps.NodeProject(a.Project), deps.NodeProject(ev.Project))
 }
 
 // applyToAction applies ev to the member whose action a is. It records the
