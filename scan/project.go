@@ -73,6 +73,24 @@ type Ref struct {
 	Warnings     []deps.Warning
 }
 
+// At is the project as seen at one of its nodes: Path the node's key,
+// the files, dependencies and warnings that node's ref has, and Refs
+// empty. ok is false for a node the project does not have.
+func (p Project) At(node string) (Project, bool) {
+	if node == p.Path {
+		return p, true
+	}
+	for _, r := range p.Refs {
+		if r.Node == node {
+			q := p
+			q.Path, q.HeadCommit, q.Files, q.File = r.Node, r.HeadCommit, r.Files, r.File
+			q.Dependencies, q.Built, q.Warnings, q.Refs = r.Dependencies, r.Built, r.Warnings, nil
+			return q, true
+		}
+	}
+	return Project{}, false
+}
+
 // Nodes are the keys of the project's nodes: its default branch first.
 func (p Project) Nodes() []string {
 	out := []string{p.Path}
