@@ -37,6 +37,9 @@ type Dependency struct {
 	// how that was decided.
 	Node string     `json:"node,omitempty"`
 	Via  EdgeSource `json:"via,omitempty"`
+	// SeenIn is the pipeline seen pushing the reference, when Via is
+	// EdgeSeen.
+	SeenIn int64 `json:"seen_in,omitempty"`
 }
 
 // UpstreamNode is the node the dependency names: Node, else Project's

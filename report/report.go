@@ -48,6 +48,9 @@ type Project struct {
 	// refs: or the default :latest), seen (a pipeline was seen pushing
 	// it), default (no node claims it: the default branch's).
 	UpstreamVia map[string]deps.EdgeSource `json:"upstream_via,omitempty"`
+	// UpstreamSeenIn is, for an upstream mapped by what depsd saw, the
+	// pipeline seen pushing the reference.
+	UpstreamSeenIn map[string]int64 `json:"upstream_seen_in,omitempty"`
 	External    []string                   `json:"external"`
 	Warnings    []deps.Warning             `json:"warnings"`
 }
@@ -63,12 +66,19 @@ func Build(projects []scan.Project, g *deps.Graph) Graph {
 	node := func(key, ref, file string, ds []deps.Dependency, warnings []deps.Warning) Project {
 		ext := map[string]bool{}
 		via := map[string]deps.EdgeSource{}
+		var seenIn map[string]int64
 		for _, d := range ds {
 			if d.Project == "" && d.Image != "" {
 				ext[d.Image] = true
 			}
 			if up := d.UpstreamNode(); up != "" && d.Via != "" && g.Has(up) {
 				via[up] = d.Via
+				if d.SeenIn != 0 {
+					if seenIn == nil {
+						seenIn = map[string]int64{}
+					}
+					seenIn[up] = d.SeenIn
+				}
 			}
 		}
 		if len(via) == 0 {
@@ -80,7 +90,7 @@ func Build(projects []scan.Project, g *deps.Graph) Graph {
 		p := Project{
 			Path: key, Ref: ref, File: file,
 			Upstream: nonNil(g.Upstream(key)), Downstream: nonNil(g.Downstream(key)),
-			UpstreamVia: via, External: sortedKeys(ext), Warnings: warnings,
+			UpstreamVia: via, UpstreamSeenIn: seenIn, External: sortedKeys(ext), Warnings: warnings,
 		}
 		if l := labels[key]; l != key {
 			p.Label = l
@@ -242,7 +252,10 @@ func upstreams(p Project, name func(string) string) string {
 	var out []string
 	for _, u := range p.Upstream {
 		s := name(u)
-		if v := p.UpstreamVia[u]; v == deps.EdgeSeen || v != "" && strings.Contains(s, "@") {
+		switch v := p.UpstreamVia[u]; {
+		case v == deps.EdgeSeen && p.UpstreamSeenIn[u] != 0:
+			s += fmt.Sprintf(" (seen at pipeline %d)", p.UpstreamSeenIn[u])
+		case v == deps.EdgeSeen || v != "" && strings.Contains(s, "@"):
 			s += " (" + string(v) + ")"
 		}
 		out = append(out, s)

@@ -19,8 +19,8 @@ type AnalyzeOptions struct {
 	Analysis deps.Options
 	// Refs are the rules of `refs:`: what each node publishes.
 	Refs deps.RefRules
-	// Seen are the publications depsd saw (image → node key).
-	Seen map[string]string
+	// Seen are the publications depsd saw, by image.
+	Seen map[string]deps.Seen
 }
 
 // Analyze parses the stored files of every node of every project (its
@@ -124,11 +124,11 @@ func (a nodeAnalysis) files(project, node string, files []File, warnings []deps.
 			case d.Repository != "":
 				d.Project, _ = a.images.Project(d.Repository)
 				if d.Project != "" {
-					n, via := a.resolver.Node(d.Project, d.Image)
+					n, via, seenIn := a.resolver.NodeSeen(d.Project, d.Image)
 					if n != d.Project {
 						d.Node = n
 					}
-					d.Via = via
+					d.Via, d.SeenIn = via, seenIn
 				}
 			}
 			if d.UpstreamNode() == node {

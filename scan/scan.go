@@ -77,6 +77,12 @@ type Store interface {
 	LastScan(ctx context.Context) (Meta, bool, error)
 }
 
+// SeenSource is what a Store may also have: the publications depsd saw
+// (*store.Store has it).
+type SeenSource interface {
+	SeenPublications(ctx context.Context) (map[string]deps.Seen, error)
+}
+
 // Options say what to scan and how.
 type Options struct {
 	Scope gitlab.Scope
@@ -91,9 +97,10 @@ type Options struct {
 	// Refs are the rules of `refs:`: which refs of which projects are
 	// followed beside the default branch, and what each publishes.
 	Refs deps.RefRules
-	// Seen are the publications depsd saw (image → node key), which map
-	// references no template claims.
-	Seen map[string]string
+	// Seen are the publications depsd saw, by image, which map references
+	// no template claims; nil: Run reads them from a Store that has them
+	// (SeenSource).
+	Seen map[string]deps.Seen
 	// InstanceHost is the GitLab host; .gitlab-deps URLs on other hosts are
 	// warnings.
 	InstanceHost string
@@ -286,6 +293,11 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	// the scan's largest allocations.
 	listed, previous, prevByID, known, blobs, b = nil, nil, nil, nil, nil, batchReader{}
 
+	if ss, ok := st.(SeenSource); ok && opts.Seen == nil {
+		if opts.Seen, err = ss.SeenPublications(ctx); err != nil {
+			return Result{}, err
+		}
+	}
 	graph := Analyze(projects, AnalyzeOptions{Registry: opts.Registry, InstanceHost: opts.InstanceHost,
 		Analysis: opts.Analysis, Refs: opts.Refs, Seen: opts.Seen})
 	res.Meta = summarize(projects, graph)

@@ -228,9 +228,9 @@ func replaceDependencies(ctx context.Context, tx *sql.Tx, p scan.Project, existe
 	for i, r := range dependencyRows(&p) {
 		d := r.d
 		if _, err := tx.ExecContext(ctx, `INSERT INTO dependencies
-			(project_id, seq, kind, line, ref, image, repository, tag, digest, upstream, node, upstream_node, via)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-			p.ID, i, string(d.Kind), d.Line, d.Ref, d.Image, d.Repository, d.Tag, d.Digest, d.Project, r.node, d.Node, string(d.Via)); err != nil {
+			(project_id, seq, kind, line, ref, image, repository, tag, digest, upstream, node, upstream_node, via, seen_in)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			p.ID, i, string(d.Kind), d.Line, d.Ref, d.Image, d.Repository, d.Tag, d.Digest, d.Project, r.node, d.Node, string(d.Via), d.SeenIn); err != nil {
 			return err
 		}
 	}

@@ -39,6 +39,15 @@ func nodesMigration() migration {
 			`ALTER TABLE dependencies ADD COLUMN node TEXT NOT NULL DEFAULT ''`,
 			`ALTER TABLE dependencies ADD COLUMN upstream_node TEXT NOT NULL DEFAULT ''`,
 			`ALTER TABLE dependencies ADD COLUMN via TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE dependencies ADD COLUMN seen_in BIGINT NOT NULL DEFAULT 0`,
+			// The tags downstreams name that a node's pipeline was seen
+			// pushing (RecordSeen).
+			`CREATE TABLE seen_publications (
+				image TEXT PRIMARY KEY,
+				node TEXT NOT NULL,
+				pipeline_id BIGINT NOT NULL,
+				seen_at TEXT NOT NULL
+			)`,
 		},
 	}
 }

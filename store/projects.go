@@ -133,7 +133,7 @@ func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project,
 	rows.Close()
 
 	rows, err = tx.QueryContext(ctx, `SELECT project_id, kind, line, ref, image, repository, tag, digest, upstream,
-			node, upstream_node, via
+			node, upstream_node, via, seen_in
 		FROM dependencies`+where+` ORDER BY project_id, seq`, args...)
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project,
 		var d deps.Dependency
 		var node string
 		if err := rows.Scan(&id, &d.Kind, &d.Line, &d.Ref, &d.Image, &d.Repository, &d.Tag, &d.Digest, &d.Project,
-			&node, &d.Node, &d.Via); err != nil {
+			&node, &d.Node, &d.Via, &d.SeenIn); err != nil {
 			return err
 		}
 		if n, ok := at(id, node); ok {
