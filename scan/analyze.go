@@ -3,6 +3,8 @@ package scan
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"gitlab.com/depsd/depsd/deps"
@@ -55,6 +57,7 @@ func Analyze(projects []Project, o AnalyzeOptions) *deps.Graph {
 		}
 	}
 
+	named := map[string]map[string]bool{} // project → references downstreams name
 	for i := range projects {
 		p := &projects[i]
 		for _, msg := range problems[p.Path] {
@@ -65,6 +68,26 @@ func Analyze(projects []Project, o AnalyzeOptions) *deps.Graph {
 		for j := range p.Refs {
 			r := &p.Refs[j]
 			r.Dependencies, r.File, r.Built, r.Warnings = a.files(p.Path, r.Node, r.Files, r.Warnings)
+		}
+		for _, n := range p.Nodes() {
+			q, _ := p.At(n)
+			for _, d := range q.Dependencies {
+				if d.Project != "" && d.Tag != "" {
+					if named[d.Project] == nil {
+						named[d.Project] = map[string]bool{}
+					}
+					named[d.Project][d.Repository+":"+d.Tag] = true
+				}
+			}
+		}
+	}
+	for i := range projects {
+		p := &projects[i]
+		if len(p.Refs) == 0 {
+			continue
+		}
+		for _, c := range resolver.Conflicts(p.Path, slices.Sorted(maps.Keys(named[p.Path]))) {
+			p.Warnings = append(p.Warnings, deps.Warning{Message: "refs: " + c})
 		}
 	}
 	return GraphOf(projects)
