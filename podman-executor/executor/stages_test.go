@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -414,4 +415,47 @@ func TestGCCaches(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "project-0", "data")); err != nil {
 		t.Errorf("recent cache removed: %v", err)
 	}
+}
+
+// TestCleanupRetriesABusyRemoval: podman sometimes answers a removal with
+// "unlinkat .../userdata/shm: device or resource busy" when the container
+// ran beside others; a moment later the same removal works. Cleanup
+// retries it instead of failing the job's cleanup.
+func TestCleanupRetriesABusyRemoval(t *testing.T) {
+	for _, busy := range []int{1, 2} {
+		t.Run(strconv.Itoa(busy), func(t *testing.T) {
+			f := newFixture(t, nil, nil)
+			if err := f.e.PrepareStage(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			shm := fmt.Errorf("remove container %s: unlinkat /var/lib/containers/storage/overlay-containers/0123/userdata/shm: device or resource busy: %w", jobName, container.ErrBusy)
+			f.fake.FailNext = map[string][]error{"Remove": slices.Repeat([]error{shm}, busy)}
+			var waits []time.Duration
+			f.e.Sleep = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+			f.fake.Calls = nil
+			if err := f.e.CleanupStage(context.Background()); err != nil {
+				t.Fatalf("cleanup: %v", err)
+			}
+			if got := f.fake.Names(); len(got) != 0 {
+				t.Errorf("containers left: %v", got)
+			}
+			if n := strings.Count(strings.Join(f.fake.Calls, "\n"), "remove "); n != busy+1 {
+				t.Errorf("%d removals, want %d: %v", n, busy+1, f.fake.Calls)
+			}
+			if len(waits) != busy {
+				t.Errorf("waited %v between tries, want %d waits", waits, busy)
+			}
+		})
+	}
+	t.Run("other errors are not retried", func(t *testing.T) {
+		f := newFixture(t, nil, nil)
+		if err := f.e.PrepareStage(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f.fake.FailNext = map[string][]error{"Remove": {errors.New("remove container: permission denied")}}
+		f.e.Sleep = func(context.Context, time.Duration) error { t.Error("waited for a permanent error"); return nil }
+		if err := f.e.CleanupStage(context.Background()); err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("cleanup: %v, want the removal's error", err)
+		}
+	})
 }
