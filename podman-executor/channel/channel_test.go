@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,7 +49,7 @@ func startLoop(t *testing.T) string {
 	if !Exists(dir) {
 		t.Fatal("Exists after Create is false")
 	}
-	loop := Loop(dir)
+	loop := LoopIn(dir)
 	cmd := exec.Command(sh, loop[1:]...)
 	// Its own process group, so that cleanup ends the stages it started
 	// too: a stage left running would write into the directory while
@@ -103,7 +104,7 @@ func TestRunStreamsOutputAndReturnsTheExitCode(t *testing.T) {
 			}
 		})
 	}
-	left, _ := filepath.Glob(filepath.Join(dir, "s*"))
+	left, _ := filepath.Glob(filepath.Join(dir, "*", "s*"))
 	if len(left) > 0 {
 		t.Errorf("stage files left: %v", left)
 	}
@@ -136,7 +137,7 @@ func TestRunCanceledReturnsAndPIDFileNamesTheShell(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	pid, err := os.ReadFile(filepath.Join(dir, "long.pid"))
+	pid, err := os.ReadFile(filepath.Join(dir, jobDir, "long.pid"))
 	if err != nil || len(bytes.TrimSpace(pid)) == 0 {
 		t.Fatalf("pid file: %q %v", pid, err)
 	}
@@ -186,7 +187,7 @@ func TestBusyWhileAStageRunsEvenWithoutItsDriver(t *testing.T) {
 	// stage still ends, and then the channel is no longer busy.
 	cancel()
 	<-res
-	if err := os.WriteFile(filepath.Join(dir, "orphan.done"), nil, 0o666); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, driverDir, "orphan.done"), nil, 0o666); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "go"), []byte("x\n"), 0); err != nil {
@@ -203,5 +204,77 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 30s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stageNames are the stages GitLab Runner 17.9 calls run with (the
+// custom executor's stage list), plus step_* names: a job that learns a
+// stage's file name plants links for all of them.
+var stageNames = []string{"prepare_script", "get_sources", "clear_worktree", "restore_cache", "download_artifacts",
+	"step_script", "step_release", "build_script", "after_script", "archive_cache", "archive_cache_on_failure",
+	"upload_artifacts_on_success", "upload_artifacts_on_failure", "cleanup_file_variables"}
+
+// TestRunNeverWritesThroughPlantedLinks: the job learns a stage's file
+// name in the channel (stage-PID) and plants symbolic links, for every
+// stage name and hundreds of PIDs, in every directory of the channel,
+// pointing at host files. The driver (root with rootful podman) must not
+// write, truncate or chmod through any of them: the sentinels keep their
+// content and mode, and the stages still run. (The links for files the
+// container's side writes itself, .pid and .end, are left out here: this
+// test's loop runs on the host, where its own writes would follow them;
+// in a container they land in the container. TestRealRunnerChannelLinks,
+// in ../integration, plants those too.)
+func TestRunNeverWritesThroughPlantedLinks(t *testing.T) {
+	dir := startLoop(t)
+	sentinels := t.TempDir()
+	const content = "precious\n"
+	exts := []string{".in", ".out", ".done"}
+	for _, ext := range exts {
+		if err := os.WriteFile(filepath.Join(sentinels, "target"+ext), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirs := []string{dir}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join(dir, e.Name()))
+		}
+	}
+	for _, d := range dirs {
+		for _, stage := range stageNames {
+			for pid := 1000; pid < 1200; pid++ {
+				for _, ext := range exts {
+					if ext != ".in" && (pid < 1100 || pid > 1102) {
+						continue // the FIFOs' names only where the stages below run: links are slow to make
+					}
+					if err := os.Symlink(filepath.Join(sentinels, "target"+ext), filepath.Join(d, fmt.Sprintf("%s-%d%s", stage, pid, ext))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	for i, stage := range []string{"after_script", "archive_cache", "cleanup_file_variables"} {
+		var out syncBuffer
+		id := fmt.Sprintf("%s-%d", stage, 1100+i)
+		code, err := Run(context.Background(), dir, Stage{ID: id, Script: strings.NewReader("echo ran-" + stage + "\n"), Out: &out})
+		if err != nil || code != 0 || !strings.Contains(out.String(), "ran-"+stage) {
+			t.Errorf("stage %s: code %d, err %v, output %q", id, code, err, out.String())
+		}
+	}
+	for _, ext := range exts {
+		p := filepath.Join(sentinels, "target"+ext)
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(p)
+		if string(b) != content || st.Mode() != 0o600 {
+			t.Errorf("sentinel %s: mode %v, content %q; want -rw------- and %q", "target"+ext, st.Mode(), b, content)
+		}
 	}
 }

@@ -234,8 +234,11 @@ func (e *Executor) withChannel(name, dir string, fallback []string, mounts []con
 	if err := e.makeChannel(name, dir); err != nil {
 		return nil, nil, err
 	}
-	ms := append(append([]container.Mount{}, mounts...), container.Mount{Source: dir, Destination: channel.MountPoint})
-	return channel.Loop(channel.MountPoint), ms, nil
+	ms := slices.Clone(mounts)
+	for _, m := range channel.Mounts(dir) {
+		ms = append(ms, container.Mount{Source: m.Source, Destination: m.Destination, ReadOnly: m.ReadOnly})
+	}
+	return channel.Loop(channel.MountPoint, channel.JobMountPoint), ms, nil
 }
 
 // startAndWait starts a created container and waits until it runs: with
@@ -321,17 +324,14 @@ func (e *Executor) startHelper(ctx context.Context, id Identity, job container.S
 	return nil
 }
 
-// makeChannel creates the job's state directory (0700) and the stage
-// channel dir in it.
+// makeChannel creates the job's state directory (0700: the umask cannot
+// widen it) and the stage channel dir in it, afresh (channel.Create).
 func (e *Executor) makeChannel(name, dir string) error {
 	if err := os.MkdirAll(e.Config.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state_dir: %w", err)
 	}
 	job := e.jobStateDir(name)
 	if err := os.Mkdir(job, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("state_dir: %w", err)
-	}
-	if err := os.Chmod(job, 0o700); err != nil {
 		return fmt.Errorf("state_dir: %w", err)
 	}
 	return channel.Create(dir)
