@@ -148,3 +148,12 @@ func (e *Executor) sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// identity is the job's identity, once the job passed CheckIdentity, on
+// the runner the driver config names.
+func (e *Executor) identity() (Identity, error) {
+	if err := e.Job.CheckIdentity(); err != nil {
+		return Identity{}, err
+	}
+	return e.Job.Identity(e.Config.RunnerName), nil
+}

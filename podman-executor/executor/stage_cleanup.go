@@ -14,10 +14,21 @@ import (
 // It is idempotent and works after a failed or partial prepare. It touches
 // only things with the executor's labels for this job; the cache stays.
 func (e *Executor) CleanupStage(ctx context.Context) error {
+	id, err := e.identity()
+	var je *JobError
+	if errors.As(err, &je) {
+		// config and prepare refused the job the same way: nothing was
+		// created for it.
+		fmt.Fprintf(e.Stdout, "Nothing to clean up: %s\n", je.Msg)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
 	if err := e.connect(ctx); err != nil {
 		return err
 	}
-	return e.removeGroup(ctx, e.Job.Identity().JobName())
+	return e.removeGroup(ctx, id.JobName())
 }
 
 // removeGroup removes every labelled container and network of one job

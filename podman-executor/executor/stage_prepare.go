@@ -37,7 +37,10 @@ const (
 // cleanup. A leftover of an earlier attempt with the same name (a crashed
 // or retried prepare) is removed first. Progress lines go to the job log.
 func (e *Executor) PrepareStage(ctx context.Context) error {
-	id := e.Job.Identity()
+	id, err := e.identity()
+	if err != nil {
+		return err
+	}
 	name := id.JobName()
 	image := e.Job.Image(e.Config)
 	if image == "" {
