@@ -6,18 +6,16 @@
 // calls instead of an exec session (an API round trip, conmon and
 // `runc exec`), which is most of what a trivial job spends in `run`.
 //
-// A channel is two host directories, because the driver may run as the
-// host's root and the job must never make it write through a link the job
-// planted: the driver's directory (the request FIFO, the scripts, the
-// output and exit-code FIFOs), which only the driver writes and which is
-// mounted read-only at MountPoint (a process may still write into a FIFO
-// on a read-only mount: FIFOs are not files of the filesystem's), and the
-// job's directory, mounted read-write at JobMountPoint, where the loop
-// writes each stage's PID and end, and in which the driver only looks
-// (lstat) and removes (unlink), never creates, writes or chmods. Files of
-// the driver's directory are created with O_EXCL|O_NOFOLLOW relative to
-// the directory's descriptor and their mode set through their own
-// descriptor.
+// The driver may run as the host's root, and the job must never make it
+// write through a link the job planted. So the host directory holds only
+// what the driver writes (the request FIFO, the scripts, the output and
+// exit-code FIFOs) and is mounted read-only at MountPoint (a process may
+// still write into a FIFO on a read-only mount: FIFOs are not files of the
+// filesystem's); the loop writes each stage's PID and end into a small
+// tmpfs of the container's own at JobMountPoint (see JobTmpfs), so a job
+// writes nothing on the host through the channel. Files of the host
+// directory are created with O_EXCL|O_NOFOLLOW relative to the directory's
+// descriptor and their mode is set through their own descriptor.
 //
 // It works only where the podman service shares the driver's filesystem
 // (a local unix socket, rootful or rootless); elsewhere the executor keeps
@@ -41,18 +39,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MountPoint is where the driver's directory is mounted in the container
-// (read-only); JobMountPoint is where the job's directory is (read-write).
+// MountPoint is where the channel directory is mounted in the container
+// (read-only); JobMountPoint is the tmpfs the loop writes to.
 const (
 	MountPoint    = "/.podman-executor"
 	JobMountPoint = "/.podman-executor-job"
 )
 
-// The two directories of a channel directory.
-const (
-	driverDir = "driver"
-	jobDir    = "job"
-)
+// JobTmpfs are the options of the tmpfs at JobMountPoint: room for the
+// stages' PID and end files only, writable by any user in the container.
+const JobTmpfs = "rw,nosuid,nodev,noexec,size=1m,mode=1777"
 
 // ctlName is the request FIFO; the loop holds it open read-write, so a
 // writer finds a reader exactly as long as the container runs.
@@ -66,24 +62,9 @@ var ErrNotRunning = errors.New("the job container's stage loop is not running")
 // so an id never escapes the directory.
 var validID = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
-// Mount is one directory of a channel as the container mounts it.
-type Mount struct {
-	Source, Destination string
-	ReadOnly            bool
-}
-
-// Mounts are the bind mounts of the channel in dir: the driver's
-// directory read-only at MountPoint, the job's read-write at
-// JobMountPoint.
-func Mounts(dir string) []Mount {
-	return []Mount{
-		{Source: filepath.Join(dir, driverDir), Destination: MountPoint, ReadOnly: true},
-		{Source: filepath.Join(dir, jobDir), Destination: JobMountPoint},
-	}
-}
-
-// Loop is the container's main process, the driver's directory mounted at
-// d and the job's at j (MountPoint and JobMountPoint, except in tests): it
+// Loop is the container's main process, the channel directory mounted at
+// d and the loop's tmpfs at j (MountPoint and JobMountPoint, except in
+// tests): it
 // reads stage ids from the request FIFO and runs each stage in the
 // background (bash when the image has it, else sh) with the script on
 // stdin and stdout+stderr on the stage's output FIFO; the shell's PID goes
@@ -102,39 +83,25 @@ while :; do
 done`}
 }
 
-// LoopIn is Loop for the channel in dir, on the host (tests).
-func LoopIn(dir string) []string {
-	return Loop(filepath.Join(dir, driverDir), filepath.Join(dir, jobDir))
-}
-
-// Create makes the channel in dir afresh, removing whatever was there (an
-// earlier attempt's): dir (0700: its parent, which the caller creates
-// 0700, keeps other host users out), the driver's directory (0755) with
-// its request FIFO (0666) and the job's directory (0777: processes of any
-// user in the container write there). Modes are set through descriptors,
-// never by path.
+// Create makes the channel directory dir afresh, removing whatever was
+// there (an earlier attempt's): dir (0755: the container's users read the
+// scripts and open the FIFOs; its parent, which the caller creates 0700,
+// keeps other host users out) and its request FIFO (0666). Modes are set
+// through descriptors, never by path. Mount dir read-only at MountPoint.
 func Create(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("create stage channel: %w", err)
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("create stage channel: %w", err)
-	}
-	top, err := openDir(dir)
+	parent, err := openDir(filepath.Dir(dir))
 	if err != nil {
 		return fmt.Errorf("create stage channel: %w", err)
 	}
-	defer unix.Close(top)
-	drv, err := makeDir(top, driverDir, 0o755)
+	defer unix.Close(parent)
+	drv, err := makeDir(parent, filepath.Base(dir), 0o755)
 	if err != nil {
 		return fmt.Errorf("create stage channel: %w", err)
 	}
 	defer unix.Close(drv)
-	job, err := makeDir(top, jobDir, 0o777)
-	if err != nil {
-		return fmt.Errorf("create stage channel: %w", err)
-	}
-	unix.Close(job)
 	ctl, err := makeFIFO(drv, ctlName)
 	if err != nil {
 		return fmt.Errorf("create stage channel: %w", err)
@@ -193,7 +160,7 @@ func makeFIFO(dfd int, name string) (int, error) {
 
 // Exists reports whether dir holds a channel made by Create.
 func Exists(dir string) bool {
-	fi, err := os.Lstat(filepath.Join(dir, driverDir, ctlName))
+	fi, err := os.Lstat(filepath.Join(dir, ctlName))
 	return err == nil && fi.Mode()&os.ModeNamedPipe != 0
 }
 
@@ -201,7 +168,7 @@ func Exists(dir string) bool {
 // container's first instants), asking alive between tries whether it is
 // worth waiting; it gives up when ctx ends.
 func Ready(ctx context.Context, dir string, alive func() error) error {
-	ctl := filepath.Join(dir, driverDir, ctlName)
+	ctl := filepath.Join(dir, ctlName)
 	for tries := 0; ; tries++ {
 		fd, err := unix.Open(ctl, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err == nil {
@@ -223,19 +190,15 @@ func Ready(ctx context.Context, dir string, alive func() error) error {
 	}
 }
 
-// Busy reports whether a stage handed to the loop in dir still runs
-// (whether or not its driver is still there): its exit-code FIFO is there
-// (the driver removes it when it returns) and the loop has not written its
-// end.
-func Busy(dir string) bool {
-	m, _ := filepath.Glob(filepath.Join(dir, driverDir, "*.done"))
-	for _, done := range m {
-		id := strings.TrimSuffix(filepath.Base(done), ".done")
-		if _, err := os.Lstat(filepath.Join(dir, jobDir, id+".end")); err != nil {
-			return true
-		}
-	}
-	return false
+// BusyCommand is a command for the container whose channel is mounted at
+// d (MountPoint, except in tests) with the loop's tmpfs at j
+// (JobMountPoint): it prints "busy" when a stage handed to the loop still
+// runs (whether or not its driver is still there): its exit-code FIFO is
+// there (the driver removes it when it returns) and the loop has not
+// written its end. A job can make it lie about its own container only.
+func BusyCommand(d, j string) []string {
+	return []string{"sh", "-c", `for f in "` + d + `"/*.done; do [ -e "$f" ] || continue; id=${f##*/}; ` +
+		`[ -e "` + j + `/${id%.done}.end" ] || { echo busy; exit 0; }; done`}
 }
 
 // PIDFile is the path, inside the container, of the file holding the PID
@@ -263,30 +226,15 @@ func Run(ctx context.Context, dir string, s Stage) (int, error) {
 	if !validID.MatchString(s.ID) {
 		return 0, fmt.Errorf("stage id %q: only letters, digits, '.', '_', '-'", s.ID)
 	}
-	drv, err := openDir(filepath.Join(dir, driverDir))
+	drv, err := openDir(dir)
 	if err != nil {
 		return 0, fmt.Errorf("stage channel: %w", err)
 	}
 	defer unix.Close(drv)
-	job, err := openDir(filepath.Join(dir, jobDir))
-	if err != nil {
-		return 0, fmt.Errorf("stage channel: %w", err)
-	}
-	defer unix.Close(job)
-	// What the job may have put in its directory under this stage's
-	// names goes first: the end of a stage that has not run would tell
-	// Busy it ended. Unlinking never follows a link.
-	unlinkStage := func() {
-		for _, ext := range []string{".end", ".pid"} {
-			_ = unix.Unlinkat(job, s.ID+ext, 0)
-		}
-	}
-	unlinkStage()
 	defer func() {
 		for _, ext := range []string{".done", ".in", ".out"} {
 			_ = unix.Unlinkat(drv, s.ID+ext, 0)
 		}
-		unlinkStage()
 	}()
 	if err := writeScript(drv, s.ID+".in", s.Script); err != nil {
 		return 0, err

@@ -35,7 +35,8 @@ func (s *syncBuffer) String() string {
 }
 
 // startLoop runs the container's loop with the host's sh on a channel in
-// a temporary directory, as podman would run it in the job container.
+// a temporary directory, as podman would run it in the job container,
+// with a directory beside it for the container's tmpfs (jobDir).
 func startLoop(t *testing.T) string {
 	t.Helper()
 	sh, err := exec.LookPath("sh")
@@ -49,7 +50,10 @@ func startLoop(t *testing.T) string {
 	if !Exists(dir) {
 		t.Fatal("Exists after Create is false")
 	}
-	loop := LoopIn(dir)
+	if err := os.Mkdir(jobDir(dir), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	loop := Loop(dir, jobDir(dir))
 	cmd := exec.Command(sh, loop[1:]...)
 	// Its own process group, so that cleanup ends the stages it started
 	// too: a stage left running would write into the directory while
@@ -63,9 +67,9 @@ func startLoop(t *testing.T) string {
 		_ = unix.Kill(-pgid, unix.SIGKILL)
 		_ = cmd.Wait()
 		// A killed process may still finish the write it was in: remove
-		// the directory until it stays removed.
+		// the directories until they stay removed.
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if os.RemoveAll(dir) == nil {
+			if os.RemoveAll(dir) == nil && os.RemoveAll(jobDir(dir)) == nil {
 				return
 			}
 		}
@@ -76,6 +80,21 @@ func startLoop(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// jobDir stands in, on the host, for the loop's tmpfs of the channel in
+// dir.
+func jobDir(dir string) string { return dir + "-job" }
+
+// busy runs BusyCommand for the channel in dir with the host's sh.
+func busy(t *testing.T, dir string) bool {
+	t.Helper()
+	c := BusyCommand(dir, jobDir(dir))
+	out, err := exec.Command(c[0], c[1:]...).Output()
+	if err != nil {
+		t.Fatalf("busy check: %v", err)
+	}
+	return strings.TrimSpace(string(out)) == "busy"
 }
 
 func TestRunStreamsOutputAndReturnsTheExitCode(t *testing.T) {
@@ -104,7 +123,7 @@ func TestRunStreamsOutputAndReturnsTheExitCode(t *testing.T) {
 			}
 		})
 	}
-	left, _ := filepath.Glob(filepath.Join(dir, "*", "s*"))
+	left, _ := filepath.Glob(filepath.Join(dir, "s*"))
 	if len(left) > 0 {
 		t.Errorf("stage files left: %v", left)
 	}
@@ -137,7 +156,7 @@ func TestRunCanceledReturnsAndPIDFileNamesTheShell(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	pid, err := os.ReadFile(filepath.Join(dir, jobDir, "long.pid"))
+	pid, err := os.ReadFile(filepath.Join(jobDir(dir), "long.pid"))
 	if err != nil || len(bytes.TrimSpace(pid)) == 0 {
 		t.Fatalf("pid file: %q %v", pid, err)
 	}
@@ -166,7 +185,7 @@ func TestRunRefusesIDsThatLeaveTheDirectory(t *testing.T) {
 
 func TestBusyWhileAStageRunsEvenWithoutItsDriver(t *testing.T) {
 	dir := startLoop(t)
-	if Busy(dir) {
+	if busy(t, dir) {
 		t.Fatal("busy before any stage")
 	}
 	if err := unix.Mkfifo(filepath.Join(dir, "go"), 0o600); err != nil {
@@ -180,20 +199,20 @@ func TestBusyWhileAStageRunsEvenWithoutItsDriver(t *testing.T) {
 		res <- err
 	}()
 	waitFor(t, func() bool { return strings.Contains(out.String(), "started") })
-	if !Busy(dir) {
+	if !busy(t, dir) {
 		t.Error("not busy while the stage runs")
 	}
 	// The driver goes away (its files stay, as after a SIGKILL): the
 	// stage still ends, and then the channel is no longer busy.
 	cancel()
 	<-res
-	if err := os.WriteFile(filepath.Join(dir, driverDir, "orphan.done"), nil, 0o666); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "orphan.done"), nil, 0o666); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "go"), []byte("x\n"), 0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return !Busy(dir) })
+	waitFor(t, func() bool { return !busy(t, dir) })
 }
 
 func waitFor(t *testing.T, cond func() bool) {
@@ -219,10 +238,10 @@ var stageNames = []string{"prepare_script", "get_sources", "clear_worktree", "re
 // stage name and hundreds of PIDs, in every directory of the channel,
 // pointing at host files. The driver (root with rootful podman) must not
 // write, truncate or chmod through any of them: the sentinels keep their
-// content and mode, and the stages still run. (The links for files the
-// container's side writes itself, .pid and .end, are left out here: this
-// test's loop runs on the host, where its own writes would follow them;
-// in a container they land in the container. TestRealRunnerChannelLinks,
+// content and mode, and the stages still run. (The links for the files
+// the container's side writes itself, .pid and .end, are left out here:
+// in a container they are in its own tmpfs, but this test's loop runs on
+// the host, where its writes would follow them. TestRealRunnerChannelLinks,
 // in ../integration, plants those too.)
 func TestRunNeverWritesThroughPlantedLinks(t *testing.T) {
 	dir := startLoop(t)
@@ -234,16 +253,7 @@ func TestRunNeverWritesThroughPlantedLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dirs := []string{dir}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			dirs = append(dirs, filepath.Join(dir, e.Name()))
-		}
-	}
+	dirs := []string{dir, jobDir(dir)}
 	for _, d := range dirs {
 		for _, stage := range stageNames {
 			for pid := 1000; pid < 1200; pid++ {

@@ -120,6 +120,9 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if useChannel { // the helper container's spec starts from this one
+		spec.Options = spec.Options.Merge(channelTmpfs())
+	}
 	// A build job in a user namespace of its own has its helper container
 	// in the same one (its checkout and caches are then its own), a kept
 	// builds volume of its own, and the cache chowned into it.
@@ -237,11 +240,14 @@ func (e *Executor) withChannel(name, dir string, fallback []string, mounts []con
 	if err := e.makeChannel(name, dir); err != nil {
 		return nil, nil, err
 	}
-	ms := slices.Clone(mounts)
-	for _, m := range channel.Mounts(dir) {
-		ms = append(ms, container.Mount{Source: m.Source, Destination: m.Destination, ReadOnly: m.ReadOnly})
-	}
+	ms := append(slices.Clone(mounts), container.Mount{Source: dir, Destination: channel.MountPoint, ReadOnly: true})
 	return channel.Loop(channel.MountPoint, channel.JobMountPoint), ms, nil
+}
+
+// channelTmpfs is the tmpfs the stage loop of a container with the stage
+// channel writes its stages' PIDs and ends to (nothing of it on the host).
+func channelTmpfs() container.Options {
+	return container.Options{Tmpfs: map[string]string{channel.JobMountPoint: channel.JobTmpfs}}
 }
 
 // startAndWait starts a created container and waits until it runs: with
