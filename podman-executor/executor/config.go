@@ -45,6 +45,10 @@ type Config struct {
 	// BuildsDir and CacheDir are paths inside the job container.
 	BuildsDir string `toml:"builds_dir"`
 	CacheDir  string `toml:"cache_dir"`
+	// SplitProtectedRefs gives the jobs of a project's protected refs a
+	// cache directory, builds volume and build storage of their own, apart
+	// from those of its other refs (see Job.Protected).
+	SplitProtectedRefs bool `toml:"split_protected_refs"`
 	// BuildsVolume keeps BuildsDir in a podman volume per runner, project
 	// and concurrent id, so the next job fetches incrementally instead of
 	// cloning; gc removes volumes unused for gc_cache_max_age.
@@ -208,6 +212,7 @@ func Defaults(h Host) Config {
 	c := Config{
 		PodmanURL:              podmanURL(h),
 		RunnerName:             "default",
+		SplitProtectedRefs:     true,
 		DefaultImage:           "docker.io/library/alpine:3",
 		PullPolicy:             "if-not-present",
 		BuildsDir:              "/builds",
@@ -344,7 +349,7 @@ func (c Config) validate() error {
 	if err := container.CheckTmpfs("services_tmpfs", c.ServicesTmpfs); err != nil {
 		return fmt.Errorf("driver config: %w", err)
 	}
-	if err := c.Build.validate(); err != nil {
+	if err := c.Build.validate(len(c.AllowedBuildImages) > 0, c.UsernsMode); err != nil {
 		return err
 	}
 	for _, v := range c.Volumes {

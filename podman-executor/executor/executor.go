@@ -155,5 +155,7 @@ func (e *Executor) identity() (Identity, error) {
 	if err := e.Job.CheckIdentity(); err != nil {
 		return Identity{}, err
 	}
-	return e.Job.Identity(e.Config.RunnerName), nil
+	id := e.Job.Identity(e.Config.RunnerName)
+	id.Protected = e.Config.SplitProtectedRefs && e.Job.Protected()
+	return id, nil
 }

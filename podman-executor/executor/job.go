@@ -44,6 +44,11 @@ type JobResponse struct {
 	JobInfo struct {
 		ProjectID int64 `json:"project_id"`
 	} `json:"job_info"`
+	// GitInfo.Protected says whether the job's ref is protected (GitLab
+	// 18.3 and runners that know it; absent otherwise).
+	GitInfo struct {
+		Protected *bool `json:"protected"`
+	} `json:"git_info"`
 	Image       ResponseImage        `json:"image"`
 	Services    []ResponseImage      `json:"services"`
 	Credentials []ResponseCredential `json:"credentials"`
@@ -216,6 +221,26 @@ func (j Job) Services() ([]Service, error) {
 // project, concurrent slot and job.
 type Identity struct {
 	Runner, Project, Concurrent, Job string
+	// Protected: the job's ref is protected and its cache and volumes are
+	// kept apart from the project's other refs' (split_protected_refs).
+	Protected bool
+}
+
+// Protected reports whether the job's ref is protected, as the job
+// response says: git_info.protected where the runner passes it (GitLab
+// 18.3 on), else GitLab's CI_COMMIT_REF_PROTECTED, which is the first of
+// that name (a job's own `variables:` come after GitLab's predefined
+// ones; GitLab Runner reads it the same way).
+func (j Job) Protected() bool {
+	if p := j.Response.GitInfo.Protected; p != nil {
+		return *p
+	}
+	for _, v := range j.Response.Variables {
+		if v.Key == "CI_COMMIT_REF_PROTECTED" {
+			return v.Value == "true"
+		}
+	}
+	return false
 }
 
 // Identity is the job's identity on the runner named runner (the driver

@@ -470,7 +470,7 @@ func (e *Executor) ensureImageWith(ctx context.Context, image, policy, platform 
 // mounts are the job container's bind mounts: the job's cache directory
 // and the runner helper (the configured volumes go in Spec.Volumes).
 func (e *Executor) mounts(id Identity) ([]container.Mount, error) {
-	root := filepath.Join(e.Config.CacheHostDir, "runner-"+clean(id.Runner), "project-"+clean(id.Project))
+	root := filepath.Join(e.Config.CacheHostDir, "runner-"+clean(id.Runner), "project-"+id.storeKey())
 	cache := filepath.Join(root, cacheData)
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, fmt.Errorf("create cache directory: %w", err)

@@ -98,3 +98,36 @@ func TestRealRunnerJobCannotChooseAnotherProject(t *testing.T) {
 		assertJobGone(t, j.payload.ID)
 	}
 }
+
+// TestRealRunnerProtectedRefsKeepTheirCache: with split_protected_refs
+// (the default), a job of a protected ref and a branch job of the same
+// project have caches of their own under the real runner: the branch job,
+// even calling itself protected in its own variables, neither sees nor
+// changes what the protected job cached.
+func TestRealRunnerProtectedRefsKeepTheirCache(t *testing.T) {
+	t.Parallel()
+	api := startJobsAPI(t)
+	r := newRealRunner(t, api, 1, "")
+	project := int64(uniqueID(43))
+	p := api.newJob(project, `echo "protected-$((6*7))" > /cache/marker`, `echo "wrote: $(cat /cache/marker)"`)
+	p.setVar("CI_COMMIT_REF_PROTECTED", "true")
+	u := api.newJob(project, `echo "branch-sees: $(cat /cache/marker 2>/dev/null || echo nothing)"`, "echo poisoned > /cache/marker")
+	u.setVar("CI_COMMIT_REF_PROTECTED", "false")
+	u.overrideVar("CI_COMMIT_REF_PROTECTED", "true")
+	p2 := api.newJob(project, `echo "protected-reads: $(cat /cache/marker)"`)
+	p2.setVar("CI_COMMIT_REF_PROTECTED", "true")
+	api.enqueue(p, u, p2)
+	runnerLog := r.runSingle(3)
+	for _, j := range []*fakeJob{p, u, p2} {
+		waitDone(t, j, time.Minute)
+		if st, log := j.final(); st.State != "success" {
+			t.Fatalf("job %d: %s\n%s\nrunner log:\n%s", j.payload.ID, st.State, log, runnerLog)
+		}
+	}
+	if _, log := u.final(); !strings.Contains(log, "branch-sees: nothing") {
+		t.Errorf("the branch job saw the protected job's cache:\n%s", log)
+	}
+	if _, log := p2.final(); !strings.Contains(log, "protected-reads: protected-42") {
+		t.Errorf("the branch job changed the protected jobs' cache:\n%s", log)
+	}
+}
