@@ -1036,6 +1036,76 @@ mutant "gitlabtest: /oauth/token does not check the PKCE code_verifier" \
 	'subtle.ConstantTimeCompare([]byte(pkceS256(verifier)), []byte(code.challenge)) != 1' \
 	'false' \
 	-- go test -count=1 -run 'TestOAuthRoundTrip' ./gitlab/gitlabtest/
+# podman-executor security (issue 41 items 1-3), its CI skip (issue 42
+# item 3) and cleanup's retry (issue 39).
+pe_ci() {
+	(cd podman-executor && CI=true CGO_ENABLED=0 go test -count=1 \
+		-tags "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" "$@")
+}
+
+mutant "podman-executor: the driver writes a stage's script through a link planted under its name (a job overwrites host files as root)" \
+	podman-executor/channel/channel.go \
+	'const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC' \
+	'const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC | unix.O_CLOEXEC' \
+	-- pe_test -run 'TestRunNeverWritesThroughPlantedLinks' ./channel/
+
+mutant "podman-executor: the stage channel is mounted read-write in the job (a job plants links where the driver writes)" \
+	podman-executor/executor/stage_prepare.go \
+	'container.Mount{Source: dir, Destination: channel.MountPoint, ReadOnly: true}' \
+	'container.Mount{Source: dir, Destination: channel.MountPoint, ReadOnly: false}' \
+	-- pe_ci -run 'TestRealRunnerChannelLinks' ./integration/
+
+mutant "podman-executor: a job's CI_PROJECT_ID names its cache and volumes again (another project's, if it says so)" \
+	podman-executor/executor/job.go \
+	'Project:    strconv.FormatInt(j.Response.JobInfo.ProjectID, 10),' \
+	'Project:    j.Vars["CI_PROJECT_ID"],' \
+	-- pe_test -run 'TestIdentityComesFromTheJobResponse' ./executor/
+
+mutant "podman-executor: a job redefining CI_PROJECT_ID, CI_JOB_ID or CI_CONCURRENT_* is not refused (under the real runner)" \
+	podman-executor/executor/executor.go \
+	'if err := e.Job.CheckIdentity(); err != nil {' \
+	'if err := error(nil); err != nil {' \
+	-- pe_ci -run 'TestRealRunnerJobCannotChooseAnotherProject' ./integration/
+
+mutant "podman-executor: a job may set CI_CONCURRENT_* (its slot: another job's builds volume)" \
+	podman-executor/executor/job.go \
+	'case strings.HasPrefix(k, "CI_CONCURRENT_"), runnerVariables[k]:' \
+	'case runnerVariables[k]:' \
+	-- pe_test -run 'TestIdentityComesFromTheJobResponse' ./executor/
+
+mutant "podman-executor: [build] userns_mode \"host\" is accepted (a build job's SYS_ADMIN root is the host's root)" \
+	podman-executor/executor/build.go \
+	'if builds && (mode == "" || mode == "host") && !b.UnsafeBuildsAsHostRoot {' \
+	'if false {' \
+	-- pe_test -run 'TestConfigRefusesBuildsAsHostRoot' ./executor/
+
+mutant "podman-executor: a branch job shares the protected refs' cache and volumes (it can poison what they build)" \
+	podman-executor/executor/executor.go \
+	'id.Protected = e.Config.SplitProtectedRefs && e.Job.Protected()' \
+	'id.Protected = false' \
+	-- pe_ci -run 'TestRealRunnerProtectedRefsKeepTheirCache' ./integration/
+
+mutant "podman-executor: a job calling itself protected in its own variables is taken at its word" \
+	podman-executor/executor/job.go \
+	'		if v.Key == "CI_COMMIT_REF_PROTECTED" {
+			return v.Value == "true"
+		}' \
+	'		if v.Key == "CI_COMMIT_REF_PROTECTED" && v.Value == "true" {
+			return true
+		}' \
+	-- pe_test -run 'TestProtectedRefsKeepTheirOwnCacheAndVolumes' ./executor/
+
+mutant "podman-executor: the image build tests skip under CI=true on a machine without /dev/fuse" \
+	podman-executor/integration/build_test.go \
+	'const fuseDevice = "/dev/fuse"' \
+	'const fuseDevice = "/dev/fuse-absent"' \
+	-- pe_ci -run 'TestImageBuildInJob' ./integration/
+
+mutant "podman-executor: cleanup fails on podman's transient 'device or resource busy' instead of retrying" \
+	podman-executor/executor/stage_cleanup.go \
+	'if !errors.Is(err, container.ErrBusy) || waited >= removeRetryFor {' \
+	'if !errors.Is(err, container.ErrBusy) || waited >= 0 {' \
+	-- pe_test -run 'TestCleanupRetriesABusyRemoval' ./executor/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
