@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Recorder stores an accepted event before the handler answers, so an
@@ -183,7 +184,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, kind, OutcomeIgnored, ignored.Reason)
 		return
 	case err != nil:
-		h.opts.Logger.Warn("malformed webhook", "event", eventType, "err", err)
+		h.opts.Logger.Warn("malformed webhook", "event", clip(eventType), "err", err)
 		h.opts.Observe(kind, OutcomeMalformed)
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -197,7 +198,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// GitLab does not resend by itself; the reconciler catches up on
 		// pipelines depsd created, and the operator sees this error.
-		h.opts.Logger.Error("cannot record webhook event", "event", eventType, "project", ev.project(), "err", err)
+		h.opts.Logger.Error("cannot record webhook event", "event", clip(eventType), "project", ev.project(), "err", err)
 		h.opts.Observe(kind, OutcomeError)
 		http.Error(w, "cannot record the event", http.StatusServiceUnavailable)
 		return
@@ -222,9 +223,10 @@ func (h *Handler) unsignedRefusal(r *http.Request) string {
 }
 
 // refuse answers 401. The log and the answer name the reason only: never
-// a token, a key or a signature that was sent.
+// a token, a key or a signature that was sent; the event header, which
+// the unauthenticated sender chose, is clipped.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, kind, eventType, why string) {
-	h.opts.Logger.Warn("webhook refused", "remote", r.RemoteAddr, "event", eventType, "reason", why)
+	h.opts.Logger.Warn("webhook refused", "remote", r.RemoteAddr, "event", clip(eventType), "reason", why)
 	h.opts.Observe(kind, OutcomeUnauthorized)
 	http.Error(w, "unauthorized: "+why, http.StatusUnauthorized)
 }
@@ -262,6 +264,23 @@ func deliveryKey(r *http.Request, body []byte) string {
 	}
 	sum := sha256.Sum256(body)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// maxLogged is how much of a header value a log line or an answer
+// repeats: the sender chooses it (up to the server's header limit, 1 MB).
+const maxLogged = 64
+
+// clip bounds a sender's header value for a log line or an answer,
+// saying how long it was.
+func clip(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	cut := maxLogged
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }
 
 // metricKind bounds the label values of the events metric.

@@ -239,3 +239,18 @@ func TestNewHandlerRequiresSecret(t *testing.T) {
 		t.Error("no secret accepted")
 	}
 }
+
+// TestHandlerBoundsHeadersItLogs: an unauthenticated sender chooses the
+// X-Gitlab-Event header; a 1 MB one must not be written to the log (or
+// echoed back) whole.
+func TestHandlerBoundsHeadersItLogs(t *testing.T) {
+	huge := strings.Repeat("A", 1<<20)
+	for _, token := range []string{"forged", secret} {
+		var logs bytes.Buffer
+		h, _ := newTestHandler(t, &memRecorder{}, &logs)
+		w := post(h, huge, token, "k", fixture(t, "pipeline_success.json"))
+		if logs.Len() > 4<<10 || w.Body.Len() > 4<<10 {
+			t.Errorf("token %q: %d bytes logged, %d answered for a 1 MB header", token, logs.Len(), w.Body.Len())
+		}
+	}
+}
