@@ -3,7 +3,10 @@ package store
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -57,5 +60,38 @@ func testSigningTokenIsGeneratedOnce(t *testing.T, b backend) {
 	again, err := other.SigningToken(ctx, gen)
 	if err != nil || again != got[0] {
 		t.Fatalf("later call: %q, %v; want %q", again, err, got[0])
+	}
+}
+
+// TestSQLiteStateIsPrivate: the SQLite state holds the generated signing
+// token, so the file and its -wal and -shm files are the owner's alone,
+// whatever the umask; a state created before (0644) is made so at the
+// next open.
+func TestSQLiteStateIsPrivate(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	fresh, existing := filepath.Join(dir, "fresh.db"), filepath.Join(dir, "existing.db")
+	if err := os.WriteFile(existing, nil, 0o644); err != nil { // an empty file is an empty database
+		t.Fatal(err)
+	}
+	for _, path := range []string{fresh, existing} {
+		s, err := Open(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.SigningToken(t.Context(), func() (string, error) { return "whsec_x", nil }); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if perm := fi.Mode().Perm(); perm != 0o600 {
+				t.Errorf("%s: mode %o, want 600", filepath.Base(f), perm)
+			}
+		}
+		s.Close()
 	}
 }
