@@ -86,8 +86,19 @@ type Images struct {
 	// Projects replace Publish for the projects they match (the first
 	// that matches).
 	Projects []ImagesOverride `yaml:"projects"`
+	// ExternalRegistries are registry hosts (host[:port]) depsd reads
+	// besides the instance's own (each project's registry prefix, and
+	// registry above) and the hosts of watch entries: the upstreams FROM
+	// lines name (verification) and the external images watched
+	// (watch_external) on any other host are refused, so that a FROM
+	// line cannot make depsd probe a host of its writer's choosing.
+	// docker.io stands for Docker Hub's hosts.
+	ExternalRegistries []string `yaml:"external_registries"`
 	// InsecureRegistries are registry hosts (host[:port]) spoken to over
-	// plain HTTP; 127.0.0.1 and localhost always may be.
+	// plain HTTP, and which may be on a loopback, private or link-local
+	// address; no other registry may be, except the instance's own and
+	// GitLab's host (not even 127.0.0.1 or localhost). They are read
+	// like external_registries.
 	InsecureRegistries []string `yaml:"insecure_registries"`
 }
 
@@ -560,6 +571,11 @@ func (i Images) problems() Problems {
 			if err := verify.CheckTemplate(t); err != nil {
 				errs = append(errs, fmt.Errorf("images.projects[%d].publish[%d] %q: %v", j, k, t, err))
 			}
+		}
+	}
+	for j, h := range i.ExternalRegistries {
+		if h == "" || strings.ContainsAny(h, "/ ") || strings.Contains(h, "://") {
+			errs = append(errs, fmt.Errorf("images.external_registries[%d] %q: want a registry host such as ghcr.io or registry.test:5000, without scheme or path", j, h))
 		}
 	}
 	for j, h := range i.InsecureRegistries {

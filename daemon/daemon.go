@@ -109,6 +109,9 @@ type Daemon struct {
 	// signingTokens verify signed deliveries; the first is installed on
 	// the hooks (SigningTokens).
 	signingTokens []string
+	// registries are the registries the verifier and the image watcher
+	// read (registries.go).
+	registries *registryPolicy
 }
 
 // New opens the store and builds the pieces; nothing runs yet.
@@ -158,6 +161,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.store = st
 	d.state = newGraphState()
+	d.registries = newRegistryPolicy(cfg)
+	d.state.registriesChanged = d.registries.registriesChanged
 	iv, err := d.newImageVerifier()
 	if err != nil {
 		st.Close()

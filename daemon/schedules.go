@@ -26,7 +26,7 @@ func (d *Daemon) newScheduler() (*scheduler.Scheduler, error) {
 	s, err := scheduler.New(scheduler.Options{
 		Config: cfg, InScope: graph.Has, Store: d.store, Rebuilder: d.engine,
 		Images:   func(ctx context.Context) ([]scheduler.ImageUser, error) { return ImageUsers(ctx, d.store) },
-		Resolver: registry.New(registry.Options{AuthFile: cfg.RegistryAuthFile}),
+		Resolver: registry.New(d.registryOptions()),
 		Clock:    d.opts.SchedulerClock,
 		Logger:   d.log.With("component", "scheduler"),
 		Owner:    d.opts.ReplicaID,

@@ -20,6 +20,9 @@ type graphState struct {
 	// projectsChanged, if set, is told the projects of each graph loaded,
 	// as deciding what they publish needs them (imageVerifier).
 	projectsChanged func([]verify.Project)
+	// registriesChanged, if set, is told the hosts of the projects'
+	// registry prefixes with each graph loaded (registryPolicy).
+	registriesChanged func(hosts []string)
 }
 
 type scanned struct {
@@ -48,6 +51,13 @@ func (s *graphState) reload(ctx context.Context, st *store.Store) error {
 	g, err := st.Graph(ctx)
 	if err != nil {
 		return err
+	}
+	if s.registriesChanged != nil {
+		hosts, err := st.RegistryHosts(ctx)
+		if err != nil {
+			return err
+		}
+		s.registriesChanged(hosts)
 	}
 	if s.projectsChanged != nil {
 		// What projects publish: only what deciding it needs (no file,

@@ -241,6 +241,9 @@ func RunReal(ctx context.Context, out io.Writer, o RealOptions) error {
 	// depsd verifies every member, the bottom of each line included (no
 	// downstream names its image: it is published all the same).
 	cfg.Images.Publish = []string{"{registry}/{path}:latest"}
+	// The demo's registry listens on 127.0.0.1, over plain HTTP: depsd
+	// reads such a registry only when it is listed.
+	cfg.Images.InsecureRegistries = []string{reg}
 	listening := make(chan string, 1)
 	d, err := daemon.New(ctx, daemon.Options{
 		Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, Logger: o.Logger,
@@ -296,7 +299,7 @@ func realStory(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.
 	}
 	// Each member's verdict is depsd's own (the live view prints it); the
 	// digest beside a success is read from the registry.
-	rd := registry.New(registry.Options{})
+	rd := registry.New(registry.Options{Insecure: []string{reg}})
 	onSuccess := func(p string) string {
 		digest, err := rd.Digest(ctx, reg+"/"+p+":latest")
 		if err != nil {
