@@ -161,6 +161,11 @@ type Hooks struct {
 	// Mode is where depsd installs its hook: HooksProject (one per project)
 	// or HooksGroup (one per group of scope.groups: Premium, Owner role).
 	Mode string `yaml:"mode"`
+	// SecretMode is what each hook carries as X-Gitlab-Token:
+	// webhook.SecretPerProject (default: a secret derived from Secret for
+	// each project hook, and for each group hook) or webhook.SecretShared
+	// (Secret itself on every hook, as before per-project secrets).
+	SecretMode string `yaml:"secret_mode"`
 	// Signing is how deliveries' Standard Webhooks signatures are treated:
 	// webhook.SigningAuto, SigningRequired or SigningOff.
 	Signing string `yaml:"signing"`
@@ -240,7 +245,7 @@ func Defaults() Config {
 		State:           "depsd.db",
 		CatchUpInterval: 5 * time.Minute,
 		Mode:            ModeFull,
-		Hooks:           Hooks{Mode: HooksProject, Signing: webhook.SigningAuto},
+		Hooks:           Hooks{Mode: HooksProject, Signing: webhook.SigningAuto, SecretMode: webhook.SecretPerProject},
 		Images:          Images{Verify: VerifyEnforce, Timeout: verify.DefaultTimeout},
 	}
 }
@@ -367,6 +372,7 @@ func applyEnv(cfg *Config, env func(string) (string, bool)) {
 	set("DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS", &cfg.Hooks.SigningTokenPrevious)
 	set("DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS_FILE", &cfg.Hooks.SigningTokenPreviousFile)
 	set("DEPSD_HOOKS_MODE", &cfg.Hooks.Mode)
+	set("DEPSD_HOOKS_SECRET_MODE", &cfg.Hooks.SecretMode)
 	set("DEPSD_MODE", &cfg.Mode)
 }
 
@@ -532,6 +538,9 @@ func (c *Config) Validate() error {
 	}
 	if !slices.Contains(webhook.SigningModes(), c.Hooks.Signing) {
 		errs = append(errs, fmt.Errorf("hooks.signing %q: want %s", c.Hooks.Signing, strings.Join(webhook.SigningModes(), ", ")))
+	}
+	if !slices.Contains(webhook.SecretModes(), c.Hooks.SecretMode) {
+		errs = append(errs, fmt.Errorf("hooks.secret_mode %q: want %s", c.Hooks.SecretMode, strings.Join(webhook.SecretModes(), " or ")))
 	}
 	if c.Hooks.Mode != HooksProject && c.Hooks.Mode != HooksGroup {
 		errs = append(errs, fmt.Errorf("hooks.mode %q: want %s or %s", c.Hooks.Mode, HooksProject, HooksGroup))

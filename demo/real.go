@@ -275,11 +275,7 @@ func realStory(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.
 		return ctx.Err()
 	}
 	fmt.Fprintf(out, "depsd serve listening on http://%s (dashboard)\n", addr)
-	projects, err := gl.ListProjects(ctx, gitlab.Scope{Groups: cfg.Scope.Groups})
-	if err != nil {
-		return err
-	}
-	if _, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: "http://" + addr + "/hooks/gitlab", SecretToken: cfg.Hooks.Secret}, false); err != nil {
+	if _, err := d.SyncHooks(ctx, "http://"+addr+"/hooks/gitlab"); err != nil {
 		return err
 	}
 	graph, err := d.Graph(ctx)

@@ -63,6 +63,31 @@ func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
 	return g, nil
 }
 
+// ProjectPaths returns the stored projects' paths by id.
+func (s *Store) ProjectPaths(ctx context.Context) (map[int64]string, error) {
+	paths := map[int64]string{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, path FROM projects`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var path string
+			if err := rows.Scan(&id, &path); err != nil {
+				return err
+			}
+			paths[id] = path
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read project paths: %w", err)
+	}
+	return paths, nil
+}
+
 // RegistryHosts are the hosts of the stored projects' registry prefixes
 // (host[:port], as GitLab reports them: the instance's registry), each
 // once. The prefixes are streamed, not kept.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The generated signing token is made once and shared: a second call, a
@@ -93,5 +94,30 @@ func TestSQLiteStateIsPrivate(t *testing.T) {
 			}
 		}
 		s.Close()
+	}
+}
+
+// What hooks sync installed on every hook is recorded once, replaced by
+// the next record, and read by every process of the state.
+func TestHookSecretsInstalled(t *testing.T) { forEachBackend(t, testHookSecretsInstalled) }
+
+func testHookSecretsInstalled(t *testing.T, b backend) {
+	s, dsn := b.openTemp(t)
+	ctx := t.Context()
+	if got, err := s.HookSecretsInstalled(ctx); err != nil || got != "" {
+		t.Fatalf("before any record: %q, %v", got, err)
+	}
+	for _, v := range []string{"first", "second"} {
+		if err := s.SaveHookSecretsInstalled(ctx, v, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if got, err := other.HookSecretsInstalled(ctx); err != nil || got != "second" {
+		t.Errorf("another process reads %q, %v; want second", got, err)
 	}
 }

@@ -134,10 +134,12 @@ func TestParseSigningToken(t *testing.T) {
 }
 
 // signedPost sends a delivery with the Standard Webhooks headers (sig ""
-// for none) and, if token is set, X-Gitlab-Token.
+// for none) and, if token is set, X-Gitlab-Token (secret standing for
+// the right one: hookToken).
 func signedPost(h http.Handler, token, id string, ts int64, sig string, body []byte) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, "/hooks/gitlab", bytes.NewReader(body))
 	r.Header.Set("X-Gitlab-Event", "Pipeline Hook")
+	token = hookToken(token, body)
 	if token != "" {
 		r.Header.Set("X-Gitlab-Token", token)
 	}
