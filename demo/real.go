@@ -243,6 +243,9 @@ func RunReal(ctx context.Context, out io.Writer, o RealOptions) error {
 	// depsd verifies every member, the bottom of each line included (no
 	// downstream names its image: it is published all the same).
 	cfg.Images.Publish = []string{"{registry}/{path}:latest"}
+	// The demo's registry listens on 127.0.0.1, over plain HTTP: depsd
+	// reads such a registry only when it is listed.
+	cfg.Images.InsecureRegistries = []string{reg}
 	listening := make(chan string, 1)
 	d, err := daemon.New(ctx, daemon.Options{
 		Config: cfg, Listen: "127.0.0.1:0", GitLab: gl, Logger: o.Logger,
@@ -274,11 +277,7 @@ func realStory(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.
 		return ctx.Err()
 	}
 	fmt.Fprintf(out, "depsd serve listening on http://%s (dashboard)\n", addr)
-	projects, err := gl.ListProjects(ctx, gitlab.Scope{Groups: cfg.Scope.Groups})
-	if err != nil {
-		return err
-	}
-	if _, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: "http://" + addr + "/hooks/gitlab", SecretToken: cfg.Hooks.Secret}, false); err != nil {
+	if _, err := d.SyncHooks(ctx, "http://"+addr+"/hooks/gitlab"); err != nil {
 		return err
 	}
 	graph, err := d.Graph(ctx)
@@ -298,7 +297,7 @@ func realStory(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.
 	}
 	// Each member's verdict is depsd's own (the live view prints it); the
 	// digest beside a success is read from the registry.
-	rd := registry.New(registry.Options{})
+	rd := registry.New(registry.Options{Insecure: []string{reg}})
 	onSuccess := func(p string) string {
 		digest, err := rd.Digest(ctx, reg+"/"+p+":latest")
 		if err != nil {

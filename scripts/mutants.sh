@@ -1106,6 +1106,78 @@ mutant "podman-executor: cleanup fails on podman's transient 'device or resource
 	'if !errors.Is(err, container.ErrBusy) || waited >= removeRetryFor {' \
 	'if !errors.Is(err, container.ErrBusy) || waited >= 0 {' \
 	-- pe_test -run 'TestCleanupRetriesABusyRemoval' ./executor/
+# Issue 41, items 4, 7 and 8 (depsd security): a FROM line must not make
+# depsd probe a host of its writer's choosing, secrets stay out of output
+# and files, one hook's secret must not forge another project's events.
+mutant "a FROM line's registry is read whatever its host (the registry client's allowlist check removed)" \
+	registry/registry.go \
+	'	if c.allowed == nil {
+		return nil
+	}' \
+	'	if true {
+		return nil
+	}' \
+	-- go test -count=1 -run 'TestHostNotAllowedIsNeverAsked' ./registry/
+
+mutant "the daemon allows every registry host (neither the instance's nor listed)" \
+	daemon/registries.go \
+	'	if p.listed[host] || p.isInstance(host) {' \
+	'	if true {' \
+	-- go test -count=1 -run 'TestRegistryPolicy' ./daemon/
+
+mutant "a registry name resolving to a loopback or private address is connected to" \
+	registry/policy.go \
+	'	if !g.mayBeInternal(addr, "") {' \
+	'	if false {' \
+	-- go test -count=1 -run 'TestInternalAddressRefusedAtConnection' ./registry/
+
+mutant "a registry's answer (its body) is kept in the error, and so in verdicts, image checks and logs" \
+	registry/policy.go \
+	'		return &readError{msg: msg, cause: err}' \
+	'		return &readError{msg: msg + ": " + te.Error(), cause: err}' \
+	-- go test -count=1 -run 'TestErrorsDoNotCarryTheAnswer' ./registry/
+
+mutant "the image watcher's registry client is built without the registry lists" \
+	daemon/schedules.go \
+	'Resolver: registry.New(d.registryOptions()),' \
+	'Resolver: registry.New(registry.Options{AuthFile: cfg.RegistryAuthFile}),' \
+	-- go test -count=1 -run 'TestExternalImageChangeStartsChain' ./daemon/
+
+mutant "the GitLab client follows a redirect from https to plain http (the token in clear)" \
+	gitlab/transport.go \
+	'if len(via) > 0 && via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {' \
+	'if false {' \
+	-- go test -count=1 -run 'TestNoRedirectToPlainHTTP' ./gitlab/
+
+mutant "depsd config check prints the password of a postgres:// state" \
+	cmd/depsd/configcmd.go \
+	'	cfg.State = store.Redact(cfg.State)' \
+	'	_ = store.Redact' \
+	-- go test -count=1 -run 'TestNoCommandPrintsASecret' ./cmd/depsd/
+
+mutant "the SQLite state keeps the umask's mode, readable by everyone (it holds the signing token)" \
+	store/sqlite.go \
+	'	if err := makePrivate(path); err != nil {' \
+	'	if err := error(nil); err != nil {' \
+	-- go test -count=1 -run 'TestSQLiteStateIsPrivate' ./store/
+
+mutant "every project hook gets the same secret (the project id left out of its derivation): one leaked hook secret forges every project" \
+	webhook/secrets.go \
+	'derive(master, "project:"+strconv.FormatInt(projectID, 10))' \
+	'derive(master, "project:"+strconv.FormatInt(0*projectID, 10))' \
+	-- go test -count=1 -run 'TestHookSecretOfOneProjectCannotForgeAnother' ./daemon/
+
+mutant "the shared secret still authenticates every project once each hook has its own" \
+	webhook/handler.go \
+	'	if h.opts.SecretMode != SecretShared && (h.opts.SharedSecretAccepted == nil || !h.opts.SharedSecretAccepted()) {' \
+	'	if false {' \
+	-- go test -count=1 -run 'TestHookSecretsArePerProject' ./webhook/
+
+mutant "a group hook's secret is accepted for a project outside its group" \
+	webhook/handler.go \
+	'		case inScope && underGroup(path, g):' \
+	'		case inScope && (underGroup(path, g) || true):' \
+	-- go test -count=1 -run 'TestGroupHookSecretCoversItsGroupOnly' ./daemon/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

@@ -15,7 +15,7 @@ var copiedTables = []string{
 	"projects", "files", "dependencies", "warnings", "scans",
 	"chains", "chain_reasons", "chain_members", "outbox", "events",
 	"schedules", "image_digests", "job_runs", "catch_up", "hook_checks",
-	"upstream_digests", "verifications", "verify_queue",
+	"upstream_digests", "verifications", "verify_queue", "hook_secrets",
 }
 
 // ErrTargetNotEmpty: Copy refuses to write into a store that holds state.

@@ -242,5 +242,6 @@ func migrations() []migration {
 		verificationMigration(),
 		verifyMigration(),
 		builtMigration(),
+		hookSecretsMigration(),
 	}
 }
