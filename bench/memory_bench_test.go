@@ -127,6 +127,11 @@ func newMemoryInstance(b *testing.B, n int) *memoryInstance {
 		verify: true}
 	switch v := os.Getenv("DEPSD_BENCH_VERIFY"); v {
 	case "":
+		// The instance's registry is on 127.0.0.1, over plain HTTP:
+		// listed, as an operator would.
+		if err := os.WriteFile(filepath.Join(m.dir, "depsd.yaml"), []byte("images:\n  insecure_registries: [\""+reg+"\"]\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
 	case "off":
 		m.verify = false
 		if err := os.WriteFile(filepath.Join(m.dir, "depsd.yaml"), []byte("images:\n  verify: \"off\"\n"), 0o600); err != nil {

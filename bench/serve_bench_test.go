@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/webhook"
 )
 
 const hookSecret = "bench-secret"
@@ -317,6 +319,18 @@ func interleaved(targets []string, bodies [][]byte, rate, seconds int) []loadRes
 func openLoop(url string, bodies [][]byte, keyPrefix string, rate int, seconds float64) ([]time.Duration, int) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxIdleConns: 64}}
 	defer client.CloseIdleConnections()
+	// Each delivery carries its project's hook secret, as GitLab sends
+	// it (hooks.secret_mode: per-project).
+	tokens := make([]string, len(bodies))
+	for i, b := range bodies {
+		var p struct {
+			Project struct {
+				ID int64 `json:"id"`
+			} `json:"project"`
+		}
+		json.Unmarshal(b, &p)
+		tokens[i] = webhook.ProjectSecret(hookSecret, p.Project.ID)
+	}
 	total := int(float64(rate) * seconds)
 	lat := make([]time.Duration, total)
 	var failures atomic.Int64
@@ -335,7 +349,7 @@ func openLoop(url string, bodies [][]byte, keyPrefix string, rate int, seconds f
 			defer func() { <-sem; wg.Done() }()
 			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(bodies[i%len(bodies)]))
 			req.Header.Set("X-Gitlab-Event", "Pipeline Hook")
-			req.Header.Set("X-Gitlab-Token", hookSecret)
+			req.Header.Set("X-Gitlab-Token", tokens[i%len(bodies)])
 			req.Header.Set("Idempotency-Key", keyPrefix+"-"+strconv.Itoa(i))
 			resp, err := client.Do(req)
 			if err == nil {

@@ -62,6 +62,9 @@ func BenchmarkVerificationCost(b *testing.B) {
 		for _, g := range groups {
 			daemons[g] = serveWith(b, srv, clk, []string{g}, chain.Full, func(c *config.Config) {
 				c.Images = def // the defaults: verify enforce, timeout 30 s
+				// The registry (behind its slow proxy) is on 127.0.0.1,
+				// over plain HTTP: listed, as an operator would.
+				c.Images.InsecureRegistries = []string{proxy.Addr, regAddr}
 				switch g {
 				case "off":
 					c.Images.Verify = config.VerifyOff

@@ -89,8 +89,19 @@ type Images struct {
 	// Projects replace Publish for the projects they match (the first
 	// that matches).
 	Projects []ImagesOverride `yaml:"projects"`
+	// ExternalRegistries are registry hosts (host[:port]) depsd reads
+	// besides the instance's own (each project's registry prefix, and
+	// registry above) and the hosts of watch entries: the upstreams FROM
+	// lines name (verification) and the external images watched
+	// (watch_external) on any other host are refused, so that a FROM
+	// line cannot make depsd probe a host of its writer's choosing.
+	// docker.io stands for Docker Hub's hosts.
+	ExternalRegistries []string `yaml:"external_registries"`
 	// InsecureRegistries are registry hosts (host[:port]) spoken to over
-	// plain HTTP; 127.0.0.1 and localhost always may be.
+	// plain HTTP, and which may be on a loopback, private or link-local
+	// address; no other registry may be, except the instance's own and
+	// GitLab's host (not even 127.0.0.1 or localhost). They are read
+	// like external_registries.
 	InsecureRegistries []string `yaml:"insecure_registries"`
 }
 
@@ -154,6 +165,11 @@ type Hooks struct {
 	// Mode is where depsd installs its hook: HooksProject (one per project)
 	// or HooksGroup (one per group of scope.groups: Premium, Owner role).
 	Mode string `yaml:"mode"`
+	// SecretMode is what each hook carries as X-Gitlab-Token:
+	// webhook.SecretPerProject (default: a secret derived from Secret for
+	// each project hook, and for each group hook) or webhook.SecretShared
+	// (Secret itself on every hook, as before per-project secrets).
+	SecretMode string `yaml:"secret_mode"`
 	// Signing is how deliveries' Standard Webhooks signatures are treated:
 	// webhook.SigningAuto, SigningRequired or SigningOff.
 	Signing string `yaml:"signing"`
@@ -233,7 +249,7 @@ func Defaults() Config {
 		State:           "depsd.db",
 		CatchUpInterval: 5 * time.Minute,
 		Mode:            ModeFull,
-		Hooks:           Hooks{Mode: HooksProject, Signing: webhook.SigningAuto},
+		Hooks:           Hooks{Mode: HooksProject, Signing: webhook.SigningAuto, SecretMode: webhook.SecretPerProject},
 		Images:          Images{Verify: VerifyEnforce, Timeout: verify.DefaultTimeout},
 	}
 }
@@ -360,6 +376,7 @@ func applyEnv(cfg *Config, env func(string) (string, bool)) {
 	set("DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS", &cfg.Hooks.SigningTokenPrevious)
 	set("DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS_FILE", &cfg.Hooks.SigningTokenPreviousFile)
 	set("DEPSD_HOOKS_MODE", &cfg.Hooks.Mode)
+	set("DEPSD_HOOKS_SECRET_MODE", &cfg.Hooks.SecretMode)
 	set("DEPSD_MODE", &cfg.Mode)
 }
 
@@ -526,6 +543,9 @@ func (c *Config) Validate() error {
 	if !slices.Contains(webhook.SigningModes(), c.Hooks.Signing) {
 		errs = append(errs, fmt.Errorf("hooks.signing %q: want %s", c.Hooks.Signing, strings.Join(webhook.SigningModes(), ", ")))
 	}
+	if !slices.Contains(webhook.SecretModes(), c.Hooks.SecretMode) {
+		errs = append(errs, fmt.Errorf("hooks.secret_mode %q: want %s", c.Hooks.SecretMode, strings.Join(webhook.SecretModes(), " or ")))
+	}
 	if c.Hooks.Mode != HooksProject && c.Hooks.Mode != HooksGroup {
 		errs = append(errs, fmt.Errorf("hooks.mode %q: want %s or %s", c.Hooks.Mode, HooksProject, HooksGroup))
 	}
@@ -565,6 +585,11 @@ func (i Images) problems() Problems {
 			if err := verify.CheckTemplate(t); err != nil {
 				errs = append(errs, fmt.Errorf("images.projects[%d].publish[%d] %q: %v", j, k, t, err))
 			}
+		}
+	}
+	for j, h := range i.ExternalRegistries {
+		if h == "" || strings.ContainsAny(h, "/ ") || strings.Contains(h, "://") {
+			errs = append(errs, fmt.Errorf("images.external_registries[%d] %q: want a registry host such as ghcr.io or registry.test:5000, without scheme or path", j, h))
 		}
 	}
 	for j, h := range i.InsecureRegistries {

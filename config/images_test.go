@@ -26,6 +26,7 @@ func TestImages(t *testing.T) {
   projects:
     - match: tools/*
       publish: []
+  external_registries: [ghcr.io, "quay.io:443"]
   insecure_registries: ["registry.test:5000"]
 `, nil},
 		{"every mistake at once", `images:
@@ -35,6 +36,7 @@ func TestImages(t *testing.T) {
   projects:
     - match: "tools/["
       publish: ["{registry}/{path}@sha256:` + strings.Repeat("a", 64) + `"]
+  external_registries: ["https://ghcr.io"]
   insecure_registries: ["http://registry.test:5000"]
 `, []string{
 			`images.verify "strict": want off, report or enforce`,
@@ -42,6 +44,7 @@ func TestImages(t *testing.T) {
 			`images.publish[0] "{registry}/{path}:{branch}": unknown placeholder {branch}`,
 			`images.projects[0].match "tools/["`,
 			`images.projects[0].publish[0]`,
+			`images.external_registries[0] "https://ghcr.io": want a registry host`,
 			`images.insecure_registries[0] "http://registry.test:5000": want a registry host`,
 		}},
 		{"unknown key", "images:\n  publsh: []\n", []string{"images.publsh"}},

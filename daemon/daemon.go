@@ -112,6 +112,14 @@ type Daemon struct {
 	// signingTokens verify signed deliveries; the first is installed on
 	// the hooks (SigningTokens).
 	signingTokens []string
+	// registries are the registries the verifier and the image watcher
+	// read (registries.go).
+	registries *registryPolicy
+	// sharedSecret: hooks may still carry the shared webhook secret
+	// (hooks.secret_mode: per-project, before a hooks sync gave each its
+	// own; hooksecrets.go). Read from the store at start and with the
+	// state metrics, set by this process's syncs.
+	sharedSecret atomic.Bool
 }
 
 // New opens the store and builds the pieces; nothing runs yet.
@@ -161,6 +169,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d.store = st
 	d.state = newGraphState()
+	d.registries = newRegistryPolicy(cfg)
+	d.state.registriesChanged = d.registries.registriesChanged
 	iv, err := d.newImageVerifier()
 	if err != nil {
 		st.Close()
@@ -192,11 +202,20 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
+	shared, err := sharedSecretAccepted(ctx, cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	d.sharedSecret.Store(shared)
 	d.metrics.watch(d.gitlab, func() bool { _, leading := d.elector.state(); return leading })
 	d.recorder = d.engine.NewRecorder()
 	d.outbox = d.engine.RunOutbox
+	d.state.keepPaths = len(cfg.HookGroups()) > 0
 	hook, err := webhook.NewHandler(webhook.Options{
-		Secret: cfg.Hooks.Secret, Signing: cfg.Hooks.Signing, SigningTokens: d.signingTokens,
+		Secret: cfg.Hooks.Secret, SecretMode: cfg.Hooks.SecretMode, SharedSecretAccepted: d.sharedSecret.Load,
+		Groups: cfg.HookGroups(), ProjectPath: d.state.projectPath,
+		Signing: cfg.Hooks.Signing, SigningTokens: d.signingTokens,
 		DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
 		Recorder:        recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
 		Observe: func(kind, outcome string) { d.metrics.events.WithLabelValues(kind, outcome).Inc() },
@@ -460,6 +479,14 @@ func (d *Daemon) refreshState(ctx context.Context) {
 	}
 	if err != nil && ctx.Err() == nil {
 		d.log.Debug("read the state for the metrics", "err", err)
+	}
+	if d.sharedSecret.Load() {
+		// Another replica's sync (or depsd hooks sync) may have given the
+		// hooks their own. Only that way: this process's configuration,
+		// which names the secrets, does not change while it runs.
+		if shared, serr := sharedSecretAccepted(ctx, d.opts.Config, d.store); serr == nil && !shared {
+			d.sharedSecret.Store(false)
+		}
 	}
 	hooks := d.hookStatus(ctx)
 	checked := hooks.URL != "" && !hooks.CheckedAt.IsZero()

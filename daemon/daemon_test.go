@@ -42,6 +42,9 @@ func TestExternalImageChangeStartsChain(t *testing.T) {
 	gl, cfg := testClient(t, srv), testConfig(t, srv)
 	cfg.Scheduler.WatchExternal = true
 	cfg.Scheduler.WatchInterval = time.Hour
+	// A registry outside the instance, on 127.0.0.1 over plain HTTP: an
+	// operator lists it.
+	cfg.Images.InsecureRegistries = []string{reg}
 	clock := clocktest.New(time.Now())
 
 	d, ctx := runDaemon(t, Options{Config: cfg, GitLab: gl, SchedulerClock: clock,

@@ -12,6 +12,7 @@ import (
 	"gitlab.com/depsd/depsd/registry"
 	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/store"
+	"gitlab.com/depsd/depsd/webhook"
 )
 
 // newScheduler builds the cron schedules, the maintenance job and the image
@@ -26,7 +27,7 @@ func (d *Daemon) newScheduler() (*scheduler.Scheduler, error) {
 	s, err := scheduler.New(scheduler.Options{
 		Config: cfg, InScope: graph.Has, Store: d.store, Rebuilder: d.engine,
 		Images:   func(ctx context.Context) ([]scheduler.ImageUser, error) { return ImageUsers(ctx, d.store) },
-		Resolver: registry.New(registry.Options{AuthFile: cfg.RegistryAuthFile}),
+		Resolver: registry.New(d.registryOptions()),
 		Clock:    d.opts.SchedulerClock,
 		Logger:   d.log.With("component", "scheduler"),
 		Owner:    d.opts.ReplicaID,
@@ -79,17 +80,40 @@ func (d *Daemon) maintenance(ctx context.Context) error {
 // looks), and stores what it found for the dashboard's health page of
 // every replica.
 func (d *Daemon) syncHooks(ctx context.Context, dryRun bool) (gitlab.HookReport, error) {
+	return d.syncHooksTo(ctx, d.opts.Config.Hooks.URL, dryRun)
+}
+
+// SyncHooks gives every project in scope a hook to url, with the secrets
+// and signing token this daemon checks, as its maintenance does for
+// hooks.url (the demo, whose address is known only once it listens).
+func (d *Daemon) SyncHooks(ctx context.Context, url string) (gitlab.HookReport, error) {
+	return d.syncHooksTo(ctx, url, false)
+}
+
+func (d *Daemon) syncHooksTo(ctx context.Context, url string, dryRun bool) (gitlab.HookReport, error) {
 	cfg := d.opts.Config
 	hooks := cfg.Hooks
+	hooks.URL = url
 	projects, err := d.gitlab.ListProjects(ctx, cfg.GitLabScope())
 	if err != nil {
 		return gitlab.HookReport{}, fmt.Errorf("hooks sync: %w", err)
 	}
-	rep, err := d.gitlab.SyncHooks(ctx, projects, gitlab.HookSpec{URL: hooks.URL, SecretToken: hooks.Secret,
-		SigningToken: firstToken(d.signingTokens), Groups: cfg.HookGroups()}, dryRun)
+	spec := gitlab.HookSpec{URL: hooks.URL, SigningToken: firstToken(d.signingTokens), Groups: cfg.HookGroups()}
+	if err := HookSecrets(ctx, cfg, d.store, &spec); err != nil {
+		return gitlab.HookReport{}, fmt.Errorf("hooks sync: %w", err)
+	}
+	rep, err := d.gitlab.SyncHooks(ctx, projects, spec, dryRun)
 	checked := store.HookCheck{URL: hooks.URL, CheckedAt: d.opts.Now(), Report: rep}
 	if err != nil {
 		checked.Err = err.Error()
+	}
+	if err == nil && !dryRun && spec.SecretsPending {
+		if serr := HookSecretsSynced(ctx, cfg, d.store, d.opts.Now()); serr != nil {
+			d.log.Warn("record the hooks' secrets", "err", serr)
+		} else {
+			d.sharedSecret.Store(cfg.Hooks.SecretMode == webhook.SecretShared)
+			d.log.Info("every hook carries its own secret now: the shared secret is no longer accepted", "mode", cfg.Hooks.SecretMode)
+		}
 	}
 	if serr := d.store.SaveHookCheck(ctx, checked); serr != nil && ctx.Err() == nil {
 		d.log.Warn("store the webhook check", "err", serr)

@@ -20,11 +20,19 @@ type graphState struct {
 	// projectsChanged, if set, is told the projects of each graph loaded,
 	// as deciding what they publish needs them (imageVerifier).
 	projectsChanged func([]verify.Project)
+	// registriesChanged, if set, is told the hosts of the projects'
+	// registry prefixes with each graph loaded (registryPolicy).
+	registriesChanged func(hosts []string)
+	// keepPaths: keep each project's path by id (projectPath), for the
+	// webhook handler to tell which hooked group a project is in. Only
+	// with group hooks: at 50,000 projects the paths cost a few MB.
+	keepPaths bool
 }
 
 type scanned struct {
 	graph *deps.Graph
 	ids   map[int64]bool
+	paths map[int64]string // keepPaths only
 	// scan is when the stored scan read last started (zero: none), so
 	// that followScans reloads only for a newer one.
 	scan time.Time
@@ -49,6 +57,19 @@ func (s *graphState) reload(ctx context.Context, st *store.Store) error {
 	if err != nil {
 		return err
 	}
+	var paths map[int64]string
+	if s.keepPaths {
+		if paths, err = st.ProjectPaths(ctx); err != nil {
+			return err
+		}
+	}
+	if s.registriesChanged != nil {
+		hosts, err := st.RegistryHosts(ctx)
+		if err != nil {
+			return err
+		}
+		s.registriesChanged(hosts)
+	}
 	if s.projectsChanged != nil {
 		// What projects publish: only what deciding it needs (no file,
 		// only the dependencies that count), and let go.
@@ -58,7 +79,7 @@ func (s *graphState) reload(ctx context.Context, st *store.Store) error {
 		}
 		s.projectsChanged(projects)
 	}
-	s.cur.Store(&scanned{graph: g, ids: ids, scan: meta.StartedAt})
+	s.cur.Store(&scanned{graph: g, ids: ids, paths: paths, scan: meta.StartedAt})
 	return nil
 }
 
@@ -84,6 +105,16 @@ func (s *graphState) graph(context.Context) (*deps.Graph, error) {
 func (s *graphState) InScope(projectID int64) bool {
 	c := s.cur.Load()
 	return c != nil && c.ids[projectID]
+}
+
+// projectPath implements webhook.Options.ProjectPath (keepPaths).
+func (s *graphState) projectPath(projectID int64) (string, bool) {
+	c := s.cur.Load()
+	if c == nil {
+		return "", false
+	}
+	p, ok := c.paths[projectID]
+	return p, ok
 }
 
 // recorder hands accepted webhook events to the engine's inbox through

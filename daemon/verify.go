@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gitlab.com/depsd/depsd/buildinfo"
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/deps"
@@ -212,8 +211,7 @@ func (d *Daemon) newImageVerifier() (chain.Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("platform: %w", err)
 	}
-	reg := registry.New(registry.Options{AuthFile: cfg.Scheduler.RegistryAuthFile, Insecure: cfg.Images.InsecureRegistries,
-		UserAgent: buildinfo.UserAgent()})
+	reg := registry.New(d.registryOptions())
 	iv := &imageVerifier{
 		checker: &verify.Checker{Verifier: verify.New(reg, verify.Options{Timeout: cfg.Images.Timeout}), Store: d.store, Now: d.opts.Now},
 		st:      d.store, rules: cfg.PublishRules(), platforms: platforms, now: d.opts.Now,

@@ -239,6 +239,8 @@ func runVerifying(t *testing.T, srv *gitlabtest.Server, images map[string]gitlab
 	}
 	gl, cfg := testClient(t, srv), testConfig(t, srv)
 	cfg.Images.Verify = config.VerifyEnforce
+	// The instance's registry is on 127.0.0.1, over plain HTTP: listed.
+	cfg.Images.InsecureRegistries = []string{srv.RegistryHost()}
 	return runDaemon(t, Options{Config: cfg, GitLab: gl,
 		PollInterval: 50 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond})
 }

@@ -140,6 +140,12 @@ func serveOn(t testing.TB, srv *gitlabtest.Server, projects []gitlabtest.Project
 	cfg.State = filepath.Join(t.TempDir(), "depsd.db")
 	cfg.Hooks.Secret = secret
 	cfg.Scheduler = sched
+	// The watched images are on a registry on 127.0.0.1: listed, as an
+	// operator would.
+	for _, w := range sched.Watch {
+		host, _, _ := strings.Cut(w.Image, "/")
+		cfg.Images.InsecureRegistries = append(cfg.Images.InsecureRegistries, host)
+	}
 	if hooks != nil {
 		cfg.Hooks.URL = hookURL
 	}

@@ -118,7 +118,7 @@ func TestFreshnessInBrowser(t *testing.T) {
 		}
 	}
 	at := now.Add(-time.Hour)
-	checker := &verify.Checker{Verifier: verify.New(registryclient.New(registryclient.Options{}), verify.Options{}), Store: st, Now: func() time.Time { return at }}
+	checker := &verify.Checker{Verifier: verify.New(registryclient.New(registryclient.Options{Insecure: []string{host}}), verify.Options{}), Store: st, Now: func() time.Time { return at }}
 	platforms := []deps.Platform{{OS: "linux", Architecture: "amd64"}}
 	check := func(project, upstream string) {
 		t.Helper()

@@ -157,11 +157,7 @@ func story(ctx context.Context, out io.Writer, d *daemon.Daemon, gl *gitlab.Clie
 	fmt.Fprintf(out, "depsd serve listening on http://%s (scan done)\n", addr)
 	fmt.Fprintf(out, "dashboard: http://%s/\n", addr)
 
-	projects, err := gl.ListProjects(ctx, gitlab.Scope{Groups: cfg.Scope.Groups})
-	if err != nil {
-		return err
-	}
-	rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: "http://" + addr + "/hooks/gitlab", SecretToken: cfg.Hooks.Secret}, false)
+	rep, err := d.SyncHooks(ctx, "http://"+addr+"/hooks/gitlab")
 	if err != nil {
 		return err
 	}

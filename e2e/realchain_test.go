@@ -328,7 +328,7 @@ func startRealChain(t *testing.T) *realChain {
 	}
 
 	rc := &realChain{t: t, reg: reg, ids: map[string]int64{}}
-	rc.rdr = registry.New(registry.Options{})
+	rc.rdr = registry.New(registry.Options{Insecure: []string{reg}})
 	rc.v = verify.New(rc.rdr, verify.Options{})
 	runnerToken := "glrt-" + randHex(t, 9) + "-e2e-real"
 	rc.srv = gitlabtest.New(gitlabtest.Options{Token: "glpat-e2e", RegistryHost: reg, RunnerToken: runnerToken})
@@ -350,10 +350,10 @@ func startRealChain(t *testing.T) *realChain {
 
 	rc.setup = newServeSetup(t, rc.srv)
 	// depsd verifies every member's image in this registry (enforce, the
-	// default a user gets; 127.0.0.1 is read over plain HTTP), leaves
-	// such as app included: they publish :latest, which no downstream
-	// names.
-	rc.setup.configure(t, "gitlab:\n  requests_per_minute: 60000\nimages:\n  verify: enforce\n  publish: [\"{registry}/{path}:latest\"]\n")
+	// default a user gets; a registry on 127.0.0.1 over plain HTTP is read
+	// only when listed in insecure_registries), leaves such as app
+	// included: they publish :latest, which no downstream names.
+	rc.setup.configure(t, "gitlab:\n  requests_per_minute: 60000\nimages:\n  verify: enforce\n  publish: [\"{registry}/{path}:latest\"]\n  insecure_registries: [\""+reg+"\"]\n")
 	rc.serve = rc.setup.start(t)
 	rc.w = rc.setup.world(t)
 	rc.w.syncHooks(rc.gl)

@@ -167,3 +167,44 @@ func TestSyncGroupHooksFallBack(t *testing.T) {
 		}
 	})
 }
+
+// With per-project secrets, each project hook gets its project's and each
+// group hook its group's; hooks installed before with the shared secret
+// are edited while SecretsPending says they may carry it, and left alone
+// after.
+func TestSyncHooksPerProjectSecrets(t *testing.T) {
+	srv, c, projects, url, _ := groupWorld(t, true)
+	ctx := context.Background()
+	spec := HookSpec{URL: url, SecretToken: "s3cret", SigningToken: signingToken, Groups: []string{"top", "denied"},
+		ProjectSecret:  func(id int64) string { return fmt.Sprintf("project-%d", id) },
+		GroupSecret:    func(g string) string { return "group-" + g },
+		SecretsPending: true}
+	rep, err := c.SyncHooks(ctx, projects, spec, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := srv.GroupHooks("top"); len(h) != 1 || h[0].Token != "group-top" {
+		t.Errorf("group top's hooks %+v: want its group's secret", h)
+	}
+	for _, p := range projects {
+		if strings.HasPrefix(p.Path, "top/") {
+			continue // covered by the group hook
+		}
+		if h := srv.Hooks(p.Path); len(h) != 1 || h[0].Token != fmt.Sprintf("project-%d", p.ID) {
+			t.Errorf("%s's hooks %+v: want its own secret", p.Path, h)
+		}
+	}
+	if a := actions(rep); a["group top"] != HookCreated {
+		t.Errorf("actions %v", a)
+	}
+	spec.SecretsPending = false
+	rep, err = c.SyncHooks(ctx, projects, spec, false)
+	if err != nil || rep.Changed() != 0 {
+		t.Errorf("second sync, secrets installed: %d changed, %v; want nothing", rep.Changed(), err)
+	}
+	spec.SecretsPending = true
+	rep, err = c.SyncHooks(ctx, projects, spec, true)
+	if err != nil || rep.Count(HookUpdated) == 0 || !strings.Contains(reasonOf(rep, "top"), "secret not its own yet") {
+		t.Errorf("secrets pending again (the secret changed): %v, %v; want every hook updated", actions(rep), err)
+	}
+}

@@ -51,7 +51,8 @@ func (h Hook) Disabled(now time.Time) bool {
 // path ("projects/12", "groups/infra%2Fimages"), name how errors say it.
 type hookOwner struct {
 	base, name string
-	projectID  int64 // 0 for a group
+	projectID  int64  // 0 for a group
+	group      string // "" for a project
 }
 
 func projectHooks(projectID int64) hookOwner {
@@ -59,7 +60,7 @@ func projectHooks(projectID int64) hookOwner {
 }
 
 func groupHooks(group string) hookOwner {
-	return hookOwner{base: "groups/" + gl.PathEscape(group), name: "group " + group}
+	return hookOwner{base: "groups/" + gl.PathEscape(group), name: "group " + group, group: group}
 }
 
 // ListHooks returns a project's hooks (all pages).
@@ -133,8 +134,20 @@ func hookFromMap(projectID int64, m map[string]any) Hook {
 type HookSpec struct {
 	// URL identifies depsd's hook: a hook with exactly this URL is depsd's.
 	URL string
-	// SecretToken is sent by GitLab as X-Gitlab-Token.
+	// SecretToken is sent by GitLab as X-Gitlab-Token, by the hooks
+	// ProjectSecret and GroupSecret give no secret of their own.
 	SecretToken string
+	// ProjectSecret, when set, gives each project hook its own
+	// X-Gitlab-Token (hooks.secret_mode: per-project), and GroupSecret
+	// each group hook its group's.
+	ProjectSecret func(projectID int64) string
+	GroupSecret   func(group string) string
+	// SecretsPending says existing hooks may carry another secret than
+	// the one this spec gives them (GitLab never shows it): a depsd
+	// before per-project secrets installed the shared one, or the
+	// secret or its mode changed. Every existing depsd hook is then
+	// edited, as with RotateToken.
+	SecretsPending bool
 	// SigningToken, when set, is installed as the hook's signing_token
 	// (GitLab 19.0+ then signs deliveries); GitLab never returns it.
 	SigningToken string
@@ -158,9 +171,9 @@ type HookSpec struct {
 // tokens, push and pipeline events on, every other event off, no push
 // branch filter, SSL verification on. signing_token is not in client-go's
 // project hook options, hence a map.
-func hookAttributes(spec HookSpec, create bool) map[string]any {
+func hookAttributes(spec HookSpec, o hookOwner, create bool) map[string]any {
 	a := map[string]any{
-		"url": spec.URL, "token": spec.SecretToken,
+		"url": spec.URL, "token": spec.secretOf(o),
 		"push_events": true, "pipeline_events": true, "enable_ssl_verification": true,
 	}
 	if spec.SigningToken != "" {
@@ -176,6 +189,17 @@ func hookAttributes(spec HookSpec, create bool) map[string]any {
 		a[e] = false
 	}
 	return a
+}
+
+// secretOf is the X-Gitlab-Token of o's hook.
+func (spec HookSpec) secretOf(o hookOwner) string {
+	switch {
+	case o.projectID != 0 && spec.ProjectSecret != nil:
+		return spec.ProjectSecret(o.projectID)
+	case o.group != "" && spec.GroupSecret != nil:
+		return spec.GroupSecret(o.group)
+	}
+	return spec.SecretToken
 }
 
 // otherHookEvents are the event switches depsd turns off on its hook.
@@ -199,7 +223,7 @@ func (c *Client) EditHook(ctx context.Context, projectID, hookID int64, spec Hoo
 }
 
 func (c *Client) addHook(ctx context.Context, o hookOwner, spec HookSpec) (Hook, error) {
-	h, err := c.sendHook(ctx, false, "POST", o.base+"/hooks", hookAttributes(spec, true), o.projectID)
+	h, err := c.sendHook(ctx, false, "POST", o.base+"/hooks", hookAttributes(spec, o, true), o.projectID)
 	if err != nil {
 		return Hook{}, fmt.Errorf("add hook to %s: %w", o.name, err)
 	}
@@ -207,7 +231,7 @@ func (c *Client) addHook(ctx context.Context, o hookOwner, spec HookSpec) (Hook,
 }
 
 func (c *Client) editHook(ctx context.Context, o hookOwner, hookID int64, spec HookSpec) (Hook, error) {
-	h, err := c.sendHook(ctx, true, "PUT", fmt.Sprintf("%s/hooks/%d", o.base, hookID), hookAttributes(spec, false), o.projectID)
+	h, err := c.sendHook(ctx, true, "PUT", fmt.Sprintf("%s/hooks/%d", o.base, hookID), hookAttributes(spec, o, false), o.projectID)
 	if err != nil {
 		return Hook{}, fmt.Errorf("edit hook %d of %s: %w", hookID, o.name, err)
 	}

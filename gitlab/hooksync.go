@@ -449,5 +449,8 @@ func hookDrift(h Hook, spec HookSpec, signingIgnored bool) []string {
 	if spec.RotateToken {
 		r = append(r, "token rotation requested")
 	}
+	if spec.SecretsPending && !spec.RotateToken {
+		r = append(r, "secret not its own yet")
+	}
 	return r
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -132,5 +133,45 @@ func TestNoCrossHostRedirect(t *testing.T) {
 	}
 	if leaked {
 		t.Fatal("token sent to another host")
+	}
+}
+
+// downgradeRedirect answers every https request with a redirect to the same
+// URL over plain HTTP, as a misconfigured or tampered front of GitLab
+// might, and records whether a plain-HTTP request carried the token.
+type downgradeRedirect struct{ leaked atomic.Bool }
+
+func (d *downgradeRedirect) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "https" {
+		to := *r.URL
+		to.Scheme = "http"
+		h := http.Header{}
+		h.Set("Location", to.String())
+		return &http.Response{StatusCode: http.StatusFound, Header: h, Body: http.NoBody, Request: r}, nil
+	}
+	if r.Header.Get("PRIVATE-TOKEN") != "" {
+		d.leaked.Store(true)
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(`{"id":1,"project_id":1,"status":"success"}`)), Request: r}, nil
+}
+
+// TestNoRedirectToPlainHTTP: a redirect from https to http on the same
+// host would send the token in clear (net/http keeps PRIVATE-TOKEN on a
+// same-host redirect): refused.
+func TestNoRedirectToPlainHTTP(t *testing.T) {
+	tr := &downgradeRedirect{}
+	c, err := New(Config{BaseURL: "https://gitlab.example.com", Token: secret, MaxRetries: -1, Sleep: (&recorder{}).sleep,
+		HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.GetPipeline(ctx, 1, 1); err == nil {
+		t.Error("want an error for a redirect to plain HTTP")
+	}
+	if tr.leaked.Load() {
+		t.Fatal("token sent over plain HTTP")
 	}
 }

@@ -60,13 +60,20 @@ func (b *releaseBody) Close() error {
 
 // errCrossHostRedirect stops a redirect that would carry the PRIVATE-TOKEN
 // header (which net/http does not strip, unlike Authorization) to another
-// host.
-var errCrossHostRedirect = errors.New("refusing to follow a redirect to another host")
+// host; errPlainHTTPRedirect one from https to plain HTTP, which would send
+// it in clear.
+var (
+	errCrossHostRedirect = errors.New("refusing to follow a redirect to another host")
+	errPlainHTTPRedirect = errors.New("refusing to follow a redirect from https to plain http")
+)
 
 func sameHostRedirect(prev func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
 		if len(via) > 0 && req.URL.Host != via[0].URL.Host {
 			return errCrossHostRedirect
+		}
+		if len(via) > 0 && via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+			return errPlainHTTPRedirect
 		}
 		if prev != nil {
 			return prev(req, via)

@@ -28,6 +28,9 @@ func (c *Client) Manifest(ctx context.Context, ref string) (verify.Manifest, err
 	if err != nil {
 		return verify.Manifest{}, fmt.Errorf("read %s: not an image reference: %w", ref, err)
 	}
+	if err := c.check(r.Context().Registry); err != nil {
+		return verify.Manifest{}, fmt.Errorf("read %s: %w", ref, err)
+	}
 	d, err := c.puller.Load().Get(ctx, r)
 	if err != nil {
 		return verify.Manifest{}, fmt.Errorf("read %s: %w", ref, c.classify(err))
@@ -42,6 +45,9 @@ func (c *Client) Blob(ctx context.Context, repository, digest string) ([]byte, e
 	d, err := name.NewDigest(ref, c.nameOpts(ref, name.StrictValidation)...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: not a blob reference: %w", ref, err)
+	}
+	if err := c.check(d.Registry); err != nil {
+		return nil, fmt.Errorf("read %s: %w", ref, err)
 	}
 	l, err := c.puller.Load().Layer(ctx, d)
 	if err != nil {
@@ -61,7 +67,7 @@ func (c *Client) Blob(ctx context.Context, repository, digest string) ([]byte, e
 	}
 	// Reading to the end checked the digest; a short read did not.
 	if _, err := io.Copy(io.Discard, rc); err != nil {
-		return nil, fmt.Errorf("read %s: %w", ref, err)
+		return nil, fmt.Errorf("read %s: %w", ref, describe(err))
 	}
 	return body, nil
 }
@@ -74,28 +80,29 @@ func (c *Client) newPuller() {
 	c.puller.Store(p)
 }
 
-// classify wraps the registry's answers verify tells apart. A refusal
-// drops the authenticated transports, so the next read takes the
-// credentials from the auth files again (they may have been rotated).
+// classify wraps the registry's answers verify tells apart, described
+// without what the registry sent (describe). A refusal of the
+// credentials drops the authenticated transports, so the next read takes
+// them from the auth files again (they may have been rotated).
 func (c *Client) classify(err error) error {
 	var te *transport.Error
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusNotFound:
-			return fmt.Errorf("%w: %w", verify.ErrNotFound, err)
+			return fmt.Errorf("%w: %w", verify.ErrNotFound, describe(err))
 		case http.StatusUnauthorized, http.StatusForbidden:
 			c.newPuller()
-			return fmt.Errorf("%w: %w", verify.ErrUnauthorized, err)
+			return fmt.Errorf("%w: %w", verify.ErrUnauthorized, describe(err))
 		}
 	}
-	return err
+	return describe(err)
 }
 
 // nameOpts adds name.Insecure for a reference to a registry configured as
 // insecure.
 func (c *Client) nameOpts(ref string, opts ...name.Option) []name.Option {
 	host, _, _ := strings.Cut(ref, "/")
-	if c.insecure[strings.ToLower(host)] {
+	if c.insecure[Host(host)] {
 		opts = append(opts, name.Insecure)
 	}
 	return opts

@@ -50,7 +50,7 @@ func TestManifestAfterRotatedCredentials(t *testing.T) {
 	host, ref, digest := privateRegistry(t, "depsd", "new-p4ss")
 	auth := filepath.Join(t.TempDir(), "auth.json")
 	writeAuth(t, auth, host, "depsd:old-p4ss")
-	c := registry.New(registry.Options{AuthFile: auth})
+	c := registry.New(registry.Options{AuthFile: auth, Insecure: []string{host}})
 	_, err := c.Manifest(t.Context(), ref)
 	if !errors.Is(err, verify.ErrUnauthorized) {
 		t.Fatalf("old password: %v, want ErrUnauthorized", err)
@@ -77,7 +77,7 @@ func TestDefaultCredentialFiles(t *testing.T) {
 	t.Setenv("DOCKER_CONFIG", dockerDir)
 	t.Setenv("REGISTRY_AUTH_FILE", "")
 	read := func() error {
-		_, err := registry.New(registry.Options{}).Manifest(t.Context(), ref)
+		_, err := registry.New(registry.Options{Insecure: []string{host}}).Manifest(t.Context(), ref)
 		return err
 	}
 	if err := read(); !errors.Is(err, verify.ErrUnauthorized) {

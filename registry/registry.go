@@ -4,7 +4,9 @@
 // (verify.Registry). It speaks the registry v2 API through
 // go-containerregistry, including the anonymous token flow of Docker Hub
 // style registries, credentials from podman's and docker's auth files, and
-// plain HTTP for the registries configured as insecure.
+// plain HTTP for the registries configured as insecure. It reads only the
+// registries its Options allow, and never keeps what a registry answered
+// in an error (policy.go).
 package registry
 
 import (
@@ -12,12 +14,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync/atomic"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"gitlab.com/depsd/depsd/verify"
 )
 
 // Options configure a Client.
@@ -29,21 +32,36 @@ type Options struct {
 	// ~/.docker/config.json: the first with an entry for the registry), and
 	// anonymous access when none has one.
 	AuthFile string
-	// Insecure are registry hosts (host[:port]) spoken to over plain HTTP.
-	// 127.0.0.1 and localhost are always allowed plain HTTP, as by
-	// go-containerregistry.
+	// Insecure are registry hosts (host[:port]) spoken to over plain HTTP
+	// (images.insecure_registries); they may also be on loopback, private
+	// or link-local addresses. No other host is spoken to over plain HTTP,
+	// not even 127.0.0.1 or localhost, nor on a redirect.
 	Insecure []string
-	// Transport carries the requests; nil: http.DefaultTransport.
+	// Allowed says whether an image on a registry host (in Host's form)
+	// may be read: nil for a refusal, else why not (the message of the
+	// refusal, which wraps verify.ErrRefused). It is asked before any
+	// request. Nil: every host may be.
+	Allowed func(host string) error
+	// Internal says whether a host (in Host's form: a registry, its token
+	// service, where it redirects) may be on a loopback, private or
+	// link-local address besides the Insecure ones, such as the instance's
+	// own registry. Nil: none. See the policy in policy.go.
+	Internal func(host string) bool
+	// Transport, if set, carries the requests the policy let through
+	// (tests count them): the connections' addresses are then its to
+	// check. Nil: depsd's transport, which checks them.
 	Transport http.RoundTripper
 	// UserAgent is sent with each request; empty: "depsd".
 	UserAgent string
 }
 
-// Client resolves tags to digests. It is safe for concurrent use.
+// Client resolves tags to digests and reads manifests and configs. It is
+// safe for concurrent use.
 type Client struct {
 	opts     []remote.Option
 	puller   atomic.Pointer[remote.Puller]
 	insecure map[string]bool
+	allowed  func(host string) error
 }
 
 // New returns a Client. It reads no file yet: the auth file is read at
@@ -56,22 +74,32 @@ func New(o Options) *Client {
 	if o.UserAgent == "" {
 		o.UserAgent = "depsd"
 	}
-	opts := []remote.Option{
+	c := &Client{insecure: map[string]bool{}, allowed: o.Allowed}
+	for _, h := range o.Insecure {
+		c.insecure[Host(h)] = true
+	}
+	c.opts = []remote.Option{
 		remote.WithAuthFromKeychain(keys),
 		remote.WithUserAgent(o.UserAgent),
+		remote.WithTransport(newGuard(c.insecure, o.Internal, o.Transport)),
 		// The watcher retries failed checks itself, with backoff on its
 		// injected clock; retries in here would only sleep on the real one.
 		remote.WithRetryBackoff(remote.Backoff{Steps: 1}),
 	}
-	if o.Transport != nil {
-		opts = append(opts, remote.WithTransport(o.Transport))
-	}
-	c := &Client{opts: opts, insecure: map[string]bool{}}
-	for _, h := range o.Insecure {
-		c.insecure[strings.ToLower(h)] = true
-	}
 	c.newPuller()
 	return c
+}
+
+// check refuses, before any request, an image on a host that is not
+// Allowed.
+func (c *Client) check(r name.Registry) error {
+	if c.allowed == nil {
+		return nil
+	}
+	if err := c.allowed(Host(r.RegistryStr())); err != nil {
+		return &refusedError{msg: err.Error()}
+	}
+	return nil
 }
 
 // Digest returns the digest of the manifest (or index, for multi-platform
@@ -85,24 +113,27 @@ func (c *Client) Digest(ctx context.Context, image string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("resolve %s: not a tagged image reference: %w", image, err)
 	}
+	if err := c.check(tag.Registry); err != nil {
+		return "", fmt.Errorf("resolve %s: %w", image, err)
+	}
 	opts := append([]remote.Option{remote.WithContext(ctx)}, c.opts...)
 	desc, err := remote.Head(tag, opts...)
 	if err == nil {
 		return desc.Digest.String(), nil
 	}
 	if ctx.Err() != nil || isUnreachable(err) {
-		return "", fmt.Errorf("resolve %s: %w", image, err)
+		return "", fmt.Errorf("resolve %s: %w", image, describe(err))
 	}
 	got, gerr := remote.Get(tag, opts...)
 	if gerr != nil {
-		return "", fmt.Errorf("resolve %s: %w", image, gerr)
+		return "", fmt.Errorf("resolve %s: %w", image, describe(gerr))
 	}
 	return got.Digest.String(), nil
 }
 
-// isUnreachable reports an error below HTTP (connection refused, DNS, TLS),
-// where a GET would fail the same way.
+// isUnreachable reports an error below HTTP (connection refused, DNS, TLS,
+// a refusal of the policy), where a GET would fail the same way.
 func isUnreachable(err error) bool {
 	var ue interface{ Timeout() bool }
-	return errors.As(err, &ue)
+	return errors.As(err, &ue) || errors.Is(err, verify.ErrRefused)
 }

@@ -25,10 +25,10 @@ import (
 func TestDigestFollowsTag(t *testing.T) {
 	host := registrytest.Start(t)
 	ref := host + "/base/debian:12"
-	c := registry.New(registry.Options{AuthFile: filepath.Join(t.TempDir(), "none.json")})
+	c := registry.New(registry.Options{AuthFile: filepath.Join(t.TempDir(), "none.json"), Insecure: []string{host}})
 	for range 2 {
 		want := registrytest.Push(t, ref)
-		got, err := registry.New(registry.Options{}).Digest(t.Context(), ref)
+		got, err := registry.New(registry.Options{Insecure: []string{host}}).Digest(t.Context(), ref)
 		if err != nil || got != want {
 			t.Fatalf("Digest(%s) = %q, %v; want %s", ref, got, err, want)
 		}
@@ -36,14 +36,14 @@ func TestDigestFollowsTag(t *testing.T) {
 			t.Errorf("missing auth file: err = %v, want it named", err)
 		}
 	}
-	if _, err := registry.New(registry.Options{}).Digest(t.Context(), host+"/base/debian:nope"); err == nil {
+	if _, err := registry.New(registry.Options{Insecure: []string{host}}).Digest(t.Context(), host+"/base/debian:nope"); err == nil {
 		t.Error("unknown tag resolved")
 	}
 }
 
 func TestUnreachableRegistry(t *testing.T) {
 	addr := registrytest.ClosedAddr(t)
-	_, err := registry.New(registry.Options{}).Digest(t.Context(), addr+"/base/debian:12")
+	_, err := registry.New(registry.Options{Insecure: []string{addr}}).Digest(t.Context(), addr+"/base/debian:12")
 	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), addr+"/base/debian:12") {
 		t.Errorf("err = %v, want connection refused naming the image", err)
 	}
@@ -77,14 +77,14 @@ func TestAuthFile(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "auth.json")
 	writeAuth(t, good, host, user+":"+pass)
-	got, err := registry.New(registry.Options{AuthFile: good}).Digest(t.Context(), ref)
+	got, err := registry.New(registry.Options{AuthFile: good, Insecure: []string{host}}).Digest(t.Context(), ref)
 	if err != nil || got != want.String() {
 		t.Fatalf("with auth file: %q, %v; want %s", got, err, want)
 	}
 
 	bad := filepath.Join(dir, "bad.json")
 	writeAuth(t, bad, host, user+":wrong-"+pass)
-	_, err = registry.New(registry.Options{AuthFile: bad}).Digest(t.Context(), ref)
+	_, err = registry.New(registry.Options{AuthFile: bad, Insecure: []string{host}}).Digest(t.Context(), ref)
 	if err == nil {
 		t.Fatal("wrong password accepted")
 	}

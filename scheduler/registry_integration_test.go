@@ -48,7 +48,7 @@ func TestWatchRealRegistry(t *testing.T) {
 	st := openStore(t, storePath(t))
 	rb := newRebuilder()
 	s := newScheduler(t, scheduler.Options{Config: scheduler.Config{WatchExternal: true}, Store: st, Rebuilder: rb,
-		Resolver: registry.New(registry.Options{}), Images: images, Clock: clk})
+		Resolver: registry.New(registry.Options{Insecure: []string{host, closed}}), Images: images, Clock: clk})
 	r := start(t, s)
 	clk.WaitTimers(1)
 	if got := imageState(t, st, base); got.Digest != first {

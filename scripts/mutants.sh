@@ -1036,6 +1036,148 @@ mutant "gitlabtest: /oauth/token does not check the PKCE code_verifier" \
 	'subtle.ConstantTimeCompare([]byte(pkceS256(verifier)), []byte(code.challenge)) != 1' \
 	'false' \
 	-- go test -count=1 -run 'TestOAuthRoundTrip' ./gitlab/gitlabtest/
+# podman-executor security (issue 41 items 1-3), its CI skip (issue 42
+# item 3) and cleanup's retry (issue 39).
+pe_ci() {
+	(cd podman-executor && CI=true CGO_ENABLED=0 go test -count=1 \
+		-tags "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" "$@")
+}
+
+mutant "podman-executor: the driver writes a stage's script through a link planted under its name (a job overwrites host files as root)" \
+	podman-executor/channel/channel.go \
+	'const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC' \
+	'const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC | unix.O_CLOEXEC' \
+	-- pe_test -run 'TestRunNeverWritesThroughPlantedLinks' ./channel/
+
+mutant "podman-executor: the stage channel is mounted read-write in the job (a job plants links where the driver writes)" \
+	podman-executor/executor/stage_prepare.go \
+	'container.Mount{Source: dir, Destination: channel.MountPoint, ReadOnly: true}' \
+	'container.Mount{Source: dir, Destination: channel.MountPoint, ReadOnly: false}' \
+	-- pe_ci -run 'TestRealRunnerChannelLinks' ./integration/
+
+mutant "podman-executor: a job's CI_PROJECT_ID names its cache and volumes again (another project's, if it says so)" \
+	podman-executor/executor/job.go \
+	'Project:    strconv.FormatInt(j.Response.JobInfo.ProjectID, 10),' \
+	'Project:    j.Vars["CI_PROJECT_ID"],' \
+	-- pe_test -run 'TestIdentityComesFromTheJobResponse' ./executor/
+
+mutant "podman-executor: a job redefining CI_PROJECT_ID, CI_JOB_ID or CI_CONCURRENT_* is not refused (under the real runner)" \
+	podman-executor/executor/executor.go \
+	'if err := e.Job.CheckIdentity(); err != nil {' \
+	'if err := error(nil); err != nil {' \
+	-- pe_ci -run 'TestRealRunnerJobCannotChooseAnotherProject' ./integration/
+
+mutant "podman-executor: a job may set CI_CONCURRENT_* (its slot: another job's builds volume)" \
+	podman-executor/executor/job.go \
+	'case strings.HasPrefix(k, "CI_CONCURRENT_"), runnerVariables[k]:' \
+	'case runnerVariables[k]:' \
+	-- pe_test -run 'TestIdentityComesFromTheJobResponse' ./executor/
+
+mutant "podman-executor: [build] userns_mode \"host\" is accepted (a build job's SYS_ADMIN root is the host's root)" \
+	podman-executor/executor/build.go \
+	'if builds && (mode == "" || mode == "host") && !b.UnsafeBuildsAsHostRoot {' \
+	'if false {' \
+	-- pe_test -run 'TestConfigRefusesBuildsAsHostRoot' ./executor/
+
+mutant "podman-executor: a branch job shares the protected refs' cache and volumes (it can poison what they build)" \
+	podman-executor/executor/executor.go \
+	'id.Protected = e.Config.SplitProtectedRefs && e.Job.Protected()' \
+	'id.Protected = false' \
+	-- pe_ci -run 'TestRealRunnerProtectedRefsKeepTheirCache' ./integration/
+
+mutant "podman-executor: a job calling itself protected in its own variables is taken at its word" \
+	podman-executor/executor/job.go \
+	'		if v.Key == "CI_COMMIT_REF_PROTECTED" {
+			return v.Value == "true"
+		}' \
+	'		if v.Key == "CI_COMMIT_REF_PROTECTED" && v.Value == "true" {
+			return true
+		}' \
+	-- pe_test -run 'TestProtectedRefsKeepTheirOwnCacheAndVolumes' ./executor/
+
+mutant "podman-executor: the image build tests skip under CI=true on a machine without /dev/fuse" \
+	podman-executor/integration/build_test.go \
+	'const fuseDevice = "/dev/fuse"' \
+	'const fuseDevice = "/dev/fuse-absent"' \
+	-- pe_ci -run 'TestImageBuildInJob' ./integration/
+
+mutant "podman-executor: cleanup fails on podman's transient 'device or resource busy' instead of retrying" \
+	podman-executor/executor/stage_cleanup.go \
+	'if !errors.Is(err, container.ErrBusy) || waited >= removeRetryFor {' \
+	'if !errors.Is(err, container.ErrBusy) || waited >= 0 {' \
+	-- pe_test -run 'TestCleanupRetriesABusyRemoval' ./executor/
+# Issue 41, items 4, 7 and 8 (depsd security): a FROM line must not make
+# depsd probe a host of its writer's choosing, secrets stay out of output
+# and files, one hook's secret must not forge another project's events.
+mutant "a FROM line's registry is read whatever its host (the registry client's allowlist check removed)" \
+	registry/registry.go \
+	'	if c.allowed == nil {
+		return nil
+	}' \
+	'	if true {
+		return nil
+	}' \
+	-- go test -count=1 -run 'TestHostNotAllowedIsNeverAsked' ./registry/
+
+mutant "the daemon allows every registry host (neither the instance's nor listed)" \
+	daemon/registries.go \
+	'	if p.listed[host] || p.isInstance(host) {' \
+	'	if true {' \
+	-- go test -count=1 -run 'TestRegistryPolicy' ./daemon/
+
+mutant "a registry name resolving to a loopback or private address is connected to" \
+	registry/policy.go \
+	'	if !g.mayBeInternal(addr, "") {' \
+	'	if false {' \
+	-- go test -count=1 -run 'TestInternalAddressRefusedAtConnection' ./registry/
+
+mutant "a registry's answer (its body) is kept in the error, and so in verdicts, image checks and logs" \
+	registry/policy.go \
+	'		return &readError{msg: msg, cause: err}' \
+	'		return &readError{msg: msg + ": " + te.Error(), cause: err}' \
+	-- go test -count=1 -run 'TestErrorsDoNotCarryTheAnswer' ./registry/
+
+mutant "the image watcher's registry client is built without the registry lists" \
+	daemon/schedules.go \
+	'Resolver: registry.New(d.registryOptions()),' \
+	'Resolver: registry.New(registry.Options{AuthFile: cfg.RegistryAuthFile}),' \
+	-- go test -count=1 -run 'TestExternalImageChangeStartsChain' ./daemon/
+
+mutant "the GitLab client follows a redirect from https to plain http (the token in clear)" \
+	gitlab/transport.go \
+	'if len(via) > 0 && via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {' \
+	'if false {' \
+	-- go test -count=1 -run 'TestNoRedirectToPlainHTTP' ./gitlab/
+
+mutant "depsd config check prints the password of a postgres:// state" \
+	cmd/depsd/configcmd.go \
+	'	cfg.State = store.Redact(cfg.State)' \
+	'	_ = store.Redact' \
+	-- go test -count=1 -run 'TestNoCommandPrintsASecret' ./cmd/depsd/
+
+mutant "the SQLite state keeps the umask's mode, readable by everyone (it holds the signing token)" \
+	store/sqlite.go \
+	'	if err := makePrivate(path); err != nil {' \
+	'	if err := error(nil); err != nil {' \
+	-- go test -count=1 -run 'TestSQLiteStateIsPrivate' ./store/
+
+mutant "every project hook gets the same secret (the project id left out of its derivation): one leaked hook secret forges every project" \
+	webhook/secrets.go \
+	'derive(master, "project:"+strconv.FormatInt(projectID, 10))' \
+	'derive(master, "project:"+strconv.FormatInt(0*projectID, 10))' \
+	-- go test -count=1 -run 'TestHookSecretOfOneProjectCannotForgeAnother' ./daemon/
+
+mutant "the shared secret still authenticates every project once each hook has its own" \
+	webhook/handler.go \
+	'	if h.opts.SecretMode != SecretShared && (h.opts.SharedSecretAccepted == nil || !h.opts.SharedSecretAccepted()) {' \
+	'	if false {' \
+	-- go test -count=1 -run 'TestHookSecretsArePerProject' ./webhook/
+
+mutant "a group hook's secret is accepted for a project outside its group" \
+	webhook/handler.go \
+	'		case inScope && underGroup(path, g):' \
+	'		case inScope && (underGroup(path, g) || true):' \
+	-- go test -count=1 -run 'TestGroupHookSecretCoversItsGroupOnly' ./daemon/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

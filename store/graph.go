@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"gitlab.com/depsd/depsd/deps"
 )
@@ -64,6 +65,62 @@ func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
 		return nil, fmt.Errorf("read graph: %w", err)
 	}
 	return g, nil
+}
+
+// ProjectPaths returns the stored projects' paths by id.
+func (s *Store) ProjectPaths(ctx context.Context) (map[int64]string, error) {
+	paths := map[int64]string{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, path FROM projects`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			var path string
+			if err := rows.Scan(&id, &path); err != nil {
+				return err
+			}
+			paths[id] = path
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read project paths: %w", err)
+	}
+	return paths, nil
+}
+
+// RegistryHosts are the hosts of the stored projects' registry prefixes
+// (host[:port], as GitLab reports them: the instance's registry), each
+// once. The prefixes are streamed, not kept.
+func (s *Store) RegistryHosts(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT registry_prefix FROM projects WHERE registry_prefix <> ''`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var prefix string
+		for rows.Next() {
+			if err := rows.Scan(&prefix); err != nil {
+				return err
+			}
+			host, _, _ := strings.Cut(prefix, "/")
+			if !seen[host] {
+				seen[host] = true
+				out = append(out, strings.Clone(host))
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read registry hosts: %w", err)
+	}
+	return out, nil
 }
 
 // ProjectIDs returns the GitLab ids of the stored projects (the scope the

@@ -19,7 +19,7 @@ import (
 // decided (via).
 func nodesMigration() migration {
 	return migration{
-		version: 17,
+		version: 18,
 		name:    "nodes: projects at refs",
 		stmts: []string{
 			`CREATE TABLE project_refs (

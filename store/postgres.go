@@ -41,6 +41,15 @@ func openPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
 	return db, nil
 }
 
+// Redact is a state as messages may name it: an SQLite path as it is, a
+// postgres:// URL without its password (in the user info or the query).
+func Redact(state string) string {
+	if KindOf(state) != KindPostgres {
+		return state
+	}
+	return redactURL(state)
+}
+
 // redactURL is dsn without its password, for messages and Path.
 func redactURL(dsn string) string {
 	u, err := url.Parse(dsn)

@@ -242,6 +242,7 @@ func migrations() []migration {
 		verificationMigration(),
 		verifyMigration(),
 		builtMigration(),
+		hookSecretsMigration(),
 		nodesMigration(),
 	}
 }

@@ -60,6 +60,9 @@ func openSQLite(ctx context.Context, path string, conns int) (*sql.DB, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
+	if err := makePrivate(path); err != nil {
+		return nil, err
+	}
 	dsn, err := sqliteDSN(path)
 	if err != nil {
 		return nil, err
@@ -111,6 +114,32 @@ func checkPath(path string) error {
 		return fmt.Errorf("cannot create the file: %w", err)
 	} else if !fi.IsDir() {
 		return fmt.Errorf("cannot create the file: %s is not a directory", dir)
+	}
+	return nil
+}
+
+// makePrivate creates the state file for its owner alone (0600), and
+// takes the group's and others' permissions from an existing one and its
+// -wal and -shm files: the state holds the generated webhook signing
+// token. SQLite creates the -wal and -shm files with the database file's
+// permissions. A file of another user is left as it is (its owner may
+// have given this one read access).
+func makePrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		return f.Close()
+	case !errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("cannot create the file: %w", err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		if err := os.Chmod(p, fi.Mode().Perm()&^0o077); err != nil && !errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("make %s private: %w", p, err)
+		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -352,5 +353,16 @@ func testGraph(t *testing.T, b backend) {
 	}
 	if !reflect.DeepEqual(ids, want) {
 		t.Errorf("ProjectIDs() = %v, want %v", ids, want)
+	}
+	// The instance's registry hosts, each once (the registries depsd
+	// reads): a project on another registry adds its host.
+	projects[2].RegistryPrefix = "mirror.example.com:5000/group/tools"
+	if err := s.ApplyScan(ctx, projects, scan.Meta{StartedAt: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := s.RegistryHosts(ctx)
+	slices.Sort(hosts)
+	if err != nil || !reflect.DeepEqual(hosts, []string{"mirror.example.com:5000", "registry.example.com"}) {
+		t.Errorf("RegistryHosts() = %q, %v", hosts, err)
 	}
 }

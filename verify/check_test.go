@@ -43,7 +43,7 @@ func TestCheckRecordsAndJudgesAgainstHistory(t *testing.T) {
 	defer st.Close()
 	clock := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
 	c := &verify.Checker{
-		Verifier: verify.New(registry.New(registry.Options{}), verify.Options{}),
+		Verifier: verify.New(registry.New(registry.Options{Insecure: []string{host}}), verify.Options{}),
 		Store:    st,
 		Now:      func() time.Time { return clock },
 	}

@@ -36,7 +36,7 @@ func TestVerifyAgainstRegistry(t *testing.T) {
 	}
 
 	closed := registrytest.ClosedAddr(t)
-	v := verify.New(registry.New(registry.Options{}), verify.Options{})
+	v := verify.New(registry.New(registry.Options{Insecure: []string{host, closed}}), verify.Options{})
 	for _, tc := range []struct {
 		name     string
 		img      v1.Image // pushed under the case's tag
@@ -118,7 +118,7 @@ func TestVerifyMultiPlatform(t *testing.T) {
 		amd64: built(t, amd64, curAMD, "shop", true, digestOf(t, curAMD)), // the platform's manifest
 		arm64: built(t, arm64, oldARM, "shop", false, ""),                 // an old base, no annotation
 	})
-	v := verify.New(registry.New(registry.Options{}), verify.Options{})
+	v := verify.New(registry.New(registry.Options{Insecure: []string{host}}), verify.Options{})
 	up := []verify.Upstream{{Image: ruby, Current: curIdx, Earlier: []string{oldIdx}}}
 	for _, tc := range []struct {
 		platform deps.Platform
@@ -192,7 +192,7 @@ func TestVerifyRequestCount(t *testing.T) {
 		})
 	}
 	c := &counting{next: http.DefaultTransport, repos: map[string]int{}}
-	v := verify.New(registry.New(registry.Options{Transport: c}), verify.Options{})
+	v := verify.New(registry.New(registry.Options{Insecure: []string{host}, Transport: c}), verify.Options{})
 	up := []verify.Upstream{{Image: ruby, Current: curIdx}}
 	for _, p := range []deps.Platform{amd64, arm64} {
 		for _, app := range apps {
@@ -229,7 +229,7 @@ func TestVerifyTimeout(t *testing.T) {
 	}))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
-	v := verify.New(registry.New(registry.Options{}), verify.Options{Timeout: 50 * time.Millisecond})
+	v := verify.New(registry.New(registry.Options{Insecure: []string{host}}), verify.Options{Timeout: 50 * time.Millisecond})
 	res := v.Verify(t.Context(), verify.Request{Image: host + "/apps/shop:1", Platform: amd64,
 		Upstreams: []verify.Upstream{{Image: host + "/base/ruby:3"}}})
 	if res.State != verify.StateUnknown || res.Reason != verify.ReasonUnreachable || !strings.Contains(res.Detail, "no answer within 50ms") {
@@ -251,7 +251,7 @@ func TestVerifyUnauthorized(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "http://")
 	auth := t.TempDir() + "/auth.json"
 	writeAuth(t, auth, host, "depsd:s3cret-p4ss")
-	v := verify.New(registry.New(registry.Options{AuthFile: auth}), verify.Options{})
+	v := verify.New(registry.New(registry.Options{AuthFile: auth, Insecure: []string{host}}), verify.Options{})
 	res := v.Verify(t.Context(), verify.Request{Image: host + "/apps/shop:1", Platform: amd64,
 		Upstreams: []verify.Upstream{{Image: host + "/base/ruby:3"}}})
 	if res.State != verify.StateUnknown || res.Reason != verify.ReasonUnauthorized {
@@ -274,7 +274,7 @@ func TestConcurrentVerificationsShareUpstreamReads(t *testing.T) {
 		push(t, fmt.Sprintf("%s/apps/app%d:1", host, i), built(t, amd64, cur, fmt.Sprint(i), true, curIdx))
 	}
 	c := &counting{next: http.DefaultTransport, repos: map[string]int{}}
-	v := verify.New(registry.New(registry.Options{Transport: c}), verify.Options{})
+	v := verify.New(registry.New(registry.Options{Insecure: []string{host}, Transport: c}), verify.Options{})
 	up := []verify.Upstream{{Image: ruby, Current: curIdx}}
 	var wg sync.WaitGroup
 	for i := range n {
@@ -304,7 +304,7 @@ func TestVerifyReadsUpstreamWhileImage(t *testing.T) {
 	push(t, host+"/apps/shop:1", built(t, amd64, cur, "shop", true, curDigest))
 	r := &rendezvous{next: http.DefaultTransport, arrived: map[string]chan struct{}{
 		"/v2/apps/shop/manifests/1": make(chan struct{}), "/v2/base/ruby/manifests/3": make(chan struct{})}}
-	v := verify.New(registry.New(registry.Options{Transport: r}), verify.Options{})
+	v := verify.New(registry.New(registry.Options{Insecure: []string{host}, Transport: r}), verify.Options{})
 	res := v.Verify(t.Context(), verify.Request{Image: host + "/apps/shop:1", Platform: amd64,
 		Upstreams: []verify.Upstream{{Image: ruby}}})
 	if res.State != verify.StateFresh {

@@ -275,6 +275,8 @@ func pinned(image, digest string) string {
 // classify turns a read's error into a reason and a sentence.
 func (v *Verifier) classify(err error) (Reason, string) {
 	switch {
+	case errors.Is(err, ErrRefused):
+		return ReasonRefused, err.Error()
 	case errors.Is(err, ErrNotFound):
 		return ReasonNotFound, fmt.Sprintf("not found: %v", err)
 	case errors.Is(err, ErrUnauthorized):

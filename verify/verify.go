@@ -70,6 +70,12 @@ const (
 	// ReasonInvalid: the registry answered with a manifest or config that
 	// cannot be parsed.
 	ReasonInvalid Reason = "invalid"
+	// ReasonRefused: depsd does not read that registry: its host is
+	// neither the instance's registry nor listed by the operator
+	// (images.external_registries), or it is on a loopback, private or
+	// link-local address, or speaks plain HTTP, without being listed in
+	// images.insecure_registries. Nothing was sent to it.
+	ReasonRefused Reason = "refused-host"
 )
 
 // How a verdict was reached.
@@ -135,7 +141,8 @@ type Registry interface {
 	// Manifest returns the manifest or index ref names (host/path:tag or
 	// host/path@sha256:…). Errors wrap ErrNotFound when the registry says
 	// the repository, tag or digest does not exist, ErrUnauthorized when
-	// it refuses the credentials; any other error counts as unreachable.
+	// it refuses the credentials, ErrRefused when depsd does not read that
+	// registry; any other error counts as unreachable.
 	Manifest(ctx context.Context, ref string) (Manifest, error)
 	// Blob returns the blob digest of repository (host/path), checked
 	// against its digest, with the same errors as Manifest.
@@ -146,6 +153,9 @@ type Registry interface {
 var (
 	ErrNotFound     = errors.New("not found")
 	ErrUnauthorized = errors.New("unauthorized")
+	// ErrRefused: the read was refused before anything was sent to that
+	// host (or address): see ReasonRefused.
+	ErrRefused = errors.New("refused")
 )
 
 // Request asks for the verification of one image for one platform.

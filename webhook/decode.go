@@ -48,7 +48,7 @@ func Decode(eventType string, body []byte, depFiles []string, received time.Time
 	case "":
 		return Event{}, &Ignored{Reason: "no X-Gitlab-Event header"}
 	default:
-		return Event{}, &Ignored{Reason: fmt.Sprintf("event %q is not used by depsd", eventType)}
+		return Event{}, &Ignored{Reason: fmt.Sprintf("event %q is not used by depsd", clip(eventType))}
 	}
 }
 

@@ -10,8 +10,10 @@ import (
 )
 
 // FuzzHandler: whatever the body and event header, the handler never
-// panics, and with the right token it answers 4xx only for malformed or
-// oversized bodies; an accepted event is always complete.
+// panics, and with the right token (the secret of the project the body
+// names) it answers 4xx only for malformed or oversized bodies, or 401
+// for a body that names no project (no secret is right for it); an
+// accepted event is always complete, and of that project.
 func FuzzHandler(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.json")
 	for _, p := range files {
@@ -27,10 +29,17 @@ func FuzzHandler(f *testing.F) {
 			t.Fatal(err)
 		}
 		w := post(h, event, secret, "k", body)
-		switch w.Code {
-		case http.StatusOK, http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		id, named := deliveredProject(body)
+		switch {
+		case w.Code == http.StatusOK, w.Code == http.StatusBadRequest, w.Code == http.StatusRequestEntityTooLarge:
+		case w.Code == http.StatusUnauthorized && !named:
 		default:
 			t.Fatalf("status %d for event %q", w.Code, event)
+		}
+		for _, ev := range rec.events {
+			if ev.projectID() != id {
+				t.Fatalf("event of project %d recorded with the secret of project %d", ev.projectID(), id)
+			}
 		}
 		for _, ev := range rec.events {
 			if (ev.Pipeline == nil) == (ev.Push == nil) || ev.Key == "" {

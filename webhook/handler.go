@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Recorder stores an accepted event before the handler answers, so an
@@ -63,9 +64,29 @@ func SigningModes() []string { return []string{SigningAuto, SigningRequired, Sig
 
 // Options configure a Handler.
 type Options struct {
-	// Secret is the X-Gitlab-Token an unsigned delivery must carry.
-	// Required unless Signing is SigningRequired.
+	// Secret is the configured webhook secret (hooks.secret): an unsigned
+	// delivery's X-Gitlab-Token must be the secret derived from it for
+	// the project the delivery names, or for a group of Groups the project
+	// is in (secrets.go); or, with SecretShared or while
+	// SharedSecretAccepted says so, Secret itself. Required unless
+	// Signing is SigningRequired.
 	Secret string
+	// SecretMode is SecretPerProject (default) or SecretShared.
+	SecretMode string
+	// SharedSecretAccepted says, with SecretPerProject, whether Secret
+	// itself still authenticates a delivery of any project: while hooks
+	// installed before per-project secrets may carry it. Called for each
+	// unsigned delivery, concurrently. Nil: never.
+	SharedSecretAccepted func() bool
+	// Groups are the groups whose depsd group hook carries GroupSecret
+	// (hooks.mode: group): that secret is accepted for the projects below
+	// the group.
+	Groups []string
+	// ProjectPath gives the path of an in-scope project by id, as depsd
+	// scanned it (a delivery's own path_with_namespace is not trusted);
+	// false for a project out of scope. Required with Groups; called
+	// concurrently.
+	ProjectPath func(projectID int64) (string, bool)
 	// Signing is SigningAuto (default), SigningRequired or SigningOff.
 	Signing string
 	// SigningTokens verify webhook-signature: the current token first, then
@@ -90,7 +111,10 @@ type Options struct {
 type Handler struct {
 	opts       Options
 	secretHash [sha256.Size]byte
-	verifier   *Verifier // nil: signatures are not checked
+	// groupHashes are the hashes of the GroupSecret of each of
+	// opts.Groups, in order.
+	groupHashes [][sha256.Size]byte
+	verifier    *Verifier // nil: signatures are not checked
 }
 
 // NewHandler checks the options and returns the handler.
@@ -118,6 +142,16 @@ func NewHandler(opts Options) (*Handler, error) {
 	if opts.Secret == "" && opts.Signing != SigningRequired {
 		return nil, errors.New("webhook: a secret token is required")
 	}
+	switch opts.SecretMode {
+	case "":
+		opts.SecretMode = SecretPerProject
+	case SecretPerProject, SecretShared:
+	default:
+		return nil, fmt.Errorf("webhook: secret mode %q: want %s", opts.SecretMode, strings.Join(SecretModes(), " or "))
+	}
+	if len(opts.Groups) > 0 && opts.ProjectPath == nil {
+		return nil, errors.New("webhook: group hooks need the projects' paths")
+	}
 	if opts.Recorder == nil {
 		return nil, errors.New("webhook: a recorder is required")
 	}
@@ -134,6 +168,9 @@ func NewHandler(opts Options) (*Handler, error) {
 		opts.Observe = func(string, string) {}
 	}
 	h.opts, h.secretHash = opts, sha256.Sum256([]byte(opts.Secret))
+	for _, g := range opts.Groups {
+		h.groupHashes = append(h.groupHashes, sha256.Sum256([]byte(GroupSecret(opts.Secret, g))))
+	}
 	return h, nil
 }
 
@@ -168,6 +205,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.opts.Now()
+	// bound is the project whose secret authenticated the delivery; 0
+	// when it may name any (a signature, the shared secret).
+	var bound int64
 	if signed {
 		err := h.verifier.Verify(r.Header.Get(HeaderWebhookID), r.Header.Get(HeaderWebhookTimestamp),
 			r.Header.Get(HeaderWebhookSignature), body, now)
@@ -175,6 +215,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.refuse(w, r, kind, eventType, err.Error())
 			return
 		}
+	} else if !h.sharedOK(r.Header.Get("X-Gitlab-Token")) {
+		id, named := deliveredProject(body)
+		switch h.projectTokenOK(r.Header.Get("X-Gitlab-Token"), id, named) {
+		case tokenWrong:
+			h.refuse(w, r, kind, eventType, "wrong or missing X-Gitlab-Token")
+			return
+		case tokenGroupOutOfScope:
+			h.answer(w, kind, OutcomeIgnored, "project outside depsd's scope")
+			return
+		}
+		bound = id
 	}
 	ev, err := Decode(eventType, body, h.opts.DependencyFiles, now)
 	var ignored *Ignored
@@ -183,9 +234,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, kind, OutcomeIgnored, ignored.Reason)
 		return
 	case err != nil:
-		h.opts.Logger.Warn("malformed webhook", "event", eventType, "err", err)
+		h.opts.Logger.Warn("malformed webhook", "event", clip(eventType), "err", err)
 		h.opts.Observe(kind, OutcomeMalformed)
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if bound != 0 && ev.projectID() != bound {
+		// Read twice, the body named two projects: authenticated for
+		// one, it must not be recorded for the other.
+		h.refuse(w, r, kind, eventType, "the event names another project than the one its secret is for")
 		return
 	}
 	if projectID := ev.projectID(); h.opts.Scope != nil && !h.opts.Scope.InScope(projectID) {
@@ -197,7 +254,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// GitLab does not resend by itself; the reconciler catches up on
 		// pipelines depsd created, and the operator sees this error.
-		h.opts.Logger.Error("cannot record webhook event", "event", eventType, "project", ev.project(), "err", err)
+		h.opts.Logger.Error("cannot record webhook event", "event", clip(eventType), "project", ev.project(), "err", err)
 		h.opts.Observe(kind, OutcomeError)
 		http.Error(w, "cannot record the event", http.StatusServiceUnavailable)
 		return
@@ -210,21 +267,80 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // unsignedRefusal says why a delivery without a signature that depsd can
-// check is refused, or "" when its X-Gitlab-Token is right.
+// check is refused before its body is read, or "": its X-Gitlab-Token is
+// the shared secret, or may be a project's or a group's (projectTokenOK
+// decides once the body says which project).
 func (h *Handler) unsignedRefusal(r *http.Request) string {
 	if h.opts.Signing == SigningRequired {
 		return "unsigned delivery while webhook signing is required"
 	}
-	if !h.tokenOK(r.Header.Get("X-Gitlab-Token")) {
+	if r.Header.Get("X-Gitlab-Token") == "" {
 		return "wrong or missing X-Gitlab-Token"
 	}
 	return ""
 }
 
+// sharedOK reports whether token is the configured secret itself and
+// that is accepted for every project: hooks.secret_mode: shared, or hooks
+// that may still carry it.
+func (h *Handler) sharedOK(token string) bool {
+	if h.opts.SecretMode != SecretShared && (h.opts.SharedSecretAccepted == nil || !h.opts.SharedSecretAccepted()) {
+		return false
+	}
+	return h.tokenOK(token)
+}
+
+// What projectTokenOK found.
+type tokenVerdict int
+
+const (
+	tokenWrong tokenVerdict = iota
+	// tokenProject: the secret of the project's hook, or of a group hook
+	// of a group the project is in.
+	tokenProject
+	// tokenGroupOutOfScope: a group hook's secret, for a project depsd
+	// does not manage (so cannot tell whether it is in the group): the
+	// delivery is ignored, as any out of scope.
+	tokenGroupOutOfScope
+)
+
+// projectTokenOK checks token against the secrets that authenticate a
+// delivery naming project id: the project's own, and those of the hooked
+// groups the project (as depsd scanned it) is in. Each comparison is of
+// hashes, in constant time.
+func (h *Handler) projectTokenOK(token string, id int64, named bool) tokenVerdict {
+	if !named {
+		return tokenWrong
+	}
+	got := sha256.Sum256([]byte(token))
+	own := sha256.Sum256([]byte(ProjectSecret(h.opts.Secret, id)))
+	verdict := tokenWrong
+	if subtle.ConstantTimeCompare(got[:], own[:]) == 1 {
+		verdict = tokenProject
+	}
+	if len(h.groupHashes) == 0 {
+		return verdict
+	}
+	path, inScope := h.opts.ProjectPath(id)
+	for i, g := range h.opts.Groups {
+		if subtle.ConstantTimeCompare(got[:], h.groupHashes[i][:]) != 1 {
+			continue
+		}
+		switch {
+		case !inScope && verdict == tokenWrong:
+			verdict = tokenGroupOutOfScope
+		case inScope && underGroup(path, g):
+			verdict = tokenProject
+		}
+	}
+	return verdict
+}
+
 // refuse answers 401. The log and the answer name the reason only: never
-// a token, a key or a signature that was sent.
+// a token, a key or a signature that was sent; the event header, which
+// the unauthenticated sender chose, is clipped.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, kind, eventType, why string) {
-	h.opts.Logger.Warn("webhook refused", "remote", r.RemoteAddr, "event", eventType, "reason", why)
+	h.opts.Logger.Warn("webhook refused", "remote", r.RemoteAddr, "event", clip(eventType), "reason", why)
 	h.opts.Observe(kind, OutcomeUnauthorized)
 	http.Error(w, "unauthorized: "+why, http.StatusUnauthorized)
 }
@@ -262,6 +378,23 @@ func deliveryKey(r *http.Request, body []byte) string {
 	}
 	sum := sha256.Sum256(body)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// maxLogged is how much of a header value a log line or an answer
+// repeats: the sender chooses it (up to the server's header limit, 1 MB).
+const maxLogged = 64
+
+// clip bounds a sender's header value for a log line or an answer,
+// saying how long it was.
+func clip(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	cut := maxLogged
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }
 
 // metricKind bounds the label values of the events metric.

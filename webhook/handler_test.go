@@ -72,7 +72,24 @@ func fixture(t *testing.T, name string) []byte {
 	return b
 }
 
+// hookToken is the X-Gitlab-Token GitLab sends with a delivery of body
+// when token is secret: the secret of the hook of the project body names
+// (ProjectSecret); any other token as it is.
+func hookToken(token string, body []byte) string {
+	if id, ok := deliveredProject(body); ok && token == secret {
+		return ProjectSecret(secret, id)
+	}
+	return token
+}
+
+// post sends a delivery with token as X-Gitlab-Token (secret standing for
+// the right one: hookToken).
 func post(h http.Handler, event, token, key string, body []byte) *httptest.ResponseRecorder {
+	return send(h, event, hookToken(token, body), key, body)
+}
+
+// send sends a delivery with token as X-Gitlab-Token, whatever it is.
+func send(h http.Handler, event, token, key string, body []byte) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, "/hooks/gitlab", bytes.NewReader(body))
 	if event != "" {
 		r.Header.Set("X-Gitlab-Event", event)
@@ -212,9 +229,14 @@ func TestHandlerEdgeCases(t *testing.T) {
 	if w := post(h, "Pipeline Hook", secret, "k3", big); w.Code != http.StatusRequestEntityTooLarge {
 		t.Errorf("big body: %d", w.Code)
 	}
-	// Garbage.
-	if w := post(h, "Pipeline Hook", secret, "k4", []byte("{not json")); w.Code != http.StatusBadRequest {
+	// Garbage: it names no project whose secret could be checked.
+	if w := post(h, "Pipeline Hook", secret, "k4", []byte("{not json")); w.Code != http.StatusUnauthorized {
 		t.Errorf("garbage: %d", w.Code)
+	}
+	// A body of the project whose secret it carries, but not the event
+	// its header says.
+	if w := post(h, "Pipeline Hook", secret, "k8", []byte(`{"object_kind":"push","project":{"id":7}}`)); w.Code != http.StatusBadRequest {
+		t.Errorf("malformed: %d", w.Code)
 	}
 	// Wrong method.
 	r := httptest.NewRequest(http.MethodGet, "/hooks/gitlab", nil)
@@ -237,5 +259,20 @@ func TestHandlerEdgeCases(t *testing.T) {
 func TestNewHandlerRequiresSecret(t *testing.T) {
 	if _, err := NewHandler(Options{Recorder: &memRecorder{}}); err == nil {
 		t.Error("no secret accepted")
+	}
+}
+
+// TestHandlerBoundsHeadersItLogs: an unauthenticated sender chooses the
+// X-Gitlab-Event header; a 1 MB one must not be written to the log (or
+// echoed back) whole.
+func TestHandlerBoundsHeadersItLogs(t *testing.T) {
+	huge := strings.Repeat("A", 1<<20)
+	for _, token := range []string{"forged", secret} {
+		var logs bytes.Buffer
+		h, _ := newTestHandler(t, &memRecorder{}, &logs)
+		w := post(h, huge, token, "k", fixture(t, "pipeline_success.json"))
+		if logs.Len() > 4<<10 || w.Body.Len() > 4<<10 {
+			t.Errorf("token %q: %d bytes logged, %d answered for a 1 MB header", token, logs.Len(), w.Body.Len())
+		}
 	}
 }

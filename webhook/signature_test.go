@@ -153,7 +153,8 @@ func TestParseSigningToken(t *testing.T) {
 
 // signedPost sends a delivery with the Standard Webhooks headers (sig ""
 // for none), Idempotency-Key equal to webhook-id as GitLab sends it, and,
-// if token is set, X-Gitlab-Token.
+// if token is set, X-Gitlab-Token (secret standing for the right one:
+// hookToken).
 func signedPost(h http.Handler, token, id string, ts int64, sig string, body []byte) *httptest.ResponseRecorder {
 	return signedPostKey(h, token, id, id, ts, sig, body)
 }
@@ -163,6 +164,7 @@ func signedPost(h http.Handler, token, id string, ts int64, sig string, body []b
 func signedPostKey(h http.Handler, token, id, idempotencyKey string, ts int64, sig string, body []byte) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, "/hooks/gitlab", bytes.NewReader(body))
 	r.Header.Set("X-Gitlab-Event", "Pipeline Hook")
+	token = hookToken(token, body)
 	if token != "" {
 		r.Header.Set("X-Gitlab-Token", token)
 	}

@@ -162,9 +162,10 @@ func TestHooksSyncIsIdempotent(t *testing.T) {
 		t.Fatalf("first sync: exit %d\n%s%s", code, out, errOut)
 	}
 	hooks := srv.Hooks("apps/docs")
+	docs, _ := srv.Project("apps/docs")
 	if len(hooks) != 1 || hooks[0].URL != "https://depsd.example.com/hooks/gitlab" || strings.Join(hooks[0].Events, ",") != "pipeline_events,push_events" ||
-		hooks[0].Token != "hook-secret" || !hooks[0].EnableSSLVerification {
-		t.Errorf("hook: %+v", hooks)
+		hooks[0].Token != webhook.ProjectSecret("hook-secret", docs.ID) || !hooks[0].EnableSSLVerification {
+		t.Errorf("hook: %+v; want the secret of apps/docs", hooks)
 	}
 	// No signing token configured: one is generated, kept in the state,
 	// installed on every hook, and never printed.

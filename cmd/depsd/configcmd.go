@@ -9,6 +9,7 @@ import (
 
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/store"
 )
 
 func newConfigCmd(a *app) *cobra.Command {
@@ -91,7 +92,8 @@ Exit status 1 when something is wrong.`,
 }
 
 // effectiveYAML renders cfg as depsd.yaml would write it, with the token
-// and the webhook secret (never read from the file) shown masked.
+// and the webhook secrets (never read from the file) shown masked, and
+// the password of a postgres:// state URL too.
 func effectiveYAML(cfg config.Config) (string, error) {
 	// Show the defaults the scheduler applies to what is left empty.
 	sc := &cfg.Scheduler
@@ -102,6 +104,7 @@ func effectiveYAML(cfg config.Config) (string, error) {
 	if sc.WatchInterval == 0 {
 		sc.WatchInterval = scheduler.DefaultWatchInterval
 	}
+	cfg.State = store.Redact(cfg.State)
 	var doc yaml.Node
 	if err := doc.Encode(cfg); err != nil {
 		return "", err

@@ -172,7 +172,7 @@ func openScanned(ctx context.Context, cfg config.Config) (*store.Store, error) {
 	if _, ok, err := st.LastScan(ctx); err != nil || !ok {
 		st.Close()
 		if err == nil {
-			err = fmt.Errorf("%s holds no scan yet: run depsd scan first", cfg.State)
+			err = fmt.Errorf("%s holds no scan yet: run depsd scan first", store.Redact(cfg.State))
 		}
 		return nil, err
 	}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/daemon"
 	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/webhook"
 )
 
@@ -48,8 +50,15 @@ func newHooksSyncCmd(a *app) *cobra.Command {
 		Short: "Give every project in scope exactly one depsd webhook",
 		Long: `sync lists the projects of the scope and makes sure each has exactly one
 webhook pointing at depsd's endpoint, with pipeline and push events, SSL
-verification and the webhook secret: it creates missing hooks, fixes drifted
-ones and removes duplicates. Running it again changes nothing.
+verification and a secret: it creates missing hooks, fixes drifted ones and
+removes duplicates. Running it again changes nothing.
+
+With hooks.secret_mode: per-project (the default) each project hook gets a
+secret of its own, derived from the webhook secret, which authenticates that
+project's events only (a group hook: its group's). The state records once a
+sync has given every hook its secret; until then every existing hook is
+edited, and depsd serve still accepts the webhook secret itself, which hooks
+installed before carry.
 
 With hooks.signing auto or required (the default is auto), each hook also
 gets the signing token GitLab 19.0 signs deliveries with: the configured one
@@ -63,7 +72,9 @@ once it answers a test delivery; where GitLab refuses (403/404) the projects
 keep project hooks and the report says what to do. See docs/webhooks.md.
 
 GitLab never shows a hook's secret or signing token, so a changed one cannot
-be seen: after changing either, run sync with --rotate-token.`,
+be seen on GitLab: a changed webhook secret (or secret mode) is noticed from
+the state, a changed signing token is not: after changing it, run sync with
+--rotate-token.`,
 		Example: `  depsd hooks sync --url https://depsd.example.com/hooks/gitlab --dry-run
   DEPSD_WEBHOOK_SECRET_FILE=/etc/depsd/secret depsd hooks sync --group infra --url https://depsd.example.com/hooks/gitlab`,
 		Args: noArgs,
@@ -94,17 +105,30 @@ be seen: after changing either, run sync with --rotate-token.`,
 			if err != nil {
 				return explainGitLabError(err, cfg.GitLab.URL)
 			}
-			signing, err := signingToken(ctx, cfg)
+			st, err := openStore(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			signing, err := signingToken(ctx, cfg, st)
 			if err != nil {
 				return err
 			}
 			pr := newProgress("hooks sync", a.stderr, log, gl.Requests, nil)
-			rep, err := gl.SyncHooks(ctx, projects, gitlab.HookSpec{URL: cfg.Hooks.URL, SecretToken: cfg.Hooks.Secret,
-				SigningToken: signing, Groups: cfg.HookGroups(), RotateToken: rotate, Progress: pr.update}, dryRun)
+			spec := gitlab.HookSpec{URL: cfg.Hooks.URL, SigningToken: signing, Groups: cfg.HookGroups(), RotateToken: rotate, Progress: pr.update}
+			if err := daemon.HookSecrets(ctx, cfg, st, &spec); err != nil {
+				return err
+			}
+			rep, err := gl.SyncHooks(ctx, projects, spec, dryRun)
 			pr.finish()
 			printHookReport(a.stdout, rep)
 			if err != nil {
 				return explainGitLabError(err, cfg.GitLab.URL)
+			}
+			if !dryRun && (spec.SecretsPending || rotate) {
+				// Every hook now carries its secret: depsd serve stops
+				// accepting the shared one (per-project mode).
+				return daemon.HookSecretsSynced(ctx, cfg, st, time.Now())
 			}
 			return nil
 		},
@@ -121,18 +145,13 @@ be seen: after changing either, run sync with --rotate-token.`,
 // signingToken is the signing token hooks sync installs: "" with
 // hooks.signing: off, else the configured one or the one kept in the
 // state (generated there the first time), as serve uses.
-func signingToken(ctx context.Context, cfg config.Config) (string, error) {
+func signingToken(ctx context.Context, cfg config.Config, st *store.Store) (string, error) {
 	if cfg.Hooks.Signing == webhook.SigningOff {
 		return "", nil
 	}
 	if t := cfg.Hooks.SigningTokens(); len(t) > 0 {
 		return t[0], nil
 	}
-	st, err := openStore(ctx, cfg)
-	if err != nil {
-		return "", err
-	}
-	defer st.Close()
 	t, err := daemon.SigningTokens(ctx, cfg, st)
 	if err != nil || len(t) == 0 {
 		return "", err

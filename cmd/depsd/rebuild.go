@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/store"
 )
 
 // newRebuildCmd: start a chain at PROJECT. The chain lives in the state
@@ -62,7 +63,7 @@ members with no history.`,
 			}
 			fmt.Fprintf(out, "chain %d started at %s\n", id, project)
 			if glErr != nil {
-				fmt.Fprintf(out, "GitLab is not configured here (%v): a running depsd serve on %s creates the pipelines\n", glErr, cfg.State)
+				fmt.Fprintf(out, "GitLab is not configured here (%v): a running depsd serve on %s creates the pipelines\n", glErr, store.Redact(cfg.State))
 				return nil
 			}
 			if _, err := engine.SendPending(ctx); err != nil {

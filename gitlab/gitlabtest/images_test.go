@@ -58,7 +58,7 @@ func TestPipelinesPublishImages(t *testing.T) {
 	}
 	old, cur := first[0].Digest, second[0].Digest
 
-	v := verify.New(registry.New(registry.Options{}), verify.Options{})
+	v := verify.New(registry.New(registry.Options{Insecure: []string{host}}), verify.Options{})
 	up := []verify.Upstream{{Image: ruby, Current: cur, Earlier: []string{old}}}
 	check := func(ref string, p deps.Platform, state verify.State, by, builtOn string) {
 		t.Helper()

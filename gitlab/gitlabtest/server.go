@@ -237,6 +237,10 @@ func New(opts Options) *Server {
 	return s
 }
 
+// RegistryHost is the host of the projects' container_registry_image_prefix
+// (Options.RegistryHost, or DefaultRegistryHost).
+func (s *Server) RegistryHost() string { return s.registryHost }
+
 // Close shuts the server down: it stops simulated pipelines where they
 // are, abandons queued webhook deliveries (recorded as "dropped"), cancels
 // those in flight, waits for all of its goroutines, and then for in-flight
