@@ -289,7 +289,6 @@ func (s *Server) routes() http.Handler {
 		{"GET /projects", s.listProjects},
 		{"GET /projects/:id", s.getProject},
 		{"GET /projects/:id/repository/files/:file_path/raw", s.getRawFile},
-		{"GET /projects/:id/repository/branches/:branch", s.getBranch},
 		{"GET /projects/:id/repository/tree", s.listTree},
 		{"GET /projects/:id/repository/blobs/:sha/raw", s.getRawBlob},
 		{"POST /projects/:id/pipeline", s.createPipeline},
@@ -308,6 +307,32 @@ func (s *Server) routes() http.Handler {
 		{"PUT /groups/:id/hooks/:hook_id", s.editGroupHook},
 		{"DELETE /groups/:id/hooks/:hook_id", s.deleteGroupHook},
 		{"POST /groups/:id/hooks/:hook_id/test/:trigger", s.testGroupHook},
+	} {
+		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
+	}
+	// Refs, commits, merge requests and notes (tags.go, branches.go,
+	// commits.go, mergerequests.go, notes.go).
+	for _, rt := range []route{
+		{"GET /projects/:id/repository/tags", s.listTags},
+		{"POST /projects/:id/repository/tags", s.postTag},
+		{"GET /projects/:id/repository/tags/:tag_name", s.getTag},
+		{"DELETE /projects/:id/repository/tags/:tag_name", s.deleteTag},
+		{"GET /projects/:id/repository/branches", s.listBranches},
+		{"POST /projects/:id/repository/branches", s.postBranch},
+		{"GET /projects/:id/repository/branches/:branch", s.getBranch},
+		{"DELETE /projects/:id/repository/branches/:branch", s.deleteBranch},
+		{"GET /projects/:id/protected_branches", s.listProtectedBranches},
+		{"POST /projects/:id/repository/commits", s.createCommit},
+		{"GET /projects/:id/merge_requests", s.listMRs},
+		{"POST /projects/:id/merge_requests", s.createMR},
+		{"GET /projects/:id/merge_requests/:merge_request_iid", s.getMR},
+		{"PUT /projects/:id/merge_requests/:merge_request_iid", s.updateMR},
+		{"PUT /projects/:id/merge_requests/:merge_request_iid/merge", s.mergeMR},
+		{"GET /projects/:id/merge_requests/:merge_request_iid/pipelines", s.listMRPipelines},
+		{"GET /projects/:id/merge_requests/:merge_request_iid/notes", s.listNotes},
+		{"POST /projects/:id/merge_requests/:merge_request_iid/notes", s.postNote},
+		{"GET /projects/:id/merge_requests/:merge_request_iid/notes/:note_id", s.getNote},
+		{"PUT /projects/:id/merge_requests/:merge_request_iid/notes/:note_id", s.putNote},
 	} {
 		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
 	}
