@@ -167,7 +167,7 @@ func (s *Server) getRawFile(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Gitlab-Ref", ref)
 	h.Set("X-Gitlab-Size", strconv.Itoa(len(content)))
 	h.Set("X-Gitlab-Commit-Id", c.sha)
-	h.Set("X-Gitlab-Last-Commit-Id", c.sha)
+	h.Set("X-Gitlab-Last-Commit-Id", p.lastCommitFor(c.sha, file))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte(content))
 }
