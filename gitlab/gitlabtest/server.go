@@ -21,6 +21,13 @@
 // are disabled as GitLab does. The goroutines that run pipelines and deliver
 // webhooks belong to the Server: Close stops them and waits for them.
 //
+// Repositories have branches (the default one protected, as on GitLab),
+// tags, commits made through the API from file actions, and merge requests
+// with their pipelines, merges and notes (refs.go, tags.go, branches.go,
+// commits.go, mergerequests.go, notes.go); every push goes through one
+// path (pushed) that posts its hooks and starts the pipelines the
+// project's Behavior asks for.
+//
 // A project's pipelines can also be made of real jobs (Behavior.Jobs): the
 // jobs of the commit's .gitlab-ci.yml are handed to real GitLab Runners
 // through GitLab's runner-facing jobs API, which clone the project over
