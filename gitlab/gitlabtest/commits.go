@@ -152,7 +152,9 @@ func (s *Server) pushed(p *project, branch, before string, head *commit) {
 	if base == "" && branch != p.defaultBranch {
 		base = p.branches[p.defaultBranch]
 	}
-	s.firePush(p, "refs/heads/"+branch, cmpOr(before, zeroSHA), head.sha, p.commitsBetween(base, head.sha), head.pusherOf())
+	if s.hooked(p) {
+		s.firePush(p, "refs/heads/"+branch, cmpOr(before, zeroSHA), head.sha, p.commitsBetween(base, head.sha), head.pusherOf())
+	}
 
 	b, _ := s.behaviorOf(p)
 	var mrPipelines bool
@@ -171,9 +173,16 @@ func (s *Server) pushed(p *project, branch, before string, head *commit) {
 		if before != "" {
 			pl.beforeSHA = before
 		}
+		if head.pusher != nil {
+			pl.user = head.pusher
+		}
 		s.startRun(p, pl)
 	}
 }
+
+// hooked says whether p has hooks that may want an event: its own, or a
+// Premium instance's group hooks. Callers hold s.mu.
+func (s *Server) hooked(p *project) bool { return len(p.hooks) > 0 || s.premium }
 
 func cmpOr(a, b string) string {
 	if a != "" {
@@ -187,7 +196,7 @@ func cmpOr(a, b string) string {
 // and counts them all) to the hooks whose branch filter matches. Callers
 // hold s.mu.
 func (s *Server) firePush(p *project, ref, before, after string, commits []*commit, by fakeUser) {
-	if len(p.hooks) == 0 && !s.premium {
+	if !s.hooked(p) {
 		return
 	}
 	shown := commits[:min(len(commits), 20)]

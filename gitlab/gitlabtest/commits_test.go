@@ -62,7 +62,7 @@ func TestCommitsAPI(t *testing.T) {
 		t.Fatalf("push hook: %s", r.body)
 	}
 	pls := s.Pipelines("g/app")
-	if len(pls) != 1 || pls[0].Ref != "depsd/pins" || pls[0].SHA != sha || pls[0].Source != "push" {
+	if len(pls) != 1 || pls[0].Ref != "depsd/pins" || pls[0].SHA != sha || pls[0].Source != "push" || pls[0].Username != TokenUsername {
 		t.Fatalf("pipelines: %+v", pls)
 	}
 

@@ -975,7 +975,7 @@ var mrStateIDs = map[string]int{mrOpened: 1, mrClosed: 2, mrMerged: 3}
 // reopen, update, merge) to the project's merge request hooks. changes
 // carries only updated_at. Callers hold s.mu.
 func (s *Server) fireMR(p *project, mr *mergeRequest, action string, by fakeUser) {
-	if len(p.hooks) == 0 && !s.premium {
+	if !s.hooked(p) {
 		return
 	}
 	hp := s.projectHookAttrs(p)

@@ -325,6 +325,9 @@ func (p *project) lastCommitFor(head, path string) string {
 // commitsBetween lists the commits reachable from head but not from base,
 // newest first (a push's new commits).
 func (p *project) commitsBetween(base, head string) []*commit {
+	if c, ok := p.commits[head]; ok && base != "" && c.parent == base && c.mergeParent == "" {
+		return []*commit{c} // a push of one commit: no walk of the history
+	}
 	old := map[string]bool{}
 	if base != "" {
 		old = p.ancestors(base)

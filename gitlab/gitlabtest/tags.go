@@ -243,7 +243,7 @@ type tagPushEventJSON struct {
 // fireTagPush posts the creation (before zeroSHA) or move of t to the project's tag push hooks.
 // Callers hold s.mu.
 func (s *Server) fireTagPush(p *project, t *tag, before string, by fakeUser) {
-	if len(p.hooks) == 0 && !s.premium {
+	if !s.hooked(p) {
 		return
 	}
 	ev := s.refPushEvent(p, "refs/tags/"+t.name, before, cmp.Or(t.objectID, t.target), nil, 0, by)
