@@ -22,8 +22,10 @@ const (
 //   - events of other refs than the project's default branch, of tags, and
 //     of projects not in the store are ignored;
 //   - an event of a pipeline depsd created (matched by its DEPSD_ACTION_ID
-//     variable or by its pipeline id) moves the member whose current action
-//     it is (Member.applyStatus), and settles its chain;
+//     variable, of an action of the event's own project, or by its pipeline
+//     id) moves the member whose current action it is (Member.applyStatus),
+//     and settles its chain; another project's action id makes a pipeline
+//     no more depsd's than one without;
 //   - a success that is no member's current build unblocks the project
 //     where it failed, was canceled or is stale in an active chain (a
 //     retry or a new pipeline, whoever created it);
@@ -64,7 +66,19 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	var seen PipelineSeen
 	if actionID != "" {
 		seen.Action, seen.HasAction, err = t.tx.Action(t.ctx, actionID)
-	} else {
+		if err == nil && seen.HasAction && !sameProject(seen.Action, ev) {
+			// Another project's action id (anyone who may set variables
+			// in this project can copy one): this pipeline is not that
+			// build, nor depsd's. It is looked at as any other is.
+			a := seen.Action
+			t.after = append(t.after, func() {
+				t.e.log.Warn("pipeline carries the action id of another project; not ours", "action_id", a.ID,
+					"action_project", a.Project, "project", ev.Project, "pipeline_id", ev.PipelineID)
+			})
+			actionID = ""
+		}
+	}
+	if actionID == "" {
 		seen, err = t.tx.PipelineSeen(t.ctx, ev.PipelineID)
 	}
 	if err != nil {
@@ -163,6 +177,15 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		return outcomeStarted, nil
 	}
 	return outcomeMerged, nil
+}
+
+// sameProject reports whether ev is of a's project: by id where both
+// have one (a renamed project keeps its id), else by path.
+func sameProject(a Action, ev PipelineEvent) bool {
+	if a.ProjectID != 0 && ev.ProjectID != 0 {
+		return a.ProjectID == ev.ProjectID
+	}
+	return strings.EqualFold(a.Project, ev.Project)
 }
 
 // applyToAction applies ev to the member whose action a is. It records the

@@ -28,13 +28,36 @@ type glEnv struct {
 	engine *chain.Engine
 	clock  *clock
 	keys   int
+	cfg    chain.Config // the engines' options besides store, GitLab, graph and clock
 }
 
 // newGitLabEnv builds projects g/<name> from "up>down" edges; names listed
 // in empty get an empty repository (creating a pipeline: "Reference not found").
 func newGitLabEnv(t *testing.T, empty []string, edges ...string) *glEnv {
 	t.Helper()
-	srv := gitlabtest.New(gitlabtest.Options{})
+	return newGitLabEnvWith(t, glOptions{empty: empty}, edges...)
+}
+
+// glOptions vary newGitLabEnvWith's world.
+type glOptions struct {
+	empty []string // projects with an empty repository
+	// sharedClock: the fake GitLab stamps its times with the engine's
+	// clock (else the wall clock), so that a test moving the clock moves
+	// GitLab's created_at too.
+	sharedClock bool
+	cfg         chain.Config // the engines' Mode, SendConcurrency, ...
+}
+
+// newGitLabEnvWith is newGitLabEnv with options.
+func newGitLabEnvWith(t *testing.T, o glOptions, edges ...string) *glEnv {
+	t.Helper()
+	clk := &clock{t: time.Now().UTC()}
+	var srvOpts gitlabtest.Options
+	if o.sharedClock {
+		srvOpts.Now = clk.Now
+	}
+	srv := gitlabtest.New(srvOpts)
+	empty := o.empty
 	t.Cleanup(srv.Close)
 	client, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: srv.Token, RequestsPerMinute: -1, MaxRetries: -1})
 	if err != nil {
@@ -81,13 +104,15 @@ func newGitLabEnv(t *testing.T, empty []string, edges ...string) *glEnv {
 	if err := s.ApplyScan(t.Context(), projects, scan.Meta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
-	g := &glEnv{t: t, ctx: t.Context(), srv: srv, client: client, store: s, path: path, clock: &clock{t: time.Now().UTC()}}
+	g := &glEnv{t: t, ctx: t.Context(), srv: srv, client: client, store: s, path: path, clock: clk, cfg: o.cfg}
 	g.engine = g.newEngine(s)
 	return g
 }
 
 func (g *glEnv) newEngine(s *store.Store) *chain.Engine {
-	en, err := chain.New(chain.Config{Store: s, GitLab: g.client, Graph: s.Graph, Now: g.clock.Now})
+	cfg := g.cfg
+	cfg.Store, cfg.GitLab, cfg.Graph, cfg.Now = s, g.client, s.Graph, g.clock.Now
+	en, err := chain.New(cfg)
 	if err != nil {
 		g.t.Fatal(err)
 	}

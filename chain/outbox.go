@@ -19,8 +19,8 @@ import (
 // first, so workers in this and other processes never send the same action
 // at once. An action claimed before (a worker crashed, or GitLab answered
 // 5xx or timed out: the pipeline may exist) is first looked for among the
-// project's recent api pipelines by its DEPSD_ACTION_ID, and adopted if
-// found. Retryable errors (including GitLab's pipeline-creation throttle)
+// project's recent api pipelines of the token's user by its
+// DEPSD_ACTION_ID, and adopted if found. Retryable errors (including GitLab's pipeline-creation throttle)
 // put the action back with exponential backoff; permanent ones (400
 // Reference not found, 403, 404) fail the member with the reason and block
 // its descendants. It returns an error only when the store fails or ctx
@@ -485,15 +485,23 @@ func (e *Engine) retryStore(ctx context.Context, log *slog.Logger, record func()
 
 // findSent looks for the pipeline an earlier attempt of the action may
 // have created. Where the project takes variables, that is the one
-// carrying the action's id among the project's api pipelines on the ref
-// updated since shortly before the action was written. Elsewhere see
+// carrying the action's id among the api pipelines the token's user
+// created on the ref, updated since shortly before the action was written:
+// anyone who may set variables in the project can copy the id into a
+// pipeline of their own, which is not depsd's build. Elsewhere see
 // findSentWithoutID.
 func (e *Engine) findSent(ctx context.Context, a Action) (gitlab.Pipeline, bool, error) {
 	if a.Ident == IdentInputs || a.Ident == IdentNone {
 		return e.findSentWithoutID(ctx, a)
 	}
+	user, err := e.cfg.GitLab.CurrentUser(ctx)
+	if err != nil {
+		return gitlab.Pipeline{}, false, err
+	}
 	since := a.CreatedAt.Add(-e.cfg.AdoptWindow)
-	ps, err := e.cfg.GitLab.ListPipelines(ctx, a.ProjectID, gitlab.PipelineFilter{Ref: a.Ref, Source: "api", UpdatedAfter: since, Limit: 50})
+	ps, err := e.cfg.GitLab.ListPipelines(ctx, a.ProjectID, gitlab.PipelineFilter{
+		Ref: a.Ref, Source: "api", Username: user.Username, UpdatedAfter: since, Limit: 50,
+	})
 	if err != nil {
 		return gitlab.Pipeline{}, false, err
 	}
@@ -518,7 +526,11 @@ func (e *Engine) findSent(ctx context.Context, a Action) (gitlab.Pipeline, bool,
 // was first claimed (less Config.ClockSkew: GitLab stamps created_at with
 // its own clock), those no other action created and no member counted or
 // chain started with, it adopts the one whose name carries the action's id
-// (a workflow:name using the depsd_action_id input), else the oldest.
+// (a workflow:name using the depsd_action_id input), else the oldest: when
+// the creates of two actions of the project and ref were both lost, a
+// later claim can adopt only pipelines created after it, so the resend of
+// the earlier claim leaves it the newer ones (taking the newest, as GitLab
+// lists them, would leave the later action none, and a third build).
 //
 // What remains possible: another api pipeline on that ref, created with
 // depsd's token by something other than depsd after the claim and before

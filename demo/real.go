@@ -3,6 +3,8 @@ package demo
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -421,9 +423,10 @@ func StartRunner(o RunnerOptions) (stop func(), err error) {
 	// image built first. (helper_image works for build jobs too: their
 	// helper runs in their user namespace; see podman-executor's README.)
 	drv := filepath.Join(o.Dir, "driver.toml")
-	body := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nstate_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n"+
+	name := driverRunnerName(o.Token)
+	body := fmt.Sprintf("podman_url = %q\nrunner_name = %q\ncache_host_dir = %q\nstate_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n"+
 		"network_mode = \"host\"\nallowed_build_images = [%q]\n",
-		o.PodmanURL, filepath.Join(o.Dir, "cache"), filepath.Join(o.Dir, "state"), o.Runner, o.JobImage)
+		o.PodmanURL, name, filepath.Join(o.Dir, "cache"), filepath.Join(o.Dir, "state"), o.Runner, o.JobImage)
 	if err := os.WriteFile(drv, []byte(body), 0o644); err != nil {
 		return nil, err
 	}
@@ -458,21 +461,29 @@ func StartRunner(o RunnerOptions) (stop func(), err error) {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
-		removeVolumes(o.PodmanURL, o.Token)
+		removeVolumes(o.PodmanURL, name)
 	}, nil
 }
 
+// driverRunnerName is the driver config's runner_name for the runner
+// whose token is token: podman-executor labels what it keeps (build
+// storage volumes) with it.
+func driverRunnerName(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "depsd-demo-" + hex.EncodeToString(sum[:6])
+}
+
 // removeVolumes removes podman-executor's build storage volumes of the
-// runner whose token is token (labelled with its short token).
-func removeVolumes(podmanURL, token string) {
+// runner named runner (the driver config's runner_name).
+func removeVolumes(podmanURL, runner string) {
 	b, err := exec.Command("podman", "--url", podmanURL, "volume", "ls", "--format",
 		`{{.Name}} {{index .Labels "io.depsd.podman-executor.runner"}}`).Output()
 	if err != nil {
 		return
 	}
 	for line := range strings.Lines(string(b)) {
-		name, runner, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if ok && runner != "" && strings.Contains(token, runner) {
+		name, label, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if ok && label == runner {
 			_ = exec.Command("podman", "--url", podmanURL, "volume", "rm", "-f", name).Run()
 		}
 	}

@@ -27,6 +27,9 @@ type Config struct {
 	// It is sent in the PRIVATE-TOKEN header and never logged or put in an
 	// error.
 	Token string
+	// OAuth says Token is an OAuth 2 access token (a person's, from
+	// GitLab's sign-in), sent as Authorization: Bearer instead.
+	OAuth bool
 	// Concurrency bounds the requests in flight. Default 8.
 	Concurrency int
 	// RequestsPerMinute is the client-side rate limit. Default 2,000,
@@ -160,6 +163,10 @@ type Client struct {
 	// signingIgnored: this GitLab answered a hook write that carried a
 	// signing token without keeping it (SyncHooks).
 	signingIgnored atomic.Bool
+	// signingKnown: whether this GitLab keeps signing tokens is known: it
+	// answered a hook write that carried one, or listed a depsd hook with
+	// signing_token_present true or without the field (before 19.0).
+	signingKnown atomic.Bool
 	// throttled counts GitLab's throttle answers (see Throttled).
 	throttled atomic.Int64
 }
@@ -203,7 +210,11 @@ func New(cfg Config) (*Client, error) {
 	// Retries are ours (retry.go), not client-go's: its retryablehttp layer
 	// reads RateLimit-Reset but not Retry-After and would multiply with ours.
 	// Its self-configuring limiter is replaced by ours in limitTransport.
-	g, err := gl.NewClient(cfg.Token,
+	newClient := gl.NewClient
+	if cfg.OAuth {
+		newClient = gl.NewOAuthClient
+	}
+	g, err := newClient(cfg.Token,
 		gl.WithBaseURL(cfg.BaseURL+"/api/v4"),
 		gl.WithHTTPClient(hc),
 		gl.WithoutRetries(),
@@ -223,6 +234,19 @@ func New(cfg Config) (*Client, error) {
 		log:       cfg.Logger.With("component", "gitlab"),
 		red:       redactor{token: cfg.Token},
 	}, nil
+}
+
+// WithToken returns a client of the same instance and settings that acts
+// with another token: a person's personal access token, or with oauth
+// their OAuth 2 access token. It reuses c's connections but has limits of
+// its own (GitLab counts each user's requests apart), and reads what that
+// person may see (ListVisibleProjects, ProjectMemberAccess). It sends no
+// request.
+func (c *Client) WithToken(token string, oauth bool) (*Client, error) {
+	cfg := c.cfg
+	cfg.Token, cfg.OAuth = token, oauth
+	cfg.HTTPClient = &http.Client{Transport: c.transport.next, Timeout: c.transport.timeout}
+	return New(cfg)
 }
 
 // Requests returns the number of HTTP requests sent so far, retries

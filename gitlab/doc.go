@@ -42,7 +42,8 @@
 // up without stopping them. All draw from one token bucket, so the
 // configured rate holds whatever the mix.
 //
-// The token is sent only in the PRIVATE-TOKEN header, never follows a
+// The token is sent only in the PRIVATE-TOKEN header (an OAuth access token,
+// Config.OAuth, as Authorization: Bearer), never follows a
 // redirect to another host, and is scrubbed from every error and log line
 // (even when GitLab echoes it); Config prints it as [REDACTED].
 //

@@ -41,6 +41,11 @@ var (
 	// open, a draft, a check failing, no pipeline to wait for) or 422
 	// ("Branch cannot be merged": a conflict).
 	ErrNotMergeable = errors.New("merge request cannot be merged")
+	// ErrStatusTransition: a commit status cannot move to the state asked
+	// from the state it is in (400 "Cannot transition status via :run from
+	// :running"): GitLab's state machine refused it and the status is
+	// unchanged. Permanent.
+	ErrStatusTransition = errors.New("commit status transition refused")
 )
 
 // APIError is a failed GitLab API call. Its text names the request and the
@@ -54,7 +59,7 @@ type APIError struct {
 	// retryable is whether a later attempt may succeed (429, 5xx, network
 	// errors, the pipeline-creation throttle).
 	retryable bool
-	kind      error // ErrNotFound, ErrUnauthorized, ErrForbidden, ErrVariablesRefused, ErrInputsRefused, ErrConflict, ErrNotMergeable or nil
+	kind      error // ErrNotFound, ErrUnauthorized, ErrForbidden, ErrVariablesRefused, ErrInputsRefused, ErrStatusTransition, ErrConflict, ErrNotMergeable or nil
 }
 
 func (e *APIError) Error() string {
@@ -78,12 +83,14 @@ func (e *APIError) Error() string {
 }
 
 // Unwrap lets errors.Is match ErrNotFound, ErrUnauthorized, ErrForbidden,
-// ErrVariablesRefused, ErrInputsRefused, ErrConflict and ErrNotMergeable.
+// ErrVariablesRefused, ErrInputsRefused, ErrStatusTransition, ErrConflict and
+// ErrNotMergeable.
 func (e *APIError) Unwrap() error { return e.kind }
 
 // IsRetryable reports whether err is worth retrying later: rate limits
 // (429, and GitLab's pipeline-creation throttle which answers 400), server
-// errors, network errors. Context cancellation is not retryable.
+// errors, network errors, and the 409 of a commit status another request
+// is updating. Context cancellation is not retryable.
 func IsRetryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
@@ -128,6 +135,10 @@ func (e *APIError) classify() {
 		e.kind = ErrForbidden
 	case e.Status == http.StatusUnauthorized:
 		e.kind = ErrUnauthorized
+	case e.Status == http.StatusConflict && strings.Contains(e.Message, "Another update to this commit status is in progress"):
+		e.retryable = true
+	case e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Cannot transition status via"):
+		e.kind = ErrStatusTransition
 	case e.Status == http.StatusForbidden:
 		e.kind = ErrForbidden
 		if strings.Contains(e.Message, "insufficient_scope") || strings.Contains(e.Message, "invalid_token") {

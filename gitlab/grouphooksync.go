@@ -88,6 +88,7 @@ func (c *Client) syncGroupHook(ctx context.Context, group string, spec HookSpec,
 		return nil, gh, err
 	}
 	var done []HookChange
+	c.noteListedSigning(hooks, spec)
 	for _, st := range planHooks(hooks, spec, c.cfg.Now(), c.signingIgnored.Load()) {
 		step := st.HookChange
 		step.Project, step.Group = group, true

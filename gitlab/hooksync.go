@@ -126,8 +126,11 @@ func (r HookReport) Count(a HookAction) int {
 // re-sent on edits, and RotateToken forces edits. With dryRun nothing is
 // changed and the report says what would be.
 //
-// Projects are handled in parallel within the client's bounds; a failing
-// project does not stop the others. The error joins the failures, each
+// Projects are handled in parallel within the client's bounds, except
+// that while a signing token is to be installed and it is not yet known
+// whether this GitLab keeps one, they go one at a time until a write's
+// answer (or a listed hook) tells; a failing project does not stop the
+// others. The error joins the failures, each
 // naming its project.
 func (c *Client) SyncHooks(ctx context.Context, projects []Project, spec HookSpec, dryRun bool) (HookReport, error) {
 	if spec.URL == "" {
@@ -168,24 +171,43 @@ func (c *Client) SyncHooks(ctx context.Context, projects []Project, spec HookSpe
 	if spec.Progress != nil {
 		spec.Progress(0, len(projects))
 	}
-	for _, p := range projects {
+	syncOne := func(p Project) bool {
+		var ch []HookChange
+		var err error
+		if gh := coveredBy(p); gh != nil {
+			ch, err = c.syncCoveredProject(ctx, p, gh, spec, dryRun)
+		} else {
+			ch, err = c.syncProjectHooks(ctx, p, spec, dryRun)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if done++; spec.Progress != nil {
+			spec.Progress(done, len(projects))
+		}
+		changes = append(changes, ch...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sync hooks of %s: %w", p.Path, err))
+		}
+		return err == nil
+	}
+	// Until this GitLab is known to keep signing tokens or not, a hook
+	// without one is drift, and the first write that carries the token
+	// tells: projects planned in parallel before its answer would each be
+	// edited for nothing where GitLab ignores it, and which ones would
+	// depend on timing. So projects go one at a time, in order, until it
+	// is known (the first project tells, in practice) or one synced
+	// without telling; the rest in parallel.
+	rest := projects
+	for len(rest) > 0 && spec.SigningToken != "" && !dryRun && !c.signingKnown.Load() {
+		ok := syncOne(rest[0])
+		rest = rest[1:]
+		if ok {
+			break
+		}
+	}
+	for _, p := range rest {
 		g.Go(func() error {
-			var ch []HookChange
-			var err error
-			if gh := coveredBy(p); gh != nil {
-				ch, err = c.syncCoveredProject(ctx, p, gh, spec, dryRun)
-			} else {
-				ch, err = c.syncProjectHooks(ctx, p, spec, dryRun)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if done++; spec.Progress != nil {
-				spec.Progress(done, len(projects))
-			}
-			changes = append(changes, ch...)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("sync hooks of %s: %w", p.Path, err))
-			}
+			syncOne(p)
 			return nil
 		})
 	}
@@ -218,6 +240,7 @@ func (c *Client) syncProjectHooks(ctx context.Context, p Project, spec HookSpec,
 // syncProjectHooksListed plans and carries out the project's hooks from
 // its listed hooks; note, if set, is added to the reasons of the kept hook.
 func (c *Client) syncProjectHooksListed(ctx context.Context, p Project, hooks []Hook, spec HookSpec, dryRun bool, note string) ([]HookChange, error) {
+	c.noteListedSigning(hooks, spec)
 	plan := planHooks(hooks, spec, c.cfg.Now(), c.signingIgnored.Load())
 	var done []HookChange
 	for _, st := range plan {
@@ -267,15 +290,35 @@ func (c *Client) syncProjectHooksListed(ctx context.Context, p Project, hooks []
 	return done, nil
 }
 
+// noteListedSigning learns from listed hooks whether this GitLab keeps
+// signing tokens, where they tell: a depsd hook reporting
+// signing_token_present true keeps one; one without the field is on a
+// GitLab before 19.0, which keeps none and whose hooks are therefore
+// not drift for want of one. false tells nothing (a hook never given a
+// token, or a GitLab that ignores it): a write's answer tells (noteSigning).
+func (c *Client) noteListedSigning(hooks []Hook, spec HookSpec) {
+	if spec.SigningToken == "" || c.signingKnown.Load() {
+		return
+	}
+	for _, h := range hooks {
+		if h.URL == spec.URL && (h.SigningTokenPresent == nil || *h.SigningTokenPresent) {
+			c.signingKnown.Store(true)
+			return
+		}
+	}
+}
+
 // noteSigning reads GitLab's answer to a create or edit that carried a
 // signing token: when GitLab kept none (signing_token_present false or
 // absent), the hook is Unsigned, and the client stops counting a missing
 // signing token as drift, so that later syncs do not edit every hook
-// again for a token this GitLab will not keep.
+// again for a token this GitLab will not keep. Either way, whether this
+// GitLab keeps signing tokens is then known.
 func (c *Client) noteSigning(step *HookChange, h Hook, spec HookSpec) {
 	if spec.SigningToken == "" {
 		return
 	}
+	defer c.signingKnown.Store(true)
 	if h.SigningTokenPresent != nil && *h.SigningTokenPresent {
 		step.Unsigned = false
 		return

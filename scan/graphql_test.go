@@ -253,3 +253,66 @@ func TestGraphQLBatchAsksForTheCIConfigurationOnlyWhereNeeded(t *testing.T) {
 		}
 	}
 }
+
+// movingBranch changes a project's default branch on the fake GitLab
+// just before the first GraphQL batch read: after the scan listed it.
+type movingBranch struct {
+	*gitlab.Client
+	move func()
+}
+
+func (m *movingBranch) ReadFilesBatch(ctx context.Context, paths, names []string) (map[string]gitlab.ProjectBlobs, error) {
+	if m.move != nil {
+		m.move()
+		m.move = nil
+	}
+	return m.Client.ReadFilesBatch(ctx, paths, names)
+}
+
+// A project whose default branch changes between the listing and the
+// GraphQL read (GitLab's rootRef is then another branch) is read through
+// REST at the branch the listing gave, which is the branch the scan
+// records and depsd builds: its dependencies are that branch's, not the
+// new default's, until the next scan lists the new one.
+func TestGraphQLScanReadsTheListedBranch(t *testing.T) {
+	t.Parallel()
+	c := newClocked(t, gitlabtest.Project{Path: "g/app", Files: map[string]string{"Containerfile": "FROM registry.example.com/g/old\n"}},
+		gitlabtest.Project{Path: "g/other", Files: map[string]string{"Containerfile": "FROM debian\n"}})
+	// dev keeps the old Containerfile; main moves on.
+	if err := c.srv.CreateBranch("g/app", "dev"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.srv.SetFile("g/app", "Containerfile", "FROM registry.example.com/g/new\n"); err != nil {
+		t.Fatal(err)
+	}
+	gl := &movingBranch{Client: c.gl, move: func() {
+		if err := c.srv.SetDefaultBranch("g/app", "dev"); err != nil {
+			t.Error(err)
+		}
+	}}
+	if _, err := scan.Run(context.Background(), gl, c.st, c.opts); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.srv.Requests(gitlabtest.GraphQLEndpoint); n != 1 {
+		t.Fatalf("%d GraphQL requests, want 1 (the test moves the branch before it)", n)
+	}
+	if n := c.srv.Requests("GET /projects/:id/repository/tree"); n != 1 {
+		t.Errorf("%d tree listings, want 1 (g/app through REST)", n)
+	}
+	ps, err := c.st.Projects(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.Path != "g/app" {
+			continue
+		}
+		var froms []string
+		for _, d := range p.Dependencies {
+			froms = append(froms, d.Ref)
+		}
+		if p.DefaultBranch != "main" || len(froms) != 1 || !strings.HasSuffix(froms[0], "g/new") {
+			t.Errorf("g/app: branch %q, dependencies %v; want main's (g/new)", p.DefaultBranch, froms)
+		}
+	}
+}

@@ -883,6 +883,229 @@ mutant "an image built on its pin is stale (rebuilt without cache, blocking)" \
 	'		v.State = StatePinned' \
 	'' \
 	-- go test -count=1 -run 'TestPinnedUpstreamIsNeverJudgedFresh' ./daemon/
+# Issue 41 items 5-6 and issue 42 items 1, 2, 4, 5, 7, 8 (audit-tests).
+
+mutant "a pipeline of project x carrying y's action id is taken for y's build (41.5)" \
+	chain/apply.go \
+	'if err == nil && seen.HasAction && !sameProject(seen.Action, ev) {' \
+	'if false && err == nil && seen.HasAction && !sameProject(seen.Action, ev) {' \
+	-- go test -count=1 -run 'TestActionIDFromAnotherProjectIsNotOurs' ./chain/
+
+mutant "a resend with variables adopts another user's api pipeline carrying the action id (41.6)" \
+	chain/outbox.go \
+	'Ref: a.Ref, Source: "api", Username: user.Username, UpdatedAfter: since, Limit: 50,' \
+	'Ref: a.Ref, Source: "api", Username: user.Username[:0], UpdatedAfter: since, Limit: 50,' \
+	-- go test -count=1 -run 'TestResendAdoptsOnlyTheTokensPipeline' ./chain/
+
+mutant "a resend without action id adopts the token's pipeline another action recorded (42.1)" \
+	chain/outbox.go \
+	'if (seen.HasAction && seen.Action.ID != a.ID) || seen.Counted || seen.Started {' \
+	'if seen.Counted || seen.Started {' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
+mutant "a resend without action id adopts the token's pipeline a member counted or a chain started with (42.1)" \
+	chain/outbox.go \
+	'if (seen.HasAction && seen.Action.ID != a.ID) || seen.Counted || seen.Started {' \
+	'if seen.HasAction && seen.Action.ID != a.ID {' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
+mutant "a resend without action id adopts the newest free candidate (the other lost create's: app built a third time) (42.1)" \
+	chain/outbox.go \
+	'if p.ID < oldest.ID {' \
+	'if p.ID > oldest.ID {' \
+	-- go test -count=1 -run 'TestResendsOfTwoActionsAdoptTheirOwn' ./chain/
+
+mutant "a resend without action id trusts created_after (a GitLab that ignores it: the token's older pipeline adopted) (42.2)" \
+	chain/outbox.go \
+	'
+			if !p.CreatedAt.IsZero() && p.CreatedAt.Before(since) {' \
+	'
+			if false {' \
+	-- go test -count=1 -run 'TestResendAdoptsWithoutActionID' ./chain/
+
+mutant "a resend with variables reads the variables of pipelines from before the action (42.2)" \
+	chain/outbox.go \
+	'
+		if !p.CreatedAt.IsZero() && p.CreatedAt.Before(since) {' \
+	'
+		if false {' \
+	-- go test -count=1 -run 'TestResendSkipsPipelinesFromBeforeTheAction' ./chain/
+
+mutant "depsd_no_cache sent as \"1\", which GitLab refuses for a boolean input (42.4)" \
+	chain/action.go \
+	'inputs[InputNoCache] = "true"' \
+	'inputs[InputNoCache] = "1"' \
+	-- go test -count=1 -run 'TestNoCacheInputWhereDeclared' ./chain/
+
+mutant "the fake GitLab accepts an input value of another type than declared (42.4)" \
+	gitlab/gitlabtest/cisettings.go \
+	'case ok && !ofInputType(in.typ, jsonValue(v)):' \
+	'case false && !ofInputType(in.typ, jsonValue(v)):' \
+	-- go test -count=1 -run 'TestPipelineInputs' ./gitlab/gitlabtest/
+
+mutant "a signed delivery is keyed by its unsigned Idempotency-Key (a replay with a new key is applied again) (42.5)" \
+	webhook/handler.go \
+	'	if k := r.Header.Get(HeaderWebhookID); k != "" {
+		return k
+	}
+	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		return k
+	}' \
+	'	if k := r.Header.Get("Idempotency-Key"); k != "" {
+		return k
+	}
+	if k := r.Header.Get(HeaderWebhookID); k != "" {
+		return k
+	}' \
+	-- go test -count=1 -run 'TestHandlerDedupesOnWebhookID' ./webhook/
+
+mutant "a signed delivery exactly 5 minutes old is refused (42.5)" \
+	webhook/signature.go \
+	'd > int64(MaxClockSkew/time.Second)' \
+	'd >= int64(MaxClockSkew/time.Second)' \
+	-- go test -count=1 -run 'TestVerify$' ./webhook/
+
+mutant "a signed delivery stamped exactly 5 minutes ahead is refused (42.5)" \
+	webhook/signature.go \
+	'd < -int64(MaxClockSkew/time.Second)' \
+	'd <= -int64(MaxClockSkew/time.Second)' \
+	-- go test -count=1 -run 'TestVerify$' ./webhook/
+
+mutant "a GraphQL read at a default branch other than the listed one is taken (another branch's dependencies recorded) (42.7)" \
+	scan/batch.go \
+	'case !ok || pb.Err != nil || (pb.RootRef != "" && pb.RootRef != lp.DefaultBranch):' \
+	'case !ok || pb.Err != nil:' \
+	-- go test -count=1 -run 'TestGraphQLScanReadsTheListedBranch' ./scan/
+
+mutant "hooks sync plans every project in parallel before it knows whether GitLab keeps signing tokens (hooks edited for nothing, depending on timing) (42.8)" \
+	gitlab/hooksync.go \
+	'for len(rest) > 0 && spec.SigningToken != "" && !dryRun && !c.signingKnown.Load() {' \
+	'for false && len(rest) > 0 && spec.SigningToken != "" && !dryRun && !c.signingKnown.Load() {' \
+	-- go test -count=3 -run 'TestSyncHooksSigningToken$' ./gitlab/
+
+# Issues 37 and 39: the fake GitLab's commit statuses, users and OAuth;
+# the client's status errors.
+mutant "gitlabtest: a commit status does not count in its pipeline's status (no second Pipeline Hook on an upstream's finished pipeline)" \
+	gitlab/gitlabtest/statuses.go \
+	'	st.own[pl.id] = status
+	return st.composite(pl)' \
+	'	st.own[pl.id] = status
+	return status' \
+	-- go test -count=1 -run 'TestCommitStatusRecomputesPipeline|TestSetCommitStatus' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlabtest: a status after a final one updates it instead of starting a new one (400 where GitLab answers 201)" \
+	gitlab/gitlabtest/statuses.go \
+	'(old.status == "pending" || old.status == "running")' \
+	'true' \
+	-- go test -count=1 -run 'TestCommitStatusTransitions' ./gitlab/gitlabtest/
+
+mutant "gitlabtest: a running status accepts running again (GitLab answers 400 Cannot transition status via :run from :running)" \
+	gitlab/gitlabtest/statuses.go \
+	'		if from != "pending" {
+			return transitionError("run", from)' \
+	'		if from == "never" {
+			return transitionError("run", from)' \
+	-- go test -count=1 -run 'TestCommitStatusTransitions|TestSetCommitStatus' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlab: an invalid status transition is not ErrStatusTransition" \
+	gitlab/errors.go \
+	'e.Status == http.StatusBadRequest && strings.Contains(e.Message, "Cannot transition status via")' \
+	'false' \
+	-- go test -count=1 -run 'TestSetCommitStatus' ./gitlab/
+
+mutant "gitlabtest: a private project is readable by everyone" \
+	gitlab/gitlabtest/users.go \
+	'if c.admin || s.visibilityOf(p) != VisibilityPrivate {' \
+	'if true {' \
+	-- go test -count=1 -run 'TestUsersSeeTheirProjects|TestClientForAPerson' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlabtest: a project shared with a group gives its members their full group role, not at most Developer" \
+	gitlab/gitlabtest/users.go \
+	'take(a.groupMembers[g.id][uid], sharedAccess)' \
+	'take(a.groupMembers[g.id][uid], AccessOwner)' \
+	-- go test -count=1 -run 'TestMembersAll' ./gitlab/gitlabtest/
+
+mutant "gitlabtest: a read_api token may write" \
+	gitlab/gitlabtest/users.go \
+	'if get && slices.Contains(c.scopes, "read_api") {' \
+	'if slices.Contains(c.scopes, "read_api") {' \
+	-- go test -count=1 -run 'TestRolesAndScopes|TestOAuthRoundTrip|TestClientForAPerson' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "gitlabtest: /oauth/token does not check the PKCE code_verifier" \
+	gitlab/gitlabtest/oauth.go \
+	'subtle.ConstantTimeCompare([]byte(pkceS256(verifier)), []byte(code.challenge)) != 1' \
+	'false' \
+	-- go test -count=1 -run 'TestOAuthRoundTrip' ./gitlab/gitlabtest/
+# podman-executor security (issue 41 items 1-3), its CI skip (issue 42
+# item 3) and cleanup's retry (issue 39).
+pe_ci() {
+	(cd podman-executor && CI=true CGO_ENABLED=0 go test -count=1 \
+		-tags "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" "$@")
+}
+
+mutant "podman-executor: the driver writes a stage's script through a link planted under its name (a job overwrites host files as root)" \
+	podman-executor/channel/channel.go \
+	'const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC' \
+	'const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC | unix.O_CLOEXEC' \
+	-- pe_test -run 'TestRunNeverWritesThroughPlantedLinks' ./channel/
+
+mutant "podman-executor: the stage channel is mounted read-write in the job (a job plants links where the driver writes)" \
+	podman-executor/executor/stage_prepare.go \
+	'container.Mount{Source: dir, Destination: channel.MountPoint, ReadOnly: true}' \
+	'container.Mount{Source: dir, Destination: channel.MountPoint, ReadOnly: false}' \
+	-- pe_ci -run 'TestRealRunnerChannelLinks' ./integration/
+
+mutant "podman-executor: a job's CI_PROJECT_ID names its cache and volumes again (another project's, if it says so)" \
+	podman-executor/executor/job.go \
+	'Project:    strconv.FormatInt(j.Response.JobInfo.ProjectID, 10),' \
+	'Project:    j.Vars["CI_PROJECT_ID"],' \
+	-- pe_test -run 'TestIdentityComesFromTheJobResponse' ./executor/
+
+mutant "podman-executor: a job redefining CI_PROJECT_ID, CI_JOB_ID or CI_CONCURRENT_* is not refused (under the real runner)" \
+	podman-executor/executor/executor.go \
+	'if err := e.Job.CheckIdentity(); err != nil {' \
+	'if err := error(nil); err != nil {' \
+	-- pe_ci -run 'TestRealRunnerJobCannotChooseAnotherProject' ./integration/
+
+mutant "podman-executor: a job may set CI_CONCURRENT_* (its slot: another job's builds volume)" \
+	podman-executor/executor/job.go \
+	'case strings.HasPrefix(k, "CI_CONCURRENT_"), runnerVariables[k]:' \
+	'case runnerVariables[k]:' \
+	-- pe_test -run 'TestIdentityComesFromTheJobResponse' ./executor/
+
+mutant "podman-executor: [build] userns_mode \"host\" is accepted (a build job's SYS_ADMIN root is the host's root)" \
+	podman-executor/executor/build.go \
+	'if builds && (mode == "" || mode == "host") && !b.UnsafeBuildsAsHostRoot {' \
+	'if false {' \
+	-- pe_test -run 'TestConfigRefusesBuildsAsHostRoot' ./executor/
+
+mutant "podman-executor: a branch job shares the protected refs' cache and volumes (it can poison what they build)" \
+	podman-executor/executor/executor.go \
+	'id.Protected = e.Config.SplitProtectedRefs && e.Job.Protected()' \
+	'id.Protected = false' \
+	-- pe_ci -run 'TestRealRunnerProtectedRefsKeepTheirCache' ./integration/
+
+mutant "podman-executor: a job calling itself protected in its own variables is taken at its word" \
+	podman-executor/executor/job.go \
+	'		if v.Key == "CI_COMMIT_REF_PROTECTED" {
+			return v.Value == "true"
+		}' \
+	'		if v.Key == "CI_COMMIT_REF_PROTECTED" && v.Value == "true" {
+			return true
+		}' \
+	-- pe_test -run 'TestProtectedRefsKeepTheirOwnCacheAndVolumes' ./executor/
+
+mutant "podman-executor: the image build tests skip under CI=true on a machine without /dev/fuse" \
+	podman-executor/integration/build_test.go \
+	'const fuseDevice = "/dev/fuse"' \
+	'const fuseDevice = "/dev/fuse-absent"' \
+	-- pe_ci -run 'TestImageBuildInJob' ./integration/
+
+mutant "podman-executor: cleanup fails on podman's transient 'device or resource busy' instead of retrying" \
+	podman-executor/executor/stage_cleanup.go \
+	'if !errors.Is(err, container.ErrBusy) || waited >= removeRetryFor {' \
+	'if !errors.Is(err, container.ErrBusy) || waited >= 0 {' \
+	-- pe_test -run 'TestCleanupRetriesABusyRemoval' ./executor/
 
 # Issues 36, 38, 39: the fake GitLab's repository side and the client's
 # refs, commits and merge requests.

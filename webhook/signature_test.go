@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"log/slog"
@@ -22,18 +24,32 @@ var (
 
 var signNow = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 
-// refSign computes a signature the long way, from the spec's words, so the
-// tests do not only check Sign against Verify.
+// refSign computes a signature the long way, from the spec's words and
+// without the package's code, so the tests do not only check Sign against
+// Verify: "v1," + base64 of HMAC-SHA256, keyed with the base64-decoded
+// token after "whsec_", over "{id}.{timestamp}.{body}".
 func refSign(t *testing.T, token, id string, ts int64, body []byte) string {
 	t.Helper()
-	sig, tsStr, err := Sign(token, id, time.Unix(ts, 0), body)
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(token, "whsec_"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tsStr != strconv.FormatInt(ts, 10) {
-		t.Fatalf("timestamp %q", tsStr)
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id + "." + strconv.FormatInt(ts, 10) + "." + string(body)))
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// Sign, what the fake GitLab and the tests send with, signs as the spec
+// says.
+func TestSignMatchesTheSpec(t *testing.T) {
+	body := []byte(`{"object_kind":"pipeline"}`)
+	sig, ts, err := Sign(tokenA, "id-1", signNow, body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return sig
+	if ts != strconv.FormatInt(signNow.Unix(), 10) || sig != refSign(t, tokenA, "id-1", signNow.Unix(), body) {
+		t.Errorf("Sign = %q at %q, want %q at %d", sig, ts, refSign(t, tokenA, "id-1", signNow.Unix(), body), signNow.Unix())
+	}
 }
 
 // A signature from the Standard Webhooks specification's own example
@@ -81,6 +97,8 @@ func TestVerify(t *testing.T) {
 		{"id changed", []string{tokenA}, id + "x", strconv.FormatInt(ts, 10), good, body, ErrSignature},
 		{"timestamp changed within the window", []string{tokenA}, id, strconv.FormatInt(ts+1, 10), good, body, ErrSignature},
 		{"4m59s old", []string{tokenA}, id, strconv.FormatInt(ts-299, 10), refSign(t, tokenA, id, ts-299, body), body, nil},
+		{"exactly 5m old", []string{tokenA}, id, strconv.FormatInt(ts-300, 10), refSign(t, tokenA, id, ts-300, body), body, nil},
+		{"exactly 5m in the future", []string{tokenA}, id, strconv.FormatInt(ts+300, 10), refSign(t, tokenA, id, ts+300, body), body, nil},
 		{"5m01s old", []string{tokenA}, id, strconv.FormatInt(ts-301, 10), refSign(t, tokenA, id, ts-301, body), body, ErrTimestamp},
 		{"5m01s in the future", []string{tokenA}, id, strconv.FormatInt(ts+301, 10), refSign(t, tokenA, id, ts+301, body), body, ErrTimestamp},
 		{"timestamp beyond int range", []string{tokenA}, id, "99999999999999999999", good, body, ErrSignatureHeaders},
@@ -134,15 +152,24 @@ func TestParseSigningToken(t *testing.T) {
 }
 
 // signedPost sends a delivery with the Standard Webhooks headers (sig ""
-// for none) and, if token is set, X-Gitlab-Token.
+// for none), Idempotency-Key equal to webhook-id as GitLab sends it, and,
+// if token is set, X-Gitlab-Token.
 func signedPost(h http.Handler, token, id string, ts int64, sig string, body []byte) *httptest.ResponseRecorder {
+	return signedPostKey(h, token, id, id, ts, sig, body)
+}
+
+// signedPostKey is signedPost with an Idempotency-Key of its own (""
+// for none): the header is not signed, so a replayer can change it.
+func signedPostKey(h http.Handler, token, id, idempotencyKey string, ts int64, sig string, body []byte) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, "/hooks/gitlab", bytes.NewReader(body))
 	r.Header.Set("X-Gitlab-Event", "Pipeline Hook")
 	if token != "" {
 		r.Header.Set("X-Gitlab-Token", token)
 	}
+	if idempotencyKey != "" {
+		r.Header.Set("Idempotency-Key", idempotencyKey)
+	}
 	if id != "" {
-		r.Header.Set("Idempotency-Key", id)
 		r.Header.Set(HeaderWebhookID, id)
 	}
 	if sig != "" {
@@ -226,8 +253,9 @@ func assertNoSecret(t *testing.T, out string, sent ...string) {
 }
 
 // A replay of a signed delivery inside the window carries the same
-// webhook-id: a duplicate, recorded once. A delivery whose webhook-id
-// differs from Idempotency-Key is keyed by the signed webhook-id.
+// webhook-id: a duplicate, recorded once, whatever Idempotency-Key the
+// replayer sets (that header is not signed). A delivery is keyed by its
+// signed webhook-id, never by an Idempotency-Key that differs from it.
 func TestHandlerDedupesOnWebhookID(t *testing.T) {
 	rec := &memRecorder{}
 	h, err := NewHandler(Options{Secret: secret, SigningTokens: []string{tokenA}, Recorder: rec, Now: func() time.Time { return signNow }})
@@ -237,11 +265,17 @@ func TestHandlerDedupesOnWebhookID(t *testing.T) {
 	body := fixture(t, "pipeline_success.json")
 	ts := signNow.Unix()
 	first := signedPost(h, "", "id-1", ts, refSign(t, tokenA, "id-1", ts, body), body)
-	replay := signedPost(h, "", "id-1", ts+30, refSign(t, tokenA, "id-1", ts+30, body), body)
+	replay := signedPostKey(h, "", "id-1", "fresh-key", ts+30, refSign(t, tokenA, "id-1", ts+30, body), body)
 	if first.Code != 200 || replay.Code != 200 || !strings.Contains(replay.Body.String(), OutcomeDuplicate) {
-		t.Fatalf("first %d, replay %d %s", first.Code, replay.Code, replay.Body.String())
+		t.Fatalf("first %d, replay with a new Idempotency-Key %d %s", first.Code, replay.Code, replay.Body.String())
 	}
-	if len(rec.events) != 1 || rec.events[0].Key != "id-1" {
+	// Another delivery (its own webhook-id) carrying the first one's
+	// Idempotency-Key is not its duplicate.
+	other := signedPostKey(h, "", "id-2", "id-1", ts, refSign(t, tokenA, "id-2", ts, body), body)
+	if other.Code != 200 || strings.Contains(other.Body.String(), OutcomeDuplicate) {
+		t.Fatalf("a new webhook-id with an old Idempotency-Key: %d %s", other.Code, other.Body.String())
+	}
+	if len(rec.events) != 2 || rec.events[0].Key != "id-1" || rec.events[1].Key != "id-2" {
 		t.Fatalf("recorded %+v", rec.events)
 	}
 }

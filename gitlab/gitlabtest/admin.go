@@ -187,6 +187,24 @@ func (s *Server) CreateBranch(projectPath, branch string) error {
 	return nil
 }
 
+// SetDefaultBranch makes branch, which must exist, the project's default
+// branch, as a Maintainer does in its settings (PUT /projects/:id
+// default_branch). Nothing is pushed and no hook is sent; listings,
+// GraphQL's rootRef and reads of the default branch follow at once.
+func (s *Server) SetDefaultBranch(projectPath, branch string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(projectPath)
+	if !ok {
+		return fmt.Errorf("set default branch of %s: project not found", projectPath)
+	}
+	if _, ok := p.branches[branch]; !ok {
+		return fmt.Errorf("set default branch of %s: branch %s not found", projectPath, branch)
+	}
+	p.defaultBranch = branch
+	return nil
+}
+
 // MoveProject renames or transfers a project to newPath (same id), creating
 // missing groups, as GitLab's rename and transfer do.
 func (s *Server) MoveProject(oldPath, newPath string) error {

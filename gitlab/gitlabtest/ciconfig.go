@@ -147,8 +147,10 @@ type ciHeader struct {
 
 // ciInput is one declared input.
 type ciInput struct {
+	// typ is its type: as declared (type:), "string" when none is.
+	typ        string
 	hasDefault bool
-	def        string
+	def        any // the default as YAML reads it: string, bool, int, float64, []any, ...
 }
 
 // defaults returns the declared inputs' defaults by name.
@@ -181,10 +183,16 @@ func splitCIConfig(src string) (ciHeader, []*yaml.Node, error) {
 	}
 	h.hasSpec, h.inputs = true, map[string]ciInput{}
 	for name, decl := range mapping(mapping(spec)["inputs"]) {
-		d, ok := mapping(decl)["default"]
-		in := ciInput{hasDefault: ok}
-		if ok {
-			in.def = d.Value
+		keys := mapping(decl)
+		in := ciInput{typ: "string"}
+		if t, ok := keys["type"]; ok {
+			in.typ = t.Value
+		}
+		if d, ok := keys["default"]; ok {
+			in.hasDefault = true
+			if err := d.Decode(&in.def); err != nil {
+				in.def = d.Value
+			}
 		}
 		h.inputs[name] = in
 	}

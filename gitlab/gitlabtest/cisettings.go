@@ -1,6 +1,7 @@
 package gitlabtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -116,9 +117,8 @@ const (
 const ciConfigFile = ".gitlab-ci.yml"
 
 // declaredInputs returns the inputs the CI configuration's header declares
-// (spec: inputs:), each with whether it has a default, or hasSpec false
-// when the file has no header.
-func declaredInputs(files map[string]string) (inputs map[string]bool, hasSpec bool, err error) {
+// (spec: inputs:), or hasSpec false when the file has no header.
+func declaredInputs(files map[string]string) (inputs map[string]ciInput, hasSpec bool, err error) {
 	content, ok := files[ciConfigFile]
 	if !ok {
 		return nil, false, nil
@@ -127,18 +127,28 @@ func declaredInputs(files map[string]string) (inputs map[string]bool, hasSpec bo
 	if err != nil || !h.hasSpec {
 		return nil, false, err
 	}
-	inputs = map[string]bool{}
-	for name, in := range h.inputs {
-		inputs[name] = in.hasDefault
-	}
-	return inputs, true, nil
+	return h.inputs, true, nil
 }
+
+// inputTypes are the input types GitLab knows (Ci::Inputs::Builder::TYPES),
+// as its error message lists them.
+var inputTypes = []string{"array", "boolean", "number", "string"}
 
 // checkInputs is GitLab's check of the inputs of a new pipeline against
 // the CI configuration at the commit: "" when they are accepted, else the
-// error GitLab puts in message.base (Gitlab::Ci::Config::Interpolation::
-// Inputs: "unknown input arguments: a, b"). An input declared without a
-// default must be given ("`name` input: required value has not been provided").
+// first error GitLab puts in message.base (Gitlab::Ci::Config::
+// Interpolation::Inputs and its BaseInput, Ci::Inputs::BaseInput):
+// "unknown input arguments: a, b"; an input of a type GitLab does not
+// know; an input declared without a default that is not given ("`name`
+// input: required value has not been provided"); a default, or a given
+// value, not of the declared type ("`name` input: provided value is not
+// a boolean"). A value given as a string is first read as JSON where it
+// parses (Ci::PipelineCreation::Inputs.parse_params): "true" is a
+// boolean, "1" a number, "[1]" an array, and "a-1" stays a string.
+//
+// A string input refuses a value that reads as another type ("42"), as
+// GitLab's Interpolation::Inputs::StringInput does; later versions turn any
+// value into a string. The fake refuses what either refuses.
 func checkInputs(files map[string]string, given map[string]any) string {
 	declared, hasSpec, err := declaredInputs(files)
 	if err != nil {
@@ -160,12 +170,63 @@ func checkInputs(files map[string]string, given map[string]any) string {
 	if len(unknown) > 0 {
 		return "unknown input arguments: " + strings.Join(unknown, ", ")
 	}
-	for _, name := range slices.Sorted(maps.Keys(declared)) {
-		if _, ok := given[name]; !ok && !declared[name] {
+	names := slices.Sorted(maps.Keys(declared))
+	for _, name := range names {
+		if !slices.Contains(inputTypes, declared[name].typ) {
+			return "unknown input specification for `" + name + "` (valid types: " + strings.Join(inputTypes, ", ") + ")"
+		}
+	}
+	for _, name := range names {
+		in := declared[name]
+		v, ok := given[name]
+		switch {
+		case !ok && !in.hasDefault:
 			return "`" + name + "` input: required value has not been provided"
+		case in.hasDefault && !ofInputType(in.typ, in.def):
+			return "`" + name + "` input: default value is not " + article(in.typ)
+		case ok && !ofInputType(in.typ, jsonValue(v)):
+			return "`" + name + "` input: provided value is not " + article(in.typ)
 		}
 	}
 	return ""
+}
+
+// jsonValue is a given input value as GitLab takes it: a string that
+// parses as JSON is the value it holds.
+func jsonValue(v any) any {
+	s, ok := v.(string)
+	if !ok {
+		return v
+	}
+	var parsed any
+	if err := json.Unmarshal([]byte(s), &parsed); err != nil {
+		return s
+	}
+	return parsed
+}
+
+// ofInputType reports whether v (decoded from JSON or YAML) is of the
+// input type typ.
+func ofInputType(typ string, v any) bool {
+	switch v.(type) {
+	case string:
+		return typ == "string"
+	case bool:
+		return typ == "boolean"
+	case float64, int, int64, uint64:
+		return typ == "number"
+	case []any:
+		return typ == "array"
+	}
+	return false
+}
+
+// article is "a boolean", "an array": GitLab's words for the type.
+func article(typ string) string {
+	if typ == "array" {
+		return "an array"
+	}
+	return "a " + typ
 }
 
 // inputBlock is an interpolation block of an input: $[[ inputs.name ]].

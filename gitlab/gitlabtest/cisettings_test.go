@@ -108,11 +108,22 @@ func TestProjectShowsVariablesSettingsToMaintainers(t *testing.T) {
 
 // Pipeline inputs (GitLab 17.10+) are accepted only for inputs the CI
 // configuration declares in its spec: header, with GitLab's messages
-// (Gitlab::Ci::Config::Interpolation::Inputs, ...::Yaml::Interpolator).
+// (Gitlab::Ci::Config::Interpolation::Inputs, ...::Yaml::Interpolator),
+// and only of the declared type: GitLab reads each string value as JSON
+// where it can (Ci::PipelineCreation::Inputs.parse_params: "true" is a
+// boolean, "1" a number, "[1]" an array, "a-1" a string), then checks
+// the value and the default against type: (string when none).
 func TestPipelineInputs(t *testing.T) {
 	t.Parallel()
 	const declared = "spec:\n  inputs:\n    depsd_action_id:\n      default: \"\"\n---\nworkflow:\n  name: 'depsd $[[ inputs.depsd_action_id ]]'\nbuild:\n  script: echo $[[ inputs.depsd_action_id ]]\n"
 	const required = "spec:\n  inputs:\n    stage:\n---\nbuild:\n  script: echo\n"
+	const typed = "spec:\n  inputs:\n    id:\n      type: string\n      default: ''\n    flag:\n      type: boolean\n      default: false\n" +
+		"    count:\n      type: number\n      default: 1\n    list:\n      type: array\n      default: []\n---\n" +
+		"workflow:\n  name: 'flag $[[ inputs.flag ]]'\nbuild:\n  script: echo\n"
+	typedCI := func(name, decl string) string {
+		return "spec:\n  inputs:\n    " + name + ":\n" + decl + "---\nbuild:\n  script: echo\n"
+	}
+	refused := func(msg string) string { return `{"message":{"base":["` + strings.ReplaceAll(msg, `"`, `\"`) + `"]}}` }
 	for _, tc := range []struct {
 		name, ci, body string
 		wantCode       int
@@ -129,6 +140,22 @@ func TestPipelineInputs(t *testing.T) {
 			"{\"message\":{\"base\":[\"Given inputs not defined in the `spec` section of the included configuration file\"]}}", ""},
 		{"required input missing", required, `{"ref":"main"}`, 400,
 			"{\"message\":{\"base\":[\"`stage` input: required value has not been provided\"]}}", ""},
+		{"typed inputs given as JSON in strings", typed, `{"ref":"main","inputs":{"id":"a-1","flag":"true","count":"2","list":"[\"x\"]"}}`, 201, "", "flag true"},
+		{"typed inputs given as JSON values", typed, `{"ref":"main","inputs":{"flag":false,"count":2.5,"list":["x"]}}`, 201, "", "flag false"},
+		{"typed inputs left to their defaults", typed, `{"ref":"main"}`, 201, "", "flag false"},
+		{"1 for a boolean", typed, `{"ref":"main","inputs":{"flag":"1"}}`, 400, refused("`flag` input: provided value is not a boolean"), ""},
+		{"yes for a boolean", typed, `{"ref":"main","inputs":{"flag":"yes"}}`, 400, refused("`flag` input: provided value is not a boolean"), ""},
+		{"True for a boolean", typed, `{"ref":"main","inputs":{"flag":"True"}}`, 400, refused("`flag` input: provided value is not a boolean"), ""},
+		{"a word for a number", typed, `{"ref":"main","inputs":{"count":"two"}}`, 400, refused("`count` input: provided value is not a number"), ""},
+		{"a boolean for a number", typed, `{"ref":"main","inputs":{"count":true}}`, 400, refused("`count` input: provided value is not a number"), ""},
+		{"a string for an array", typed, `{"ref":"main","inputs":{"list":"x"}}`, 400, refused("`list` input: provided value is not an array"), ""},
+		{"a number for a string", typed, `{"ref":"main","inputs":{"id":"42"}}`, 400, refused("`id` input: provided value is not a string"), ""},
+		{"a number for an input without type", declared, `{"ref":"main","inputs":{"depsd_action_id":"42"}}`, 400,
+			refused("`depsd_action_id` input: provided value is not a string"), ""},
+		{"a default of another type", typedCI("flag", "      type: boolean\n      default: 'no'\n"), `{"ref":"main"}`, 400,
+			refused("`flag` input: default value is not a boolean"), ""},
+		{"an unknown type", typedCI("n", "      type: integer\n      default: 1\n"), `{"ref":"main"}`, 400,
+			refused("unknown input specification for `n` (valid types: array, boolean, number, string)"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(Options{})
@@ -163,7 +190,8 @@ func TestPipelineInputs(t *testing.T) {
 }
 
 // GET /version and GET /user answer as GitLab documents (doc/api/version.md,
-// doc/api/users.md), and pipelines list by username and created_after.
+// doc/api/users.md), and pipelines list by username and created_after,
+// unless the fake plays a GitLab that ignores the filter.
 func TestVersionUserAndPipelineFilters(t *testing.T) {
 	t.Parallel()
 	s := New(Options{Version: "17.10.0"})
@@ -184,14 +212,18 @@ func TestVersionUserAndPipelineFilters(t *testing.T) {
 	mine, _ := s.AddPipelineAs("g/a", "main", "api", "created", TokenUsername)
 	theirs, _ := s.AddPipelineAs("g/a", "main", "api", "created", "author")
 	for _, tc := range []struct {
-		query string
-		want  []int64
+		query   string
+		ignored []string
+		want    []int64
 	}{
-		{"username=" + TokenUsername, []int64{mine}},
-		{"username=author", []int64{theirs}},
-		{"created_after=2000-01-01T00:00:00Z", []int64{theirs, mine}},
-		{"created_after=2999-01-01T00:00:00Z", nil},
+		{"username=" + TokenUsername, nil, []int64{mine}},
+		{"username=author", nil, []int64{theirs}},
+		{"created_after=2000-01-01T00:00:00Z", nil, []int64{theirs, mine}},
+		{"created_after=2999-01-01T00:00:00Z", nil, nil},
+		{"created_after=2999-01-01T00:00:00Z", []string{"created_after"}, []int64{theirs, mine}},
+		{"created_after=2999-01-01T00:00:00Z&username=author", []string{"created_after"}, []int64{theirs}},
 	} {
+		s.SetIgnoredPipelineFilters(tc.ignored...)
 		_, body := get(t, s, "/projects/g%2Fa/pipelines?"+tc.query, tok)
 		var got []struct {
 			ID int64 `json:"id"`
@@ -204,7 +236,7 @@ func TestVersionUserAndPipelineFilters(t *testing.T) {
 			ids = append(ids, p.ID)
 		}
 		if len(ids) != len(tc.want) || (len(ids) > 0 && (ids[0] != tc.want[0] || ids[len(ids)-1] != tc.want[len(tc.want)-1])) {
-			t.Errorf("?%s = %v, want %v", tc.query, ids, tc.want)
+			t.Errorf("?%s (ignoring %v) = %v, want %v", tc.query, tc.ignored, ids, tc.want)
 		}
 	}
 }

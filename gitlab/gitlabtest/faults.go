@@ -60,6 +60,14 @@ func (s *Server) ClearFaults() {
 //	POST /projects/:id/hooks
 //	PUT /projects/:id/hooks/:hook_id
 //	DELETE /projects/:id/hooks/:hook_id
+//	GET /projects/:id/members/all/:user_id
+//	POST /projects/:id/statuses/:sha
+//	GET /projects/:id/repository/commits/:sha/statuses
+//	GET /projects/:id/registry/repositories
+//	GET /projects/:id/registry/repositories/:repository_id/tags
+//	GET /projects/:id/registry/repositories/:repository_id/tags/:tag_name
+//	DELETE /projects/:id/registry/repositories/:repository_id/tags/:tag_name
+//	GET /oauth/authorize, POST /oauth/token, POST /oauth/revoke
 //	POST /api/graphql (GraphQLEndpoint)
 //	unknown
 func (s *Server) Requests(endpoint string) int64 {

@@ -40,8 +40,9 @@ func (s *Server) listGroupProjects(w http.ResponseWriter, r *http.Request) {
 	// By id, the kept order: a large group's pages need no sort each.
 	byID := q.Get("order_by") == "id"
 	archived := q.Get("archived")
+	keep := s.projectFilter(r) // the caller's (users.go)
 	for _, p := range s.inst.groupMembers(gpath, subgroups, withShared) {
-		if archived != "" && (archived == "true") != p.archived {
+		if archived != "" && (archived == "true") != p.archived || keep != nil && !keep(p) {
 			continue
 		}
 		list = append(list, p)
@@ -99,13 +100,13 @@ func (s *Server) getProject(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.projectWithAccess(p))
+	writeJSON(w, http.StatusOK, s.projectFor(callerOf(r), p))
 }
 
-// currentUser is GET /user: the API token's user.
-func (s *Server) currentUser(w http.ResponseWriter, _ *http.Request) {
-	u := botUser.rest(s.URL)
-	writeJSON(w, http.StatusOK, currentUserJSON{userJSON: u, Email: botUser.email, CreatedAt: gitlabTime(s.now().Add(-365 * 24 * time.Hour)), Bot: false})
+// currentUser is GET /user: the token's user.
+func (s *Server) currentUser(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	writeJSON(w, http.StatusOK, currentUserJSON{userJSON: c.user.rest(s.URL), Email: c.user.email, CreatedAt: gitlabTime(s.now().Add(-365 * 24 * time.Hour)), Bot: false})
 }
 
 type currentUserJSON struct {

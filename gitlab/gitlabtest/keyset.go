@@ -47,8 +47,9 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) {
 	orderBy := q.Get("order_by")
 	if q.Get("pagination") != "keyset" {
 		var list []*project
+		keep := s.projectFilter(r) // the caller's (users.go)
 		for _, p := range s.inst.projects {
-			if a := q.Get("archived"); a != "" && (a == "true") != p.archived {
+			if a := q.Get("archived"); a != "" && (a == "true") != p.archived || keep != nil && !keep(p) {
 				continue
 			}
 			list = append(list, p)
@@ -85,7 +86,10 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) {
 	// the filters, and whether any is left after it.
 	all := s.inst.sortedProjects()
 	archived := q.Get("archived")
-	keep := func(p *project) bool { return archived == "" || (archived == "true") == p.archived }
+	filter := s.projectFilter(r) // the caller's (users.go)
+	keep := func(p *project) bool {
+		return (archived == "" || (archived == "true") == p.archived) && (filter == nil || filter(p))
+	}
 	var list []*project
 	more := false
 	if desc {

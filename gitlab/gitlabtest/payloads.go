@@ -120,7 +120,7 @@ func (s *Server) projectHookAttrs(p *project) hookProjectJSON {
 		GitSSHURL:         "git@" + s.host() + ":" + p.path + ".git",
 		GitHTTPURL:        s.URL + "/" + p.path + ".git",
 		Namespace:         ns[strings.LastIndex(ns, "/")+1:],
-		VisibilityLevel:   0, // private
+		VisibilityLevel:   visibilityLevel(s.visibilityOf(p)),
 		PathWithNamespace: p.path,
 		DefaultBranch:     p.defaultBranch,
 	}
@@ -276,6 +276,7 @@ func (s *Server) pipelineEvent(p *project, pl *pipeline) pipelineEventJSON {
 	if len(pl.jobs) > 0 {
 		builds, attrs.Stages = s.hookBuilds(pl, user)
 	}
+	s.externalHook(pl, &attrs, &builds) // statuses.go
 	out := pipelineEventJSON{
 		ObjectKind:       "pipeline",
 		ObjectAttributes: attrs,

@@ -117,6 +117,12 @@ func (s *Server) Pipelines(projectPath string) []Pipeline {
 // Unless status is "created", a Pipeline Hook event is posted for it. It is
 // not simulated: see RunPipeline for that.
 func (s *Server) AddPipeline(projectPath, ref, source, status string) (int64, error) {
+	return s.addPipeline(projectPath, ref, source, status, nil, nil)
+}
+
+// addPipeline is AddPipeline for a pipeline created by u (nil: the
+// source's default user) with variables vars.
+func (s *Server) addPipeline(projectPath, ref, source, status string, u *fakeUser, vars []variable) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.inst.findProject(projectPath)
@@ -130,7 +136,8 @@ func (s *Server) AddPipeline(projectPath, ref, source, status string) (int64, er
 	if !slices.Contains(pipelineStatuses, status) {
 		return 0, fmt.Errorf("add pipeline to %s: unknown status %q", projectPath, status)
 	}
-	pl := s.newPipeline(p, ref, c.sha, cmp.Or(source, "push"), nil)
+	pl := s.newPipeline(p, ref, c.sha, cmp.Or(source, "push"), vars)
+	pl.user = u
 	_, pl.tag, _ = p.refTarget(ref)
 	s.setStatus(pl, status)
 	return pl.id, nil
@@ -144,23 +151,38 @@ const TokenUsername = "depsd"
 // TokenUsername (the API token's user, as if another program used the
 // token) or "author" (a developer).
 func (s *Server) AddPipelineAs(projectPath, ref, source, status, username string) (int64, error) {
-	var u fakeUser
+	u, err := userNamed(username)
+	if err != nil {
+		return 0, fmt.Errorf("add pipeline to %s: %w", projectPath, err)
+	}
+	return s.addPipeline(projectPath, ref, source, status, &u, nil)
+}
+
+// AddAPIPipelineAs records an api pipeline created by username (as for
+// AddPipelineAs) with pipeline variables, as another program or person
+// creating one through the API would: a developer who copied depsd's
+// DEPSD_ACTION_ID into a pipeline of theirs, say.
+func (s *Server) AddAPIPipelineAs(projectPath, ref, status, username string, vars map[string]string) (int64, error) {
+	u, err := userNamed(username)
+	if err != nil {
+		return 0, fmt.Errorf("add pipeline to %s: %w", projectPath, err)
+	}
+	var list []variable
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		list = append(list, variable{Key: k, Value: vars[k], VariableType: "env_var"})
+	}
+	return s.addPipeline(projectPath, ref, "api", status, &u, list)
+}
+
+// userNamed is the fake user with username: TokenUsername or "author".
+func userNamed(username string) (fakeUser, error) {
 	switch username {
 	case botUser.username:
-		u = botUser
+		return botUser, nil
 	case devUser.username:
-		u = devUser
-	default:
-		return 0, fmt.Errorf("add pipeline to %s: unknown user %q", projectPath, username)
+		return devUser, nil
 	}
-	id, err := s.AddPipeline(projectPath, ref, source, status)
-	if err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inst.pipelines[id].user = &u
-	return id, nil
+	return fakeUser{}, fmt.Errorf("unknown user %q", username)
 }
 
 // AddPastPipeline records a pipeline that ran before now, as history: it
@@ -222,6 +244,7 @@ func (s *Server) SetPipelineStatus(pipelineID int64, status string) error {
 // posts a Pipeline Hook event on every change but not when the status
 // stays the same. Callers hold s.mu.
 func (s *Server) setStatus(pl *pipeline, status string) {
+	status = s.statuses.withExternal(pl, status) // its commit statuses count (statuses.go)
 	now := s.now()
 	changed := pl.status != status
 	pl.status = status
@@ -425,10 +448,21 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.pipelineDetail(pl))
 }
 
+// SetIgnoredPipelineFilters makes GET /projects/:id/pipelines ignore the
+// named query parameters (created_after, updated_after, username, ...), as
+// a GitLab that does not know them does: the list then holds pipelines the
+// filter would have left out, and a client must check what it relies on.
+func (s *Server) SetIgnoredPipelineFilters(params ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ignoredPipelineFilters = slices.Clone(params)
+}
+
 // listPipelines honours ref, sha, status, source, scope, username (who
 // created it), updated_after, updated_before, created_after,
 // created_before, order_by (id, status, ref, updated_at; default id), sort
-// (default desc) and pagination.
+// (default desc) and pagination, less those SetIgnoredPipelineFilters
+// names.
 func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -437,6 +471,9 @@ func (s *Server) listPipelines(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	for _, k := range s.ignoredPipelineFilters {
+		q.Del(k)
+	}
 	var after, before, createdAfter, createdBefore time.Time
 	for key, dst := range map[string]*time.Time{"updated_after": &after, "updated_before": &before,
 		"created_after": &createdAfter, "created_before": &createdBefore} {

@@ -140,7 +140,7 @@ func (s *Server) simpleProject(p *project) simpleProjectJSON {
 func (s *Server) fullProject(p *project) projectJSON {
 	out := projectJSON{
 		simpleProjectJSON:            s.simpleProject(p),
-		Visibility:                   "private",
+		Visibility:                   s.visibilityOf(p),
 		ContainerRegistryImagePrefix: s.registryHost + "/" + strings.ToLower(p.path),
 		Archived:                     p.archived,
 		EmptyRepo:                    p.emptyRepo,

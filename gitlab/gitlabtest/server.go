@@ -172,8 +172,19 @@ type Server struct {
 	offsetLimit     int // GET /projects offset pagination limit; <= 0: none
 	countLimit      int // records past which listings are not counted (maxCountedRecords)
 
+	// ignoredPipelineFilters are the pipeline list's query parameters
+	// this GitLab ignores (SetIgnoredPipelineFilters).
+	ignoredPipelineFilters []string
+
 	// registry is what simulated pipelines push (images.go).
 	registry registrySide
+
+	// Guarded by mu: users, tokens, visibility, members and OAuth
+	// (users.go, oauth.go); commit statuses (statuses.go); container
+	// repositories (registrytags.go).
+	auth       authState
+	statuses   statusState
+	containers containerState
 }
 
 // New starts a fake GitLab on a loopback port.
@@ -314,6 +325,13 @@ func (s *Server) routes() http.Handler {
 		{"PUT /groups/:id/hooks/:hook_id", s.editGroupHook},
 		{"DELETE /groups/:id/hooks/:hook_id", s.deleteGroupHook},
 		{"POST /groups/:id/hooks/:hook_id/test/:trigger", s.testGroupHook},
+		{"GET /projects/:id/members/all/:user_id", s.getMemberAll},
+		{"POST /projects/:id/statuses/:sha", s.postStatus},
+		{"GET /projects/:id/repository/commits/:sha/statuses", s.listStatuses},
+		{"GET /projects/:id/registry/repositories", s.listContainerRepositories},
+		{"GET /projects/:id/registry/repositories/:repository_id/tags", s.listContainerTags},
+		{"GET /projects/:id/registry/repositories/:repository_id/tags/:tag_name", s.getContainerTag},
+		{"DELETE /projects/:id/registry/repositories/:repository_id/tags/:tag_name", s.deleteContainerTag},
 	} {
 		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
 	}
@@ -353,6 +371,18 @@ func (s *Server) routes() http.Handler {
 		// Counted and faulted as the REST API, authenticated by the runner
 		// or job token each endpoint checks, not the API token.
 		mux.Handle(muxPattern(rt.name), s.served(rt.name, rt.handler))
+	}
+	// GitLab's OAuth 2 provider and its sign-in page (oauth.go): not under
+	// /api/v4, authenticated by what each endpoint checks.
+	for _, rt := range []route{
+		{"GET /oauth/authorize", s.oauthAuthorize},
+		{"POST /oauth/token", s.oauthToken},
+		{"POST /oauth/revoke", s.oauthRevoke},
+		{"GET /users/sign_in", s.signInPage},
+		{"POST /users/sign_in", s.signIn},
+	} {
+		method, path, _ := strings.Cut(rt.name, " ")
+		mux.Handle(method+" "+path, s.served(rt.name, rt.handler))
 	}
 	api := s.middleware("unknown", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "404 Not Found"})
@@ -407,9 +437,14 @@ func (s *Server) middleware(name string, h http.HandlerFunc) http.Handler {
 		case name == GraphQLEndpoint && !s.authorized(r):
 			graphQLErrors(w, http.StatusUnauthorized, "Invalid token")
 			return
-		case !s.authorized(r):
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "401 Unauthorized"})
-			return
+		case name == GraphQLEndpoint:
+		default:
+			// The caller, and what it may do on this route (users.go).
+			c, ok := s.authenticate(w, r, name)
+			if !ok {
+				return
+			}
+			r = withCaller(r, c)
 		}
 		h(w, r)
 	})

@@ -6,11 +6,22 @@
 // calls instead of an exec session (an API round trip, conmon and
 // `runc exec`), which is most of what a trivial job spends in `run`.
 //
+// The driver may run as the host's root, and the job must never make it
+// write through a link the job planted. So the host directory holds only
+// what the driver writes (the request FIFO, the scripts, the output and
+// exit-code FIFOs) and is mounted read-only at MountPoint (a process may
+// still write into a FIFO on a read-only mount: FIFOs are not files of the
+// filesystem's); the loop writes each stage's PID and end into a small
+// tmpfs of the container's own at JobMountPoint (see JobTmpfs), so a job
+// writes nothing on the host through the channel. Files of the host
+// directory are created with O_EXCL|O_NOFOLLOW relative to the directory's
+// descriptor and their mode is set through their own descriptor.
+//
 // It works only where the podman service shares the driver's filesystem
 // (a local unix socket, rootful or rootless); elsewhere the executor keeps
-// using exec sessions. The directory holds the scripts (which carry the
-// job's secrets) while they run, so its parent must be private to the
-// driver's user (see Create).
+// using exec sessions. The driver's directory holds the scripts (which
+// carry the job's secrets) while they run, so the channel's parent must be
+// private to the driver's user (see Create).
 package channel
 
 import (
@@ -28,8 +39,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MountPoint is where the channel directory is mounted in the container.
-const MountPoint = "/.podman-executor"
+// MountPoint is where the channel directory is mounted in the container
+// (read-only); JobMountPoint is the tmpfs the loop writes to.
+const (
+	MountPoint    = "/.podman-executor"
+	JobMountPoint = "/.podman-executor-job"
+)
+
+// JobTmpfs are the options of the tmpfs at JobMountPoint: room for the
+// stages' PID and end files only, writable by any user in the container.
+const JobTmpfs = "rw,nosuid,nodev,noexec,size=1m,mode=1777"
 
 // ctlName is the request FIFO; the loop holds it open read-write, so a
 // writer finds a reader exactly as long as the container runs.
@@ -44,44 +63,104 @@ var ErrNotRunning = errors.New("the job container's stage loop is not running")
 var validID = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
 // Loop is the container's main process, the channel directory mounted at
-// d (MountPoint, except in tests): it reads stage ids from the
-// request FIFO and runs each stage in the background (bash when the image
-// has it, else sh) with the script on stdin and stdout+stderr on the
-// stage's output FIFO; the shell's PID goes to ID.pid (for stopping a
-// canceled stage) and its exit code to ID.end and the ID.done FIFO. The
-// FIFOs are opened read-write, which never blocks: a stage whose driver
-// died (no reader) does not hang the container's side.
-func Loop(d string) []string {
-	return []string{"sh", "-c", `d=` + d + `
+// d and the loop's tmpfs at j (MountPoint and JobMountPoint, except in
+// tests): it
+// reads stage ids from the request FIFO and runs each stage in the
+// background (bash when the image has it, else sh) with the script on
+// stdin and stdout+stderr on the stage's output FIFO; the shell's PID goes
+// to j/ID.pid (for stopping a canceled stage) and its exit code to j/ID.end
+// and the ID.done FIFO. The FIFOs are opened read-write, which never
+// blocks: a stage whose driver died (no reader) does not hang the
+// container's side.
+func Loop(d, j string) []string {
+	return []string{"sh", "-c", `d=` + d + ` j=` + j + `
 exec 3<>"$d/` + ctlName + `"
 while :; do
 	IFS= read -r id <&3 || { sleep 1; continue; }
 	case $id in ''|*[!A-Za-z0-9_.-]*) continue ;; esac
-	( sh -c 'echo $$ >"$1"; if command -v bash >/dev/null 2>&1; then exec bash; fi; exec sh' sh "$d/$id.pid" <"$d/$id.in" 1<>"$d/$id.out" 2>&1
-	  c=$?; echo $c >"$d/$id.end"; echo $c 1<>"$d/$id.done" ) 3<&- &
+	( sh -c 'echo $$ >"$1"; if command -v bash >/dev/null 2>&1; then exec bash; fi; exec sh' sh "$j/$id.pid" <"$d/$id.in" 1<>"$d/$id.out" 2>&1
+	  c=$?; echo $c >"$j/$id.end"; echo $c 1<>"$d/$id.done" ) 3<&- &
 done`}
 }
 
-// Create makes dir (mode 0777: processes of any user in the container use
-// it; its parent, which the caller creates 0700, keeps other host users
-// out) with its request FIFO. It is idempotent.
+// Create makes the channel directory dir afresh, removing whatever was
+// there (an earlier attempt's): dir (0755: the container's users read the
+// scripts and open the FIFOs; its parent, which the caller creates 0700,
+// keeps other host users out) and its request FIFO (0666). Modes are set
+// through descriptors, never by path. Mount dir read-only at MountPoint.
 func Create(dir string) error {
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("create stage channel: %w", err)
 	}
-	if err := os.Chmod(dir, 0o777); err != nil {
+	parent, err := openDir(filepath.Dir(dir))
+	if err != nil {
 		return fmt.Errorf("create stage channel: %w", err)
 	}
-	ctl := filepath.Join(dir, ctlName)
-	if err := unix.Mkfifo(ctl, 0o666); err != nil && !errors.Is(err, unix.EEXIST) {
+	defer unix.Close(parent)
+	drv, err := makeDir(parent, filepath.Base(dir), 0o755)
+	if err != nil {
 		return fmt.Errorf("create stage channel: %w", err)
 	}
-	return os.Chmod(ctl, 0o666)
+	defer unix.Close(drv)
+	ctl, err := makeFIFO(drv, ctlName)
+	if err != nil {
+		return fmt.Errorf("create stage channel: %w", err)
+	}
+	return unix.Close(ctl)
+}
+
+// openDir opens a directory that must not be a link.
+func openDir(path string) (int, error) {
+	return unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+// makeDir creates the directory name in the directory dfd and returns it
+// opened, with mode set through its descriptor (mkdir's mode is cut by
+// the umask).
+func makeDir(dfd int, name string, mode uint32) (int, error) {
+	if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
+		return -1, fmt.Errorf("mkdir %s: %w", name, err)
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", name, err)
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("chmod %s: %w", name, err)
+	}
+	return fd, nil
+}
+
+// makeFIFO creates the FIFO name in the directory dfd (replacing a
+// leftover of an earlier driver of the same stage id: only drivers write
+// there), makes it writable by any user in the container through its
+// descriptor, and returns its read end, opened without waiting for a
+// writer.
+func makeFIFO(dfd int, name string) (int, error) {
+	err := unix.Mkfifoat(dfd, name, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		if err = unix.Unlinkat(dfd, name, 0); err == nil {
+			err = unix.Mkfifoat(dfd, name, 0o600)
+		}
+	}
+	if err != nil {
+		return -1, fmt.Errorf("mkfifo %s: %w", name, err)
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", name, err)
+	}
+	if err := unix.Fchmod(fd, 0o666); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("chmod %s: %w", name, err)
+	}
+	return fd, nil
 }
 
 // Exists reports whether dir holds a channel made by Create.
 func Exists(dir string) bool {
-	fi, err := os.Stat(filepath.Join(dir, ctlName))
+	fi, err := os.Lstat(filepath.Join(dir, ctlName))
 	return err == nil && fi.Mode()&os.ModeNamedPipe != 0
 }
 
@@ -91,7 +170,7 @@ func Exists(dir string) bool {
 func Ready(ctx context.Context, dir string, alive func() error) error {
 	ctl := filepath.Join(dir, ctlName)
 	for tries := 0; ; tries++ {
-		fd, err := unix.Open(ctl, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(ctl, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err == nil {
 			return unix.Close(fd)
 		}
@@ -111,21 +190,20 @@ func Ready(ctx context.Context, dir string, alive func() error) error {
 	}
 }
 
-// Busy reports whether a stage handed to the loop in dir still runs
-// (whether or not its driver is still there).
-func Busy(dir string) bool {
-	m, _ := filepath.Glob(filepath.Join(dir, "*.done"))
-	for _, done := range m {
-		if _, err := os.Stat(strings.TrimSuffix(done, ".done") + ".end"); err != nil {
-			return true
-		}
-	}
-	return false
+// BusyCommand is a command for the container whose channel is mounted at
+// d (MountPoint, except in tests) with the loop's tmpfs at j
+// (JobMountPoint): it prints "busy" when a stage handed to the loop still
+// runs (whether or not its driver is still there): its exit-code FIFO is
+// there (the driver removes it when it returns) and the loop has not
+// written its end. A job can make it lie about its own container only.
+func BusyCommand(d, j string) []string {
+	return []string{"sh", "-c", `for f in "` + d + `"/*.done; do [ -e "$f" ] || continue; id=${f##*/}; ` +
+		`[ -e "` + j + `/${id%.done}.end" ] || { echo busy; exit 0; }; done`}
 }
 
 // PIDFile is the path, inside the container, of the file holding the PID
 // of stage id's shell.
-func PIDFile(id string) string { return MountPoint + "/" + id + ".pid" }
+func PIDFile(id string) string { return JobMountPoint + "/" + id + ".pid" }
 
 // Stage is one script to run through the channel.
 type Stage struct {
@@ -148,42 +226,54 @@ func Run(ctx context.Context, dir string, s Stage) (int, error) {
 	if !validID.MatchString(s.ID) {
 		return 0, fmt.Errorf("stage id %q: only letters, digits, '.', '_', '-'", s.ID)
 	}
-	base := filepath.Join(dir, s.ID)
-	defer func() {
-		for _, ext := range []string{".done", ".end", ".in", ".out", ".pid"} {
-			_ = os.Remove(base + ext)
-		}
-	}()
-	if err := writeScript(base+".in", s.Script); err != nil {
-		return 0, err
-	}
-	if err := os.WriteFile(base+".pid", nil, 0o666); err != nil {
+	drv, err := openDir(dir)
+	if err != nil {
 		return 0, fmt.Errorf("stage channel: %w", err)
 	}
-	_ = os.Chmod(base+".pid", 0o666)
-	out, err := openFIFO(base + ".out")
-	if err != nil {
+	defer unix.Close(drv)
+	defer func() {
+		for _, ext := range []string{".done", ".in", ".out"} {
+			_ = unix.Unlinkat(drv, s.ID+ext, 0)
+		}
+	}()
+	if err := writeScript(drv, s.ID+".in", s.Script); err != nil {
 		return 0, err
+	}
+	out, err := makeFIFO(drv, s.ID+".out")
+	if err != nil {
+		return 0, fmt.Errorf("stage channel: %w", err)
 	}
 	defer unix.Close(out)
-	done, err := openFIFO(base + ".done")
+	done, err := makeFIFO(drv, s.ID+".done")
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("stage channel: %w", err)
 	}
 	defer unix.Close(done)
-	if err := request(filepath.Join(dir, ctlName), s.ID); err != nil {
+	if err := request(drv, s.ID); err != nil {
 		return 0, err
 	}
 	return wait(ctx, out, done, s)
 }
 
-// writeScript copies the script where the loop reads it.
-func writeScript(path string, script io.Reader) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("stage channel: %w", err)
+// writeScript copies the script where the loop reads it: a new file
+// (replacing a leftover of an earlier driver of the same stage id),
+// readable by any user in the container.
+func writeScript(dfd int, name string, script io.Reader) error {
+	const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(dfd, name, flags, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		if err = unix.Unlinkat(dfd, name, 0); err == nil {
+			fd, err = unix.Openat(dfd, name, flags, 0o600)
+		}
 	}
-	_ = f.Chmod(0o644)
+	if err != nil {
+		return fmt.Errorf("stage channel: create script: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return fmt.Errorf("stage channel: script: %w", err)
+	}
 	if _, err := io.Copy(f, script); err != nil {
 		f.Close()
 		return fmt.Errorf("stage channel: write script: %w", err)
@@ -191,24 +281,10 @@ func writeScript(path string, script io.Reader) error {
 	return f.Close()
 }
 
-// openFIFO makes a FIFO the container writes and opens its read end
-// without waiting for the writer.
-func openFIFO(path string) (int, error) {
-	if err := unix.Mkfifo(path, 0o666); err != nil {
-		return -1, fmt.Errorf("stage channel: %w", err)
-	}
-	_ = os.Chmod(path, 0o666)
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("stage channel: open %s: %w", filepath.Base(path), err)
-	}
-	return fd, nil
-}
-
 // request hands the stage id to the loop. Opening the request FIFO
 // without blocking fails with ENXIO when nothing reads it.
-func request(ctl, id string) error {
-	fd, err := unix.Open(ctl, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+func request(dfd int, id string) error {
+	fd, err := unix.Openat(dfd, ctlName, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENXIO) {
 		return ErrNotRunning
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,8 @@ func (s *syncBuffer) String() string {
 }
 
 // startLoop runs the container's loop with the host's sh on a channel in
-// a temporary directory, as podman would run it in the job container.
+// a temporary directory, as podman would run it in the job container,
+// with a directory beside it for the container's tmpfs (jobDir).
 func startLoop(t *testing.T) string {
 	t.Helper()
 	sh, err := exec.LookPath("sh")
@@ -48,7 +50,10 @@ func startLoop(t *testing.T) string {
 	if !Exists(dir) {
 		t.Fatal("Exists after Create is false")
 	}
-	loop := Loop(dir)
+	if err := os.Mkdir(jobDir(dir), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	loop := Loop(dir, jobDir(dir))
 	cmd := exec.Command(sh, loop[1:]...)
 	// Its own process group, so that cleanup ends the stages it started
 	// too: a stage left running would write into the directory while
@@ -62,9 +67,9 @@ func startLoop(t *testing.T) string {
 		_ = unix.Kill(-pgid, unix.SIGKILL)
 		_ = cmd.Wait()
 		// A killed process may still finish the write it was in: remove
-		// the directory until it stays removed.
+		// the directories until they stay removed.
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if os.RemoveAll(dir) == nil {
+			if os.RemoveAll(dir) == nil && os.RemoveAll(jobDir(dir)) == nil {
 				return
 			}
 		}
@@ -75,6 +80,21 @@ func startLoop(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// jobDir stands in, on the host, for the loop's tmpfs of the channel in
+// dir.
+func jobDir(dir string) string { return dir + "-job" }
+
+// busy runs BusyCommand for the channel in dir with the host's sh.
+func busy(t *testing.T, dir string) bool {
+	t.Helper()
+	c := BusyCommand(dir, jobDir(dir))
+	out, err := exec.Command(c[0], c[1:]...).Output()
+	if err != nil {
+		t.Fatalf("busy check: %v", err)
+	}
+	return strings.TrimSpace(string(out)) == "busy"
 }
 
 func TestRunStreamsOutputAndReturnsTheExitCode(t *testing.T) {
@@ -136,7 +156,7 @@ func TestRunCanceledReturnsAndPIDFileNamesTheShell(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	pid, err := os.ReadFile(filepath.Join(dir, "long.pid"))
+	pid, err := os.ReadFile(filepath.Join(jobDir(dir), "long.pid"))
 	if err != nil || len(bytes.TrimSpace(pid)) == 0 {
 		t.Fatalf("pid file: %q %v", pid, err)
 	}
@@ -165,7 +185,7 @@ func TestRunRefusesIDsThatLeaveTheDirectory(t *testing.T) {
 
 func TestBusyWhileAStageRunsEvenWithoutItsDriver(t *testing.T) {
 	dir := startLoop(t)
-	if Busy(dir) {
+	if busy(t, dir) {
 		t.Fatal("busy before any stage")
 	}
 	if err := unix.Mkfifo(filepath.Join(dir, "go"), 0o600); err != nil {
@@ -179,7 +199,7 @@ func TestBusyWhileAStageRunsEvenWithoutItsDriver(t *testing.T) {
 		res <- err
 	}()
 	waitFor(t, func() bool { return strings.Contains(out.String(), "started") })
-	if !Busy(dir) {
+	if !busy(t, dir) {
 		t.Error("not busy while the stage runs")
 	}
 	// The driver goes away (its files stay, as after a SIGKILL): the
@@ -192,7 +212,7 @@ func TestBusyWhileAStageRunsEvenWithoutItsDriver(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go"), []byte("x\n"), 0); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return !Busy(dir) })
+	waitFor(t, func() bool { return !busy(t, dir) })
 }
 
 func waitFor(t *testing.T, cond func() bool) {
@@ -203,5 +223,68 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 30s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stageNames are the stages GitLab Runner 17.9 calls run with (the
+// custom executor's stage list), plus step_* names: a job that learns a
+// stage's file name plants links for all of them.
+var stageNames = []string{"prepare_script", "get_sources", "clear_worktree", "restore_cache", "download_artifacts",
+	"step_script", "step_release", "build_script", "after_script", "archive_cache", "archive_cache_on_failure",
+	"upload_artifacts_on_success", "upload_artifacts_on_failure", "cleanup_file_variables"}
+
+// TestRunNeverWritesThroughPlantedLinks: the job learns a stage's file
+// name in the channel (stage-PID) and plants symbolic links, for every
+// stage name and hundreds of PIDs, in every directory of the channel,
+// pointing at host files. The driver (root with rootful podman) must not
+// write, truncate or chmod through any of them: the sentinels keep their
+// content and mode, and the stages still run. (The links for the files
+// the container's side writes itself, .pid and .end, are left out here:
+// in a container they are in its own tmpfs, but this test's loop runs on
+// the host, where its writes would follow them. TestRealRunnerChannelLinks,
+// in ../integration, plants those too.)
+func TestRunNeverWritesThroughPlantedLinks(t *testing.T) {
+	dir := startLoop(t)
+	sentinels := t.TempDir()
+	const content = "precious\n"
+	exts := []string{".in", ".out", ".done"}
+	for _, ext := range exts {
+		if err := os.WriteFile(filepath.Join(sentinels, "target"+ext), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirs := []string{dir, jobDir(dir)}
+	for _, d := range dirs {
+		for _, stage := range stageNames {
+			for pid := 1000; pid < 1200; pid++ {
+				for _, ext := range exts {
+					if ext != ".in" && (pid < 1100 || pid > 1102) {
+						continue // the FIFOs' names only where the stages below run: links are slow to make
+					}
+					if err := os.Symlink(filepath.Join(sentinels, "target"+ext), filepath.Join(d, fmt.Sprintf("%s-%d%s", stage, pid, ext))); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	for i, stage := range []string{"after_script", "archive_cache", "cleanup_file_variables"} {
+		var out syncBuffer
+		id := fmt.Sprintf("%s-%d", stage, 1100+i)
+		code, err := Run(context.Background(), dir, Stage{ID: id, Script: strings.NewReader("echo ran-" + stage + "\n"), Out: &out})
+		if err != nil || code != 0 || !strings.Contains(out.String(), "ran-"+stage) {
+			t.Errorf("stage %s: code %d, err %v, output %q", id, code, err, out.String())
+		}
+	}
+	for _, ext := range exts {
+		p := filepath.Join(sentinels, "target"+ext)
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(p)
+		if string(b) != content || st.Mode() != 0o600 {
+			t.Errorf("sentinel %s: mode %v, content %q; want -rw------- and %q", "target"+ext, st.Mode(), b, content)
+		}
 	}
 }

@@ -27,6 +27,10 @@ type Fake struct {
 	Pulls map[string]PullOptions
 	// Fail makes the named method ("Pull", "Create", ...) return an error.
 	Fail map[string]error
+	// FailNext makes the next calls of the named method return these
+	// errors, one per call, in order, before it works again (a transient
+	// podman failure); Fail still applies after them.
+	FailNext map[string][]error
 	// ExecFunc runs an exec; nil reads stdin and exits 0.
 	ExecFunc func(ctx context.Context, name string, e Exec) (int, error)
 	// Now stamps creation times; nil is time.Now.
@@ -173,6 +177,10 @@ func (f *Fake) record(method, arg string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Calls = append(f.Calls, strings.ToLower(method)+" "+arg)
+	if next := f.FailNext[method]; len(next) > 0 {
+		f.FailNext[method] = next[1:]
+		return next[0]
+	}
 	return f.Fail[method]
 }
 

@@ -1,6 +1,7 @@
 package container
 
 import (
+	"errors"
 	"net"
 	"slices"
 	"strings"
@@ -197,5 +198,18 @@ func TestMerge(t *testing.T) {
 	}
 	if len(a.Devices) != 1 || len(a.Env) != 1 {
 		t.Errorf("Merge changed its receiver: %+v", a)
+	}
+}
+
+// TestBusyRemovalIsErrBusy: podman's "device or resource busy" (EBUSY,
+// which reaches the driver as text through the API) is ErrBusy, for the
+// caller to retry; other errors are not.
+func TestBusyRemovalIsErrBusy(t *testing.T) {
+	shm := errors.New("removing container 0e3d root filesystem: 1 error occurred:\n\t* unlinkat /var/lib/containers/storage/overlay-containers/0e3d/userdata/shm: device or resource busy")
+	if err := busy(shm); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "userdata/shm") {
+		t.Errorf("busy(%q) = %v, want ErrBusy keeping the message", shm, err)
+	}
+	if err := busy(errors.New("container state improper")); errors.Is(err, ErrBusy) {
+		t.Errorf("an improper state is taken as busy: %v", err)
 	}
 }

@@ -159,14 +159,23 @@ func (p *Podman) Remove(ctx context.Context, name string) error {
 		if errors.Is(notFound(err), ErrNotFound) {
 			return nil
 		}
-		return fmt.Errorf("remove container %s: %w", name, err)
+		return fmt.Errorf("remove container %s: %w", name, busy(err))
 	}
 	for _, r := range reports {
 		if r.Err != nil && !errors.Is(notFound(r.Err), ErrNotFound) {
-			return fmt.Errorf("remove container %s: %w", name, r.Err)
+			return fmt.Errorf("remove container %s: %w", name, busy(r.Err))
 		}
 	}
 	return nil
+}
+
+// busy marks an error of podman's that says a mount was busy (EBUSY,
+// "device or resource busy": it crosses the API as text) as ErrBusy.
+func busy(err error) error {
+	if strings.Contains(err.Error(), "device or resource busy") {
+		return fmt.Errorf("%w (%w)", err, ErrBusy)
+	}
+	return err
 }
 
 // Kill sends signal (e.g. "KILL") to a container's main process.

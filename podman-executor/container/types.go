@@ -15,6 +15,12 @@ import (
 // Callers that clean up treat it as success.
 var ErrNotFound = errors.New("not found")
 
+// ErrBusy reports a removal podman could not finish because a mount of the
+// container was still busy ("unlinkat .../userdata/shm: device or resource
+// busy", seen when a container that ran beside others is removed): a
+// transient failure, worth retrying.
+var ErrBusy = errors.New("busy")
+
 // Mount is a host directory or file bind-mounted into a container.
 type Mount struct {
 	Source      string

@@ -26,10 +26,17 @@ type BuildProfile struct {
 	// UsernsMode is the job container's user namespace: "per-project"
 	// (the default) maps container IDs 0-65535 to a host range of their
 	// own per runner and project, the same for every job of the project
-	// so its build storage stays its own; else podman's userns_mode
-	// ("" keeps the runner's userns_mode: for rootless podman, whose
-	// user namespace is already the runner user's).
+	// so its build storage stays its own (with rootless podman, whose user
+	// namespace is already the runner user's, it is that namespace); else
+	// podman's userns_mode ("" keeps the runner's userns_mode). The host's
+	// namespace ("host", or "" where userns_mode is "" or "host") needs
+	// UnsafeBuildsAsHostRoot.
 	UsernsMode string `toml:"userns_mode"`
+	// UnsafeBuildsAsHostRoot lets UsernsMode be "host", or "" with the
+	// top-level userns_mode "" or "host": the build job's root, which has
+	// SYS_ADMIN, is then the host's root on rootful podman. Config load
+	// refuses those modes without it.
+	UnsafeBuildsAsHostRoot bool `toml:"unsafe_builds_as_host_root"`
 	// StoragePath is where the build storage volume is mounted: the
 	// storage root of root's containers-storage in the job image.
 	StoragePath string `toml:"storage_path"`
@@ -91,10 +98,26 @@ func (b BuildProfile) options(id Identity, rootless bool) container.Options {
 	return o
 }
 
-// validate checks the profile as podman would read it.
-func (b BuildProfile) validate() error {
+// validate checks the profile as podman would read it, and that a build
+// job (when allowed_build_images lets any run; jobUserNS is the top-level
+// userns_mode) does not get the host's user namespace unless the operator
+// said it may.
+func (b BuildProfile) validate(builds bool, jobUserNS string) error {
 	if err := b.options(Identity{}, false).Check(); err != nil {
 		return fmt.Errorf("driver config: [build] %w", err)
+	}
+	mode := b.UsernsMode
+	if mode == "" {
+		mode = jobUserNS
+	}
+	if builds && (mode == "" || mode == "host") && !b.UnsafeBuildsAsHostRoot {
+		what := fmt.Sprintf("[build] userns_mode %q", b.UsernsMode)
+		if b.UsernsMode == "" {
+			what += fmt.Sprintf(" (keeping userns_mode %q)", jobUserNS)
+		}
+		return fmt.Errorf("driver config: %s runs build jobs, which have %v, in the host's user namespace: with rootful podman their root is the host's root. "+
+			"Use \"per-project\" (the default; with rootless podman it is the runner user's namespace) or another namespace, "+
+			"or set [build] unsafe_builds_as_host_root = true", what, b.CapAdd)
 	}
 	if !filepath.IsAbs(b.StoragePath) {
 		return fmt.Errorf("driver config: [build] storage_path %q must be an absolute path", b.StoragePath)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,11 @@ const DefaultConfigPath = "/etc/podman-executor/config.toml"
 type Config struct {
 	// PodmanURL is the podman API service, e.g. unix:///run/podman/podman.sock.
 	PodmanURL string `toml:"podman_url"`
+	// RunnerName names this runner in the names and labels of what the
+	// driver creates (containers, caches, volumes): jobs of runners with
+	// the same name share project caches and volumes. Set by the operator,
+	// never taken from a job's variables.
+	RunnerName string `toml:"runner_name"`
 	// DefaultImage is used when the job names no image.
 	DefaultImage string `toml:"default_image"`
 	// AllowedImages and AllowedServices are globs ("*" within a path
@@ -39,6 +45,10 @@ type Config struct {
 	// BuildsDir and CacheDir are paths inside the job container.
 	BuildsDir string `toml:"builds_dir"`
 	CacheDir  string `toml:"cache_dir"`
+	// SplitProtectedRefs gives the jobs of a project's protected refs a
+	// cache directory, builds volume and build storage of their own, apart
+	// from those of its other refs (see Job.Protected).
+	SplitProtectedRefs bool `toml:"split_protected_refs"`
 	// BuildsVolume keeps BuildsDir in a podman volume per runner, project
 	// and concurrent id, so the next job fetches incrementally instead of
 	// cloning; gc removes volumes unused for gc_cache_max_age.
@@ -129,6 +139,10 @@ type Config struct {
 	GCCacheMaxAge duration `toml:"gc_cache_max_age"`
 }
 
+// validRunnerName is what runner_name may be: it goes into container,
+// volume and directory names as it is.
+var validRunnerName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
 // byteSize reads a size as the docker executor's shm_size (an integer,
 // bytes) or as podman's --shm-size ("64m").
 type byteSize int64
@@ -197,6 +211,8 @@ type Host struct {
 func Defaults(h Host) Config {
 	c := Config{
 		PodmanURL:              podmanURL(h),
+		RunnerName:             "default",
+		SplitProtectedRefs:     true,
 		DefaultImage:           "docker.io/library/alpine:3",
 		PullPolicy:             "if-not-present",
 		BuildsDir:              "/builds",
@@ -286,6 +302,9 @@ func parseConfig(text, path string, c Config) (Config, error) {
 
 // validate checks values that would otherwise fail late, inside a job.
 func (c Config) validate() error {
+	if !validRunnerName.MatchString(c.RunnerName) {
+		return fmt.Errorf("driver config: runner_name %q: want letters, digits, '.', '_' or '-'", c.RunnerName)
+	}
 	switch c.PullPolicy {
 	case "always", "if-not-present", "never":
 	default:
@@ -330,7 +349,7 @@ func (c Config) validate() error {
 	if err := container.CheckTmpfs("services_tmpfs", c.ServicesTmpfs); err != nil {
 		return fmt.Errorf("driver config: %w", err)
 	}
-	if err := c.Build.validate(); err != nil {
+	if err := c.Build.validate(len(c.AllowedBuildImages) > 0, c.UsernsMode); err != nil {
 		return err
 	}
 	for _, v := range c.Volumes {

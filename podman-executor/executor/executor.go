@@ -83,6 +83,8 @@ type Executor struct {
 	Stderr io.Writer
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Sleep waits d or until ctx ends (nil: a timer); tests replace it.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// Trace, when set, times the steps that are not Engine calls (the
 	// Engine from Dial is then traced too).
 	Trace *Tracer
@@ -130,4 +132,30 @@ func (e *Executor) now() time.Time {
 		return e.Now()
 	}
 	return time.Now()
+}
+
+// sleep waits d or until ctx ends, through Sleep when set.
+func (e *Executor) sleep(ctx context.Context, d time.Duration) error {
+	if e.Sleep != nil {
+		return e.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// identity is the job's identity, once the job passed CheckIdentity, on
+// the runner the driver config names.
+func (e *Executor) identity() (Identity, error) {
+	if err := e.Job.CheckIdentity(); err != nil {
+		return Identity{}, err
+	}
+	id := e.Job.Identity(e.Config.RunnerName)
+	id.Protected = e.Config.SplitProtectedRefs && e.Job.Protected()
+	return id, nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"gitlab.com/depsd/depsd/podman-executor/container"
@@ -116,6 +117,59 @@ func TestBuildJobHelperInItsUserNamespace(t *testing.T) {
 			}
 			if len(h.Options.CapAdd) != 0 || len(h.Options.Devices) != 0 || len(h.Options.SecurityOpt) != 0 || len(h.Options.Env) != 0 {
 				t.Errorf("the helper got the build profile's privileges: %+v", h.Options)
+			}
+		})
+	}
+}
+
+// TestProtectedRefsKeepTheirOwnCacheAndVolumes: with split_protected_refs
+// (the default), a job of a protected ref gets a cache directory, builds
+// volume and build storage of its own, apart from the project's other
+// jobs, so a branch job cannot poison what a protected job builds. Whether
+// the ref is protected is the job response's say: git_info.protected when
+// the runner passes it, else GitLab's CI_COMMIT_REF_PROTECTED, which comes
+// before any the job defines itself.
+func TestProtectedRefsKeepTheirOwnCacheAndVolumes(t *testing.T) {
+	yes, no := true, false
+	tests := []struct {
+		name      string
+		vars      []ResponseVar
+		gitInfo   *bool
+		split     bool
+		protected bool
+	}{
+		{"protected ref", []ResponseVar{{Key: "CI_COMMIT_REF_PROTECTED", Value: "true"}}, nil, true, true},
+		{"unprotected ref", []ResponseVar{{Key: "CI_COMMIT_REF_PROTECTED", Value: "false"}}, nil, true, false},
+		{"unprotected ref calling itself protected", []ResponseVar{{Key: "CI_COMMIT_REF_PROTECTED", Value: "false"}, {Key: "CI_COMMIT_REF_PROTECTED", Value: "true"}}, nil, true, false},
+		{"git_info says protected", []ResponseVar{{Key: "CI_COMMIT_REF_PROTECTED", Value: "false"}}, &yes, true, true},
+		{"git_info says unprotected", []ResponseVar{{Key: "CI_COMMIT_REF_PROTECTED", Value: "true"}}, &no, true, false},
+		{"protected ref, split off", []ResponseVar{{Key: "CI_COMMIT_REF_PROTECTED", Value: "true"}}, nil, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil, func(c *Config) {
+				c.BuildsVolume = true
+				c.AllowedBuildImages = []string{testImage}
+				c.SplitProtectedRefs = tt.split
+			})
+			f.e.Job.Response.Variables = tt.vars
+			f.e.Job.Response.GitInfo.Protected = tt.gitInfo
+			if err := f.e.PrepareStage(context.Background()); err != nil {
+				t.Fatalf("prepare: %v\n%s", err, f.out)
+			}
+			key := "p7"
+			cache := "/project-7/data"
+			if tt.protected {
+				key, cache = "p7-protected", "/project-7-protected/data"
+			}
+			job, _ := f.fake.Spec(jobName)
+			if !slices.ContainsFunc(job.Mounts, func(m container.Mount) bool { return m.Destination == "/cache" && strings.HasSuffix(m.Source, cache) }) {
+				t.Errorf("cache mount %+v, want one from ...%s", job.Mounts, cache)
+			}
+			for _, want := range []string{"podman-executor-builds-rtok-" + key + "-c0-build:/builds", "podman-executor-buildstore-rtok-" + key + ":/var/lib/containers"} {
+				if !slices.Contains(job.Volumes, want) {
+					t.Errorf("volumes %v, want %s", job.Volumes, want)
+				}
 			}
 		})
 	}

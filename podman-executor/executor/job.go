@@ -2,8 +2,10 @@ package executor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -31,8 +33,22 @@ type ExitCodes struct {
 	File string
 }
 
-// JobResponse is the part of the runner's job payload the driver uses.
+// JobResponse is the part of the runner's job payload the driver uses
+// (GitLab Runner's common.JobResponse, as the runner writes it to
+// JOB_RESPONSE_FILE, under the same JSON names).
 type JobResponse struct {
+	// ID is the job's id and JobInfo.ProjectID its project's, as GitLab
+	// sent them: what names the job's containers, caches and volumes (a
+	// job's variables can redefine CI_JOB_ID and CI_PROJECT_ID, not these).
+	ID      int64 `json:"id"`
+	JobInfo struct {
+		ProjectID int64 `json:"project_id"`
+	} `json:"job_info"`
+	// GitInfo.Protected says whether the job's ref is protected (GitLab
+	// 18.3 and runners that know it; absent otherwise).
+	GitInfo struct {
+		Protected *bool `json:"protected"`
+	} `json:"git_info"`
 	Image       ResponseImage        `json:"image"`
 	Services    []ResponseImage      `json:"services"`
 	Credentials []ResponseCredential `json:"credentials"`
@@ -205,23 +221,95 @@ func (j Job) Services() ([]Service, error) {
 // project, concurrent slot and job.
 type Identity struct {
 	Runner, Project, Concurrent, Job string
+	// Protected: the job's ref is protected and its cache and volumes are
+	// kept apart from the project's other refs' (split_protected_refs).
+	Protected bool
 }
 
-// Identity reads the job's identity; missing parts read as "0" so the
-// driver still works when run by hand.
-func (j Job) Identity() Identity {
-	get := func(keys ...string) string {
-		for _, k := range keys {
-			if v := j.Vars[k]; v != "" {
-				return v
-			}
+// Protected reports whether the job's ref is protected, as the job
+// response says: git_info.protected where the runner passes it (GitLab
+// 18.3 on), else GitLab's CI_COMMIT_REF_PROTECTED, which is the first of
+// that name (a job's own `variables:` come after GitLab's predefined
+// ones; GitLab Runner reads it the same way).
+func (j Job) Protected() bool {
+	if p := j.Response.GitInfo.Protected; p != nil {
+		return *p
+	}
+	for _, v := range j.Response.Variables {
+		if v.Key == "CI_COMMIT_REF_PROTECTED" {
+			return v.Value == "true"
 		}
-		return "0"
+	}
+	return false
+}
+
+// Identity is the job's identity on the runner named runner (the driver
+// config's runner_name): the project and job ids from the job response,
+// which GitLab wrote, never from variables, which the job's own
+// `variables:` can redefine; the concurrent slot from
+// CI_CONCURRENT_PROJECT_ID, which only the runner sets (its process adds
+// it before the job's variables, and the last of a name wins: CheckIdentity
+// refuses a job that defines it). Check the job with CheckIdentity first.
+func (j Job) Identity(runner string) Identity {
+	slot := j.Vars["CI_CONCURRENT_PROJECT_ID"]
+	if slot == "" {
+		slot = "0" // run by hand
 	}
 	return Identity{
-		Runner:     get("CI_RUNNER_SHORT_TOKEN", "CI_RUNNER_ID"),
-		Project:    get("CI_PROJECT_ID"),
-		Concurrent: get("CI_CONCURRENT_PROJECT_ID", "CI_CONCURRENT_ID"),
-		Job:        get("CI_JOB_ID"),
+		Runner:     runner,
+		Project:    strconv.FormatInt(j.Response.JobInfo.ProjectID, 10),
+		Concurrent: slot,
+		Job:        strconv.FormatInt(j.Response.ID, 10),
 	}
+}
+
+// runnerVariables are the CI_RUNNER_* variables the runner's process sets
+// (GitLab sends CI_RUNNER_ID, _DESCRIPTION and _TAGS): in the job payload
+// they can only be the job's own.
+var runnerVariables = map[string]bool{"CI_RUNNER_SHORT_TOKEN": true, "CI_RUNNER_VERSION": true,
+	"CI_RUNNER_REVISION": true, "CI_RUNNER_EXECUTABLE_ARCH": true}
+
+// CheckIdentity refuses a job whose payload redefines what its identity
+// rests on: CI_PROJECT_ID or CI_JOB_ID other than the job response's
+// ids, any CI_CONCURRENT_* (only the runner's process sets them), a
+// CI_RUNNER_* the runner sets, or one GitLab sends defined again with
+// another value. GitLab sends a job's `variables:` after the predefined
+// ones, so a redefinition shows as a second entry. Such a job is refused
+// with a JobError (a build failure: retrying cannot help); a job response
+// without ids is an error of the runner's.
+func (j Job) CheckIdentity() error {
+	r := j.Response
+	if r.ID == 0 || r.JobInfo.ProjectID == 0 {
+		return errors.New("the job response (JOB_RESPONSE_FILE) names no job id or project id: is the driver run by GitLab Runner?")
+	}
+	want := map[string]string{"CI_PROJECT_ID": strconv.FormatInt(r.JobInfo.ProjectID, 10), "CI_JOB_ID": strconv.FormatInt(r.ID, 10)}
+	first := map[string]string{}
+	var bad []string
+	for _, v := range r.Variables {
+		k := v.Key
+		redefined := false
+		switch {
+		case want[k] != "":
+			redefined = v.Value != want[k]
+		case strings.HasPrefix(k, "CI_CONCURRENT_"), runnerVariables[k]:
+			redefined = true
+		case strings.HasPrefix(k, "CI_RUNNER_"):
+			if f, ok := first[k]; ok {
+				redefined = v.Value != f
+			} else {
+				first[k] = v.Value
+			}
+		}
+		if redefined && !slices.Contains(bad, k) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) > 0 {
+		return &JobError{Msg: fmt.Sprintf("the job's variables redefine %s: a job may not redefine CI_PROJECT_ID, CI_JOB_ID, CI_CONCURRENT_* or CI_RUNNER_*, "+
+			"which name its containers, cache and volumes on this runner; remove them from the job's variables", strings.Join(bad, ", "))}
+	}
+	if slot := j.Vars["CI_CONCURRENT_PROJECT_ID"]; slot != "" && strings.Trim(slot, "0123456789") != "" {
+		return fmt.Errorf("CI_CONCURRENT_PROJECT_ID %q from the runner is not a number", slot)
+	}
+	return nil
 }

@@ -45,13 +45,23 @@ func (id Identity) JobName() string {
 		clean(id.Runner), clean(id.Project), clean(id.Concurrent), clean(id.Job))
 }
 
+// storeKey names the project's kept things (cache directory, builds
+// volume, build storage): its id, with "-protected" for the jobs of its
+// protected refs when they are kept apart.
+func (id Identity) storeKey() string {
+	if id.Protected {
+		return clean(id.Project) + "-protected"
+	}
+	return clean(id.Project)
+}
+
 // NetworkName is the per-job network on which services are reachable.
 func (id Identity) NetworkName() string { return id.JobName() + "-net" }
 
 // BuildsVolumeName is the podman volume holding the builds directory of
 // one runner, project and concurrent slot (builds_volume = true).
 func (id Identity) BuildsVolumeName() string {
-	return fmt.Sprintf("podman-executor-builds-r%s-p%s-c%s", clean(id.Runner), clean(id.Project), clean(id.Concurrent))
+	return fmt.Sprintf("podman-executor-builds-r%s-p%s-c%s", clean(id.Runner), id.storeKey(), clean(id.Concurrent))
 }
 
 // BuildJobBuildsVolumeName is the builds volume of the build jobs of one
@@ -62,7 +72,7 @@ func (id Identity) BuildJobBuildsVolumeName() string { return id.BuildsVolumeNam
 // BuildStorageVolumeName is the podman volume holding the build storage
 // (layers, images) of one runner and project's build jobs.
 func (id Identity) BuildStorageVolumeName() string {
-	return fmt.Sprintf("podman-executor-buildstore-r%s-p%s", clean(id.Runner), clean(id.Project))
+	return fmt.Sprintf("podman-executor-buildstore-r%s-p%s", clean(id.Runner), id.storeKey())
 }
 
 // HelperName is the name of the job's helper container (helper_image).

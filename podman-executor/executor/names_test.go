@@ -1,8 +1,10 @@
 package executor
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -95,5 +97,67 @@ func TestNamesAreDistinctPerSlotAndJob(t *testing.T) {
 	}
 	if got := d.JobName(); got != "podman-executor-rt_o_k-p7-c0-j100" {
 		t.Errorf("unsafe characters kept: %q", got)
+	}
+}
+
+// TestIdentityComesFromTheJobResponse: the project and job ids that name
+// a job's containers, cache and volumes are the job response's, whatever
+// the job's variables say, and a job whose payload redefines what its
+// identity rests on is refused as the job's own error.
+func TestIdentityComesFromTheJobResponse(t *testing.T) {
+	predefined := []ResponseVar{{Key: "CI_JOB_ID", Value: "100"}, {Key: "CI_PROJECT_ID", Value: "202"},
+		{Key: "CI_RUNNER_ID", Value: "9"}, {Key: "CI_RUNNER_TAGS", Value: "[]"}, {Key: "CI_COMMIT_REF_NAME", Value: "main"}}
+	tests := []struct {
+		name    string
+		vars    []ResponseVar // after the predefined ones, as GitLab sends a job's own
+		noIDs   bool
+		slot    string
+		refused string // the variable named in the JobError; "" accepts
+		fails   bool   // an error that is not the job's
+	}{
+		{name: "predefined only"},
+		{name: "a variable of the job's own", vars: []ResponseVar{{Key: "DEPLOY", Value: "1"}}},
+		{name: "CI_PROJECT_ID redefined", vars: []ResponseVar{{Key: "CI_PROJECT_ID", Value: "101"}}, refused: "CI_PROJECT_ID"},
+		{name: "CI_JOB_ID redefined", vars: []ResponseVar{{Key: "CI_JOB_ID", Value: "99"}}, refused: "CI_JOB_ID"},
+		{name: "CI_PROJECT_ID defined again with its value", vars: []ResponseVar{{Key: "CI_PROJECT_ID", Value: "202"}}},
+		{name: "CI_CONCURRENT_PROJECT_ID defined", vars: []ResponseVar{{Key: "CI_CONCURRENT_PROJECT_ID", Value: "0"}}, refused: "CI_CONCURRENT_PROJECT_ID"},
+		{name: "CI_CONCURRENT_ID defined", vars: []ResponseVar{{Key: "CI_CONCURRENT_ID", Value: "3"}}, refused: "CI_CONCURRENT_ID"},
+		{name: "CI_RUNNER_SHORT_TOKEN defined", vars: []ResponseVar{{Key: "CI_RUNNER_SHORT_TOKEN", Value: "abc"}}, refused: "CI_RUNNER_SHORT_TOKEN"},
+		{name: "CI_RUNNER_ID redefined", vars: []ResponseVar{{Key: "CI_RUNNER_ID", Value: "8"}}, refused: "CI_RUNNER_ID"},
+		{name: "two redefined", vars: []ResponseVar{{Key: "CI_JOB_ID", Value: "1"}, {Key: "CI_PROJECT_ID", Value: "1"}}, refused: "CI_JOB_ID, CI_PROJECT_ID"},
+		{name: "no ids in the response", noIDs: true, fails: true},
+		{name: "a slot that is not a number", slot: "x", fails: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := Job{Vars: map[string]string{"CI_PROJECT_ID": "101", "CI_JOB_ID": "99", "CI_CONCURRENT_PROJECT_ID": "1",
+				"CI_RUNNER_SHORT_TOKEN": "abc"}}
+			if tt.slot != "" {
+				j.Vars["CI_CONCURRENT_PROJECT_ID"] = tt.slot
+			}
+			if !tt.noIDs {
+				j.Response.ID, j.Response.JobInfo.ProjectID = 100, 202
+			}
+			j.Response.Variables = append(slices.Clone(predefined), tt.vars...)
+			err := j.CheckIdentity()
+			var je *JobError
+			switch {
+			case tt.refused != "":
+				if !errors.As(err, &je) || !strings.Contains(je.Msg, "redefine "+tt.refused+":") {
+					t.Fatalf("err = %v, want a JobError naming %s", err, tt.refused)
+				}
+			case tt.fails:
+				if err == nil || errors.As(err, &je) {
+					t.Fatalf("err = %v, want an error that is not the job's", err)
+				}
+			case err != nil:
+				t.Fatalf("err = %v", err)
+			default:
+				want := Identity{Runner: "r1", Project: "202", Concurrent: "1", Job: "100"}
+				if got := j.Identity("r1"); got != want {
+					t.Errorf("identity %+v, want %+v (the response's ids, the config's runner name)", got, want)
+				}
+			}
+		})
 	}
 }

@@ -335,3 +335,36 @@ func TestBuildProfileOnRootlessPodman(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigRefusesBuildsAsHostRoot: a build job has SYS_ADMIN; in the
+// host's user namespace (userns_mode "host", or none: "" keeps the
+// top-level userns_mode, podman's default being the host's) its root is
+// the host's root with rootful podman. Config load refuses that unless
+// [build] unsafe_builds_as_host_root says so.
+func TestConfigRefusesBuildsAsHostRoot(t *testing.T) {
+	const builds = "allowed_build_images = [\"registry.example.com/ci/*\"]\n"
+	tests := []struct {
+		name, text string
+		refused    bool
+	}{
+		{"default per-project", builds, false},
+		{"host", builds + "[build]\nuserns_mode = \"host\"\n", true},
+		{"none, top-level none", builds + "[build]\nuserns_mode = \"\"\n", true},
+		{"none, top-level host", builds + "userns_mode = \"host\"\n[build]\nuserns_mode = \"\"\n", true},
+		{"none, top-level auto", builds + "userns_mode = \"auto\"\n[build]\nuserns_mode = \"\"\n", false},
+		{"auto", builds + "[build]\nuserns_mode = \"auto\"\n", false},
+		{"host without build images", "[build]\nuserns_mode = \"host\"\n", false},
+		{"host, said unsafe", builds + "[build]\nuserns_mode = \"host\"\nunsafe_builds_as_host_root = true\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig(tt.text, "t.toml", Defaults(Host{UID: 0}))
+			switch {
+			case tt.refused && (err == nil || !strings.Contains(err.Error(), "[build] userns_mode") || !strings.Contains(err.Error(), "unsafe_builds_as_host_root")):
+				t.Errorf("got %v, want a refusal naming [build] userns_mode and unsafe_builds_as_host_root", err)
+			case !tt.refused && err != nil:
+				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+}

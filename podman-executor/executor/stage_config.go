@@ -26,7 +26,10 @@ type DriverInfo struct {
 // runner parses all of stdout. It needs no podman: the builds and cache
 // dirs are paths inside the job container, which is not shared.
 func (e *Executor) ConfigStage(stdout io.Writer) error {
-	id := e.Job.Identity()
+	id, err := e.identity()
+	if err != nil {
+		return err
+	}
 	out := ConfigOutput{
 		BuildsDir: e.Config.BuildsDir,
 		CacheDir:  e.Config.CacheDir,

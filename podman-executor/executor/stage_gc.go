@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"gitlab.com/depsd/depsd/podman-executor/channel"
@@ -30,6 +31,9 @@ type group struct {
 	youngest time.Duration
 	busy     bool
 	members  []string
+	// loops are its running job and helper containers, whose stage loops
+	// may still run a stage that no exec session shows.
+	loops []string
 }
 
 // GCStage removes what crashed or killed jobs left behind: groups of
@@ -69,10 +73,7 @@ func (e *Executor) GCStage(ctx context.Context, o GCOptions, out io.Writer) erro
 			if err == nil && info.ExecRunning {
 				g.busy = true
 			}
-			group := c.Labels[LabelGroup]
-			if e.Config.StateDir != "" && (channel.Busy(e.channelDir(group)) || channel.Busy(e.helperChannelDir(group))) {
-				g.busy = true
-			}
+			g.loops = append(g.loops, c.ID)
 		}
 	}
 	for _, n := range nets {
@@ -86,7 +87,7 @@ func (e *Executor) GCStage(ctx context.Context, o GCOptions, out io.Writer) erro
 	var errs []error
 	for _, name := range names {
 		g := groups[name]
-		if g.youngest < o.MaxAge || g.busy {
+		if g.youngest < o.MaxAge || g.busy || e.loopBusy(ctx, g.loops) {
 			continue
 		}
 		verb := "removed"
@@ -216,4 +217,22 @@ func (e *Executor) gcCaches(o GCOptions, now time.Time, out io.Writer) error {
 		fmt.Fprintf(out, "removed cache %s (unused for %s)\n", dir, age.Round(time.Second))
 	}
 	return errors.Join(errs...)
+}
+
+// loopBusy reports whether the stage loop of one of the containers still
+// runs a stage (its driver may be gone: a crashed runner), asking each
+// container (channel.BusyCommand): the loop's record of its stages is in
+// the container, not on the host. A container that cannot answer is taken
+// as idle: it has no loop, or is gone.
+func (e *Executor) loopBusy(ctx context.Context, containers []string) bool {
+	for _, c := range containers {
+		var out strings.Builder
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := e.Engine.Exec(cctx, c, container.Exec{Cmd: channel.BusyCommand(channel.MountPoint, channel.JobMountPoint), Stdout: &out, Stderr: io.Discard})
+		cancel()
+		if err == nil && strings.TrimSpace(out.String()) == "busy" {
+			return true
+		}
+	}
+	return false
 }

@@ -37,7 +37,10 @@ const (
 // cleanup. A leftover of an earlier attempt with the same name (a crashed
 // or retried prepare) is removed first. Progress lines go to the job log.
 func (e *Executor) PrepareStage(ctx context.Context) error {
-	id := e.Job.Identity()
+	id, err := e.identity()
+	if err != nil {
+		return err
+	}
 	name := id.JobName()
 	image := e.Job.Image(e.Config)
 	if image == "" {
@@ -116,6 +119,9 @@ func (e *Executor) PrepareStage(ctx context.Context) error {
 	spec, err := e.jobSpec(id, image, mounts, main)
 	if err != nil {
 		return err
+	}
+	if useChannel { // the helper container's spec starts from this one
+		spec.Options = spec.Options.Merge(channelTmpfs())
 	}
 	// A build job in a user namespace of its own has its helper container
 	// in the same one (its checkout and caches are then its own), a kept
@@ -234,8 +240,14 @@ func (e *Executor) withChannel(name, dir string, fallback []string, mounts []con
 	if err := e.makeChannel(name, dir); err != nil {
 		return nil, nil, err
 	}
-	ms := append(append([]container.Mount{}, mounts...), container.Mount{Source: dir, Destination: channel.MountPoint})
-	return channel.Loop(channel.MountPoint), ms, nil
+	ms := append(slices.Clone(mounts), container.Mount{Source: dir, Destination: channel.MountPoint, ReadOnly: true})
+	return channel.Loop(channel.MountPoint, channel.JobMountPoint), ms, nil
+}
+
+// channelTmpfs is the tmpfs the stage loop of a container with the stage
+// channel writes its stages' PIDs and ends to (nothing of it on the host).
+func channelTmpfs() container.Options {
+	return container.Options{Tmpfs: map[string]string{channel.JobMountPoint: channel.JobTmpfs}}
 }
 
 // startAndWait starts a created container and waits until it runs: with
@@ -321,17 +333,14 @@ func (e *Executor) startHelper(ctx context.Context, id Identity, job container.S
 	return nil
 }
 
-// makeChannel creates the job's state directory (0700) and the stage
-// channel dir in it.
+// makeChannel creates the job's state directory (0700: the umask cannot
+// widen it) and the stage channel dir in it, afresh (channel.Create).
 func (e *Executor) makeChannel(name, dir string) error {
 	if err := os.MkdirAll(e.Config.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state_dir: %w", err)
 	}
 	job := e.jobStateDir(name)
 	if err := os.Mkdir(job, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("state_dir: %w", err)
-	}
-	if err := os.Chmod(job, 0o700); err != nil {
 		return fmt.Errorf("state_dir: %w", err)
 	}
 	return channel.Create(dir)
@@ -461,7 +470,7 @@ func (e *Executor) ensureImageWith(ctx context.Context, image, policy, platform 
 // mounts are the job container's bind mounts: the job's cache directory
 // and the runner helper (the configured volumes go in Spec.Volumes).
 func (e *Executor) mounts(id Identity) ([]container.Mount, error) {
-	root := filepath.Join(e.Config.CacheHostDir, "runner-"+clean(id.Runner), "project-"+clean(id.Project))
+	root := filepath.Join(e.Config.CacheHostDir, "runner-"+clean(id.Runner), "project-"+id.storeKey())
 	cache := filepath.Join(root, cacheData)
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, fmt.Errorf("create cache directory: %w", err)

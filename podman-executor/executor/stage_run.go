@@ -51,7 +51,10 @@ func (e *Executor) RunStage(ctx context.Context, scriptPath, stage string) error
 		return fmt.Errorf("open script: %w", err)
 	}
 	defer script.Close()
-	id := e.Job.Identity()
+	id, err := e.identity()
+	if err != nil {
+		return err
+	}
 	name, dir := id.JobName(), e.channelDir(id.JobName())
 	if e.Config.HelperImage != "" && helperStage(stage) {
 		name, dir = id.HelperName(), e.helperChannelDir(id.JobName())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -57,6 +58,9 @@ func newFixture(t *testing.T, vars map[string]string, mutate func(*Config)) *fix
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the runner's job response says (JOB_RESPONSE_FILE).
+	job.Response.ID, job.Response.JobInfo.ProjectID = 100, 7
+	cfg.RunnerName = "tok"
 	fake := container.NewFake(testImage)
 	out := &bytes.Buffer{}
 	e := &Executor{Engine: fake, Config: cfg, Job: job, Stdout: out, Stderr: out,
@@ -358,11 +362,11 @@ func TestGC(t *testing.T) {
 			f.fake.AddForeign("foreign", testImage)
 			for _, j := range tt.jobs {
 				f.e.Now = func() time.Time { return now.Add(-j.age) }
-				f.e.Job.Vars["CI_JOB_ID"] = j.id
+				f.e.Job.Response.ID, _ = strconv.ParseInt(j.id, 10, 64)
 				if err := f.e.PrepareStage(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				name := f.e.Job.Identity().JobName()
+				name := f.e.Job.Identity("tok").JobName()
 				f.fake.SetExecRunning(name, j.busy)
 				if j.stopped {
 					_ = f.fake.Kill(context.Background(), name, "KILL")
@@ -390,7 +394,7 @@ func TestGCCaches(t *testing.T) {
 	now := time.Now()
 	for i, age := range []time.Duration{time.Hour, 30 * 24 * time.Hour} {
 		f.e.Now = func() time.Time { return now.Add(-age) }
-		f.e.Job.Vars["CI_PROJECT_ID"] = strconv.Itoa(i)
+		f.e.Job.Response.JobInfo.ProjectID = int64(i + 1)
 		if err := f.e.PrepareStage(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +404,7 @@ func TestGCCaches(t *testing.T) {
 	if err := f.e.GCStage(context.Background(), GCOptions{MaxAge: 100 * time.Hour, CacheMaxAge: 14 * 24 * time.Hour, DryRun: true}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "would remove cache") || !strings.Contains(out.String(), "project-1") || strings.Contains(out.String(), "project-0") {
+	if !strings.Contains(out.String(), "would remove cache") || !strings.Contains(out.String(), "project-2") || strings.Contains(out.String(), "project-1") {
 		t.Errorf("dry run output:\n%s", out.String())
 	}
 	out.Reset()
@@ -408,10 +412,82 @@ func TestGCCaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := filepath.Join(f.e.Config.CacheHostDir, "runner-tok")
-	if _, err := os.Stat(filepath.Join(root, "project-1")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(root, "project-2")); !os.IsNotExist(err) {
 		t.Errorf("old cache kept: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "project-0", "data")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, "project-1", "data")); err != nil {
 		t.Errorf("recent cache removed: %v", err)
+	}
+}
+
+// TestCleanupRetriesABusyRemoval: podman sometimes answers a removal with
+// "unlinkat .../userdata/shm: device or resource busy" when the container
+// ran beside others; a moment later the same removal works. Cleanup
+// retries it instead of failing the job's cleanup.
+func TestCleanupRetriesABusyRemoval(t *testing.T) {
+	for _, busy := range []int{1, 2} {
+		t.Run(strconv.Itoa(busy), func(t *testing.T) {
+			f := newFixture(t, nil, nil)
+			if err := f.e.PrepareStage(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			shm := fmt.Errorf("remove container %s: unlinkat /var/lib/containers/storage/overlay-containers/0123/userdata/shm: device or resource busy: %w", jobName, container.ErrBusy)
+			f.fake.FailNext = map[string][]error{"Remove": slices.Repeat([]error{shm}, busy)}
+			var waits []time.Duration
+			f.e.Sleep = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+			f.fake.Calls = nil
+			if err := f.e.CleanupStage(context.Background()); err != nil {
+				t.Fatalf("cleanup: %v", err)
+			}
+			if got := f.fake.Names(); len(got) != 0 {
+				t.Errorf("containers left: %v", got)
+			}
+			if n := strings.Count(strings.Join(f.fake.Calls, "\n"), "remove "); n != busy+1 {
+				t.Errorf("%d removals, want %d: %v", n, busy+1, f.fake.Calls)
+			}
+			if len(waits) != busy {
+				t.Errorf("waited %v between tries, want %d waits", waits, busy)
+			}
+		})
+	}
+	t.Run("other errors are not retried", func(t *testing.T) {
+		f := newFixture(t, nil, nil)
+		if err := f.e.PrepareStage(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f.fake.FailNext = map[string][]error{"Remove": {errors.New("remove container: permission denied")}}
+		f.e.Sleep = func(context.Context, time.Duration) error { t.Error("waited for a permanent error"); return nil }
+		if err := f.e.CleanupStage(context.Background()); err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("cleanup: %v, want the removal's error", err)
+		}
+	})
+}
+
+// TestStagesRefuseAJobRedefiningItsIdentity: a job whose variables
+// redefine CI_PROJECT_ID (to reach another project's cache and volumes)
+// is refused by config and prepare before anything is created or
+// removed, as a build failure naming the variable; cleanup then has
+// nothing to do and says so.
+func TestStagesRefuseAJobRedefiningItsIdentity(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	f.e.Job.Response.Variables = []ResponseVar{{Key: "CI_PROJECT_ID", Value: "7"}, {Key: "CI_PROJECT_ID", Value: "101"}}
+	f.fake.AddForeign("podman-executor-rtok-p101-c0-j100", testImage)
+	var stdout bytes.Buffer
+	err := f.e.ConfigStage(&stdout)
+	if code := ExitCode(err, f.codes, f.out); code != f.codes.BuildFailure || stdout.Len() > 0 {
+		t.Errorf("config: exit %d, stdout %q, want the build failure code and no config", code, stdout.String())
+	}
+	err = f.e.PrepareStage(context.Background())
+	if code := ExitCode(err, f.codes, f.out); code != f.codes.BuildFailure || !strings.Contains(f.out.String(), "redefine CI_PROJECT_ID") {
+		t.Errorf("prepare: exit %d:\n%s", code, f.out)
+	}
+	if err := f.e.CleanupStage(context.Background()); err != nil || !strings.Contains(f.out.String(), "Nothing to clean up") {
+		t.Errorf("cleanup: %v\n%s", err, f.out)
+	}
+	if len(f.fake.Calls) != 0 {
+		t.Errorf("podman was called: %v", f.fake.Calls)
+	}
+	if entries, _ := os.ReadDir(f.e.Config.CacheHostDir); len(entries) > 0 {
+		t.Errorf("cache directories made: %v", entries)
 	}
 }

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,9 +26,7 @@ import (
 // keeps another, and the project's cache goes from one kind to the other.
 func TestRealRunnerBuildJobWithHelperImage(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse on this machine: %v", err)
-	}
+	requireFuse(t)
 	helper := helperImage(t)
 	image := buildahImage(t)
 	for _, tc := range []struct {

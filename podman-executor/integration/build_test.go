@@ -13,6 +13,25 @@ import (
 	"gitlab.com/depsd/depsd/podman-executor/executor"
 )
 
+// fuseDevice is the device the build profile gives image-building jobs.
+const fuseDevice = "/dev/fuse"
+
+// requireFuse skips a test of image builds in jobs on a machine without
+// fuseDevice, and fails it where such builds are expected to be tested
+// (CI=true, DEPSD_REQUIRE=podman or all, CONTAINER_HOST set: the rule of
+// depsd's internal/realtest, as e2e/realchain_test.go applies it).
+func requireFuse(tb testing.TB) {
+	tb.Helper()
+	_, err := os.Stat(fuseDevice)
+	if err == nil {
+		return
+	}
+	if why := expected("podman", os.Getenv); why != "" {
+		tb.Fatalf("%s but this machine has no %s for image builds in jobs: %v", why, fuseDevice, err)
+	}
+	tb.Skipf("no %s on this machine: %v", fuseDevice, err)
+}
+
 // buildahImage is built by .ci/buildah-image.sh: Debian minbase with
 // buildah, the job image of an image-building job.
 func buildahImage(t testing.TB) string {
@@ -61,9 +80,7 @@ echo "uid_map: $(cat /proc/self/uid_map)"
 // cache"). A job of another image gets none of it.
 func TestImageBuildInJob(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no /dev/fuse on this machine: %v", err)
-	}
+	requireFuse(t)
 	image := buildahImage(t)
 	g := startRegistry(t, "base")
 	// Host networking: the registry listens on the host's 127.0.0.1.
@@ -129,9 +146,7 @@ func TestImageBuildInJob(t *testing.T) {
 // of the Containerfile of TestImageBuildInJob: the whole job as the runner
 // drives it, and the `buildah build` step alone. The README quotes it.
 func BenchmarkImageBuild(b *testing.B) {
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		b.Skipf("no /dev/fuse on this machine: %v", err)
-	}
+	requireFuse(b)
 	image := buildahImage(b)
 	g := startRegistry(b, "base")
 	r := newRunner(b, fmt.Sprintf("network_mode = \"host\"\nallowed_build_images = [%q]\n", image))

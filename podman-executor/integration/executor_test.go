@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gitlab.com/depsd/depsd/podman-executor/container"
 )
 
 // uniqueID keeps job IDs apart between test runs on one podman service.
@@ -187,7 +189,7 @@ func TestKilledJobIsRemovedByGC(t *testing.T) {
 		t.Fatalf("prepare:\n%s", res.out)
 	}
 	script := filepath.Join(j.tmp, "script")
-	if err := os.WriteFile(script, []byte("echo started\nsleep 1\n"), 0o700); err != nil {
+	if err := os.WriteFile(script, []byte("echo started\nuntil [ -e /tmp/go ]; do sleep 0.1; done\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	cmd, out := r.start(j, "run", script, "build_script")
@@ -201,8 +203,15 @@ func TestKilledJobIsRemovedByGC(t *testing.T) {
 	if dry.code != 0 {
 		t.Fatalf("gc --dry-run:\n%s", dry.out)
 	}
-	// While the orphaned script still runs the job is not over; once it
-	// ends, gc removes the container.
+	// While the orphaned script still runs the job is not over: gc keeps
+	// it (its stage loop says a stage runs); once it ends, gc removes the
+	// container.
+	if res := r.call(j, "gc", "--max-age", "0s"); res.code != 0 || strings.Contains(res.out, j.name()) {
+		t.Fatalf("gc while the orphaned script runs:\n%s", res.out)
+	}
+	if _, err := r.env.engine.Exec(context.Background(), j.name(), container.Exec{Cmd: []string{"touch", "/tmp/go"}}); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		res := r.call(j, "gc", "--max-age", "0s")

@@ -144,7 +144,7 @@ func newRunner(t testing.TB, extraConfig string) *runner {
 	dir := t.TempDir()
 	r := &runner{t: t, env: shared, configFile: filepath.Join(dir, "config.toml"), cache: filepath.Join(dir, "cache")}
 	r.state = filepath.Join(dir, "state")
-	cfg := fmt.Sprintf("podman_url = %q\ncache_host_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n",
+	cfg := fmt.Sprintf("podman_url = %q\nrunner_name = \"itest\"\ncache_host_dir = %q\nhelper_binary = %q\nstop_grace = \"2s\"\n",
 		shared.host, r.cache, helperBinary())
 	if !strings.Contains(extraConfig, "state_dir") {
 		cfg += fmt.Sprintf("state_dir = %q\n", r.state)
@@ -174,6 +174,9 @@ type job struct {
 	Scripts                 map[string]string
 	tmp                     string
 	jobEnv                  map[string]string
+	// response is the job payload (JOB_RESPONSE_FILE) but for its ids,
+	// which each call writes from ID and Project (see setResponse).
+	response string
 }
 
 func (r *runner) newJob(id int) *job {
@@ -183,13 +186,53 @@ func (r *runner) newJob(id int) *job {
 	} else {
 		tmp = r.t.TempDir()
 	}
-	j := &job{ID: strconv.Itoa(id), Project: "42", Concurrent: "0", Image: r.env.image,
+	return &job{ID: strconv.Itoa(id), Project: "42", Concurrent: "0", Image: r.env.image,
 		Scripts: map[string]string{}, tmp: tmp}
-	if err := os.WriteFile(filepath.Join(j.tmp, "response.json"), []byte(`{"id":`+j.ID+`}`), 0o600); err != nil {
+}
+
+// setResponse sets the job payload the runner would pass; its id and
+// job_info.project_id are the job's ID and Project.
+func (j *job) setResponse(t *testing.T, body string) {
+	t.Helper()
+	if !json.Valid([]byte(body)) {
+		t.Fatalf("job response %q is not JSON", body)
+	}
+	j.response = body
+}
+
+// writeResponse writes the job response the driver reads
+// (JOB_RESPONSE_FILE): the runner's payload, from which the driver takes
+// the job's and the project's ids.
+func (r *runner) writeResponse(j *job) string {
+	r.t.Helper()
+	payload := map[string]json.RawMessage{}
+	if j.response != "" {
+		if err := json.Unmarshal([]byte(j.response), &payload); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	info := map[string]json.RawMessage{}
+	if raw, ok := payload["job_info"]; ok {
+		if err := json.Unmarshal(raw, &info); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	info["project_id"] = json.RawMessage(j.Project)
+	payload["id"] = json.RawMessage(j.ID)
+	b, err := json.Marshal(info)
+	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.own(filepath.Join(j.tmp, "response.json"))
-	return j
+	payload["job_info"] = b
+	if b, err = json.Marshal(payload); err != nil {
+		r.t.Fatalf("job response of job %s, project %s: %v", j.ID, j.Project, err)
+	}
+	path := filepath.Join(j.tmp, "response.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	r.own(path)
+	return path
 }
 
 // name is the job container's name, as the driver computes it.
@@ -210,7 +253,7 @@ func (r *runner) environ(j *job) []string {
 		"PODMAN_EXECUTOR_CONFIG=" + r.configFile,
 		"BUILD_FAILURE_EXIT_CODE=1", "SYSTEM_FAILURE_EXIT_CODE=2",
 		"BUILD_EXIT_CODE_FILE=" + filepath.Join(j.tmp, "exit-code"),
-		"JOB_RESPONSE_FILE=" + filepath.Join(j.tmp, "response.json"),
+		"JOB_RESPONSE_FILE=" + r.writeResponse(j),
 		"TMPDIR=" + j.tmp,
 		"CUSTOM_ENV_CI_RUNNER_SHORT_TOKEN=itest",
 		"CUSTOM_ENV_CI_PROJECT_ID=" + j.Project,

@@ -63,14 +63,6 @@ func buildImage(t *testing.T, lines ...string) string {
 	return ref
 }
 
-// setResponse writes the job payload the runner would pass.
-func (j *job) setResponse(t *testing.T, body string) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(j.tmp, "response.json"), []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestServiceReadyBeforeTheFirstStage: a service whose port opens seconds
 // after it starts is waited for, so the job's first stage reaches it at
 // once. Its entrypoint, command, two aliases and a variable from the job

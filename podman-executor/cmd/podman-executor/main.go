@@ -164,10 +164,10 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		logOut = stderr
 	}
 	err := executor.Guard(stage, func() error {
-		if jobErr != nil {
-			// The payload only refines services and credentials: go on
-			// with what CUSTOM_ENV_* says.
-			log.Warn("job response unusable", "err", jobErr)
+		if jobErr != nil && stage != "gc" {
+			// The job response says which job and project this is: no
+			// stage of a job goes on without it.
+			return jobErr
 		}
 		cfg, err := loadConfig(*configPath, job.Driver)
 		if err != nil {

@@ -72,7 +72,7 @@ func TestStagesNeedingPodmanSayWhereTheyLooked(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(`podman_url = "unix://`+dir+`/no.sock"`+"\n"+`cache_host_dir = "`+dir+`/cache"`+"\nstate_dir = \""+dir+"/state\"\nhelper_binary = \"none\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"PODMAN_EXECUTOR_CONFIG=" + cfg, "SYSTEM_FAILURE_EXIT_CODE=2", "CUSTOM_ENV_CI_JOB_IMAGE=busybox"}
+	env := []string{"PODMAN_EXECUTOR_CONFIG=" + cfg, "SYSTEM_FAILURE_EXIT_CODE=2", "CUSTOM_ENV_CI_JOB_IMAGE=busybox", jobResponse(t, dir)}
 	for _, args := range [][]string{{"cleanup"}, {"gc", "--dry-run"}, {"prepare"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(args, env, &stdout, &stderr); code != 2 {
@@ -151,7 +151,7 @@ func TestTraceFile(t *testing.T) {
 	}
 	trace := filepath.Join(dir, "trace")
 	env := []string{"PODMAN_EXECUTOR_CONFIG=" + cfg, "SYSTEM_FAILURE_EXIT_CODE=2", "PODMAN_EXECUTOR_TRACE=" + trace,
-		"CUSTOM_ENV_CI_JOB_ID=5", "CUSTOM_ENV_CI_PROJECT_ID=6"}
+		"CUSTOM_ENV_CI_JOB_ID=5", "CUSTOM_ENV_CI_PROJECT_ID=6", jobResponse(t, dir)}
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"config"}, env, &stdout, &stderr); code != 0 {
 		t.Fatalf("config: exit %d\n%s", code, &stderr)
@@ -177,5 +177,45 @@ func TestTraceFile(t *testing.T) {
 	want := []string{"config Stage", "cleanup Dial error", "cleanup Stage"}
 	if !slices.Equal(got, want) {
 		t.Errorf("trace %q, want %q", got, want)
+	}
+}
+
+// jobResponse writes, in dir, the job response the runner passes (job 5
+// of project 6) and returns the JOB_RESPONSE_FILE entry naming it.
+func jobResponse(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "response.json")
+	if err := os.WriteFile(path, []byte(`{"id":5,"job_info":{"project_id":6}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return "JOB_RESPONSE_FILE=" + path
+}
+
+// TestStagesRefuseAJobWithoutItsResponse: the job's identity (which names
+// its containers, cache and volumes) comes from the runner's job response,
+// never from variables: without a usable response, the stages that need
+// it fail rather than fall back to CUSTOM_ENV_CI_PROJECT_ID and
+// CUSTOM_ENV_CI_JOB_ID.
+func TestStagesRefuseAJobWithoutItsResponse(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte(`podman_url = "unix://`+dir+`/no.sock"`+"\n"+`cache_host_dir = "`+dir+`/cache"`+"\nstate_dir = \""+dir+"/state\"\nhelper_binary = \"none\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, response := range []string{"", "JOB_RESPONSE_FILE=" + bad} {
+		env := []string{"PODMAN_EXECUTOR_CONFIG=" + cfg, "SYSTEM_FAILURE_EXIT_CODE=2", "CUSTOM_ENV_CI_JOB_ID=5", "CUSTOM_ENV_CI_PROJECT_ID=6", response}
+		for _, args := range [][]string{{"config"}, {"prepare"}, {"run", "/dev/null", "build_script"}, {"cleanup"}} {
+			var stdout, stderr bytes.Buffer
+			if code := run(args, env, &stdout, &stderr); code != 2 || stdout.Len() > 0 && args[0] == "config" {
+				t.Errorf("%v with %q: exit %d, stdout %q, want exit 2 and no config", args, response, code, &stdout)
+			}
+			if !strings.Contains(stderr.String()+stdout.String(), "job response") {
+				t.Errorf("%v with %q does not say the job response is missing:\n%s%s", args, response, &stdout, &stderr)
+			}
+		}
 	}
 }
