@@ -1131,7 +1131,7 @@ mutant "a commit's last_commit_id is not checked (a pin update overwrites a file
 
 mutant "a Developer's API commit to a protected branch is accepted" \
 	gitlab/gitlabtest/commits.go \
-	'	if !p.canPush(branch) {' \
+	'	if !p.canPush(who.level, branch) {' \
 	'	if false {' \
 	-- go test -count=1 -run 'TestCommitsAPI|TestCreateCommit' ./gitlab/gitlabtest/ ./gitlab/
 
@@ -1150,6 +1150,12 @@ mutant "an auto-merge never happens when the pipeline succeeds" \
 	'		s.autoMerge(pl)' \
 	'' \
 	-- go test -count=1 -run 'TestMergeRequestPipelinesAndAutoMerge|TestAutoMerge' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "pushes and merges follow the server token's role whoever calls (a Maintainer member refused, a Reporter's token acting as a Developer)" \
+	gitlab/gitlabtest/refs.go \
+	'return actor{user: c.user, level: s.accessLevel(c, p)}' \
+	'return actor{user: c.user, level: accessLevels[p.ci.withDefaults().TokenRole]}' \
+	-- go test -count=1 -run 'TestRepositoryFollowsTheCaller' ./gitlab/gitlabtest/
 
 mutant "GitLab's 401 to a merge the user may not make is taken for a rejected token" \
 	gitlab/errors.go \

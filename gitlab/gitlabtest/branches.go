@@ -24,10 +24,10 @@ type branchJSON struct {
 	WebURL             string     `json:"web_url"`
 }
 
-// branchEntity renders branch. merged says whether its head is in the
-// default branch without being its head (Repository#merged_branch_names).
-// Callers hold s.mu.
-func (s *Server) branchEntity(p *project, name string) branchJSON {
+// branchEntity renders branch for a caller with this access level.
+// merged says whether its head is in the default branch without being its
+// head (Repository#merged_branch_names). Callers hold s.mu.
+func (s *Server) branchEntity(p *project, name string, level int) branchJSON {
 	sha := p.branches[name]
 	def := p.branches[p.defaultBranch]
 	developers := func(level func(*protectedBranch) int) bool {
@@ -45,7 +45,7 @@ func (s *Server) branchEntity(p *project, name string) branchJSON {
 		Protected:          p.isProtected(name),
 		DevelopersCanPush:  developers(func(pb *protectedBranch) int { return pb.push }),
 		DevelopersCanMerge: developers(func(pb *protectedBranch) int { return pb.merge }),
-		CanPush:            p.canPush(name),
+		CanPush:            p.canPush(level, name),
 		Default:            name == p.defaultBranch,
 		WebURL:             s.URL + "/" + p.path + "/-/tree/" + name,
 	}
@@ -63,7 +63,7 @@ func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) {
 		writeMessage(w, http.StatusNotFound, "404 Branch Not Found")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.branchEntity(p, name))
+	writeJSON(w, http.StatusOK, s.branchEntity(p, name, s.actorOf(r, p).level))
 }
 
 // listBranches is GET /projects/:id/repository/branches: search (see
@@ -105,7 +105,7 @@ func (s *Server) listBranches(w http.ResponseWriter, r *http.Request) {
 	page := paginate(s, w, r, names)
 	out := make([]branchJSON, 0, len(page))
 	for _, name := range page {
-		out = append(out, s.branchEntity(p, name))
+		out = append(out, s.branchEntity(p, name, s.actorOf(r, p).level))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -132,16 +132,17 @@ func (s *Server) postBranch(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, missing)
 		return
 	}
-	if msg := s.createBranch(p, name, ref, botUser); msg != "" {
+	who := s.actorOf(r, p)
+	if msg := s.createBranch(p, name, ref, who); msg != "" {
 		writeMessage(w, http.StatusBadRequest, msg)
 		return
 	}
-	writeJSON(w, http.StatusCreated, s.branchEntity(p, name))
+	writeJSON(w, http.StatusCreated, s.branchEntity(p, name, who.level))
 }
 
 // createBranch is Branches::CreateService: "" when the branch was made.
 // Callers hold s.mu.
-func (s *Server) createBranch(p *project, name, ref string, by fakeUser) string {
+func (s *Server) createBranch(p *project, name, ref string, by actor) string {
 	switch {
 	case !validRefName(name):
 		return msgBranchNameInvalid
@@ -152,15 +153,15 @@ func (s *Server) createBranch(p *project, name, ref string, by fakeUser) string 
 	if !ok {
 		return "Invalid reference name: " + ref
 	}
-	if p.isProtected(name) && !p.canMerge(name) && !p.canPush(name) {
+	if p.isProtected(name) && !p.canMerge(by.level, name) && !p.canPush(by.level, name) {
 		return msgCreateProtectedBranch
 	}
 	p.branches[name] = c.sha
 	s.touch(p, s.now())
-	s.firePush(p, "refs/heads/"+name, zeroSHA, c.sha, nil, by)
+	s.firePush(p, "refs/heads/"+name, zeroSHA, c.sha, nil, by.user)
 	if b, _ := s.behaviorOf(p); b.OnPush {
 		pl := s.newPipeline(p, name, c.sha, "push", nil)
-		pl.user = &by
+		pl.user = &by.user
 		s.startRun(p, pl)
 	}
 	s.notify()
@@ -179,7 +180,7 @@ func (s *Server) deleteBranch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("branch")
-	if msg, status := s.removeBranch(p, name, botUser); status != http.StatusNoContent {
+	if msg, status := s.removeBranch(p, name, s.actorOf(r, p)); status != http.StatusNoContent {
 		writeMessage(w, status, msg)
 		return
 	}
@@ -189,18 +190,18 @@ func (s *Server) deleteBranch(w http.ResponseWriter, r *http.Request) {
 // removeBranch deletes a branch as GitLab's delete service does, with the
 // Push Hook of a deleted ref; it answers the status (204 when deleted)
 // and the refusal. Callers hold s.mu.
-func (s *Server) removeBranch(p *project, name string, by fakeUser) (string, int) {
+func (s *Server) removeBranch(p *project, name string, by actor) (string, int) {
 	sha, ok := p.branches[name]
 	switch {
 	case !ok:
 		return "404 Branch Not Found", http.StatusNotFound
 	case name == p.defaultBranch:
 		return msgDeleteDefaultBranch, http.StatusBadRequest
-	case p.isProtected(name) && p.role() < accessMaintainer:
+	case p.isProtected(name) && by.level < accessMaintainer:
 		return msgDeleteProtectedBranch, http.StatusBadRequest
 	}
 	delete(p.branches, name)
-	s.firePush(p, "refs/heads/"+name, sha, zeroSHA, nil, by)
+	s.firePush(p, "refs/heads/"+name, sha, zeroSHA, nil, by.user)
 	s.notify()
 	return "", http.StatusNoContent
 }

@@ -248,7 +248,8 @@ func (s *Server) createCommit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	branch, _ := prm.str("branch")
-	if !p.canPush(branch) {
+	who := s.actorOf(r, p)
+	if !p.canPush(who.level, branch) {
 		writeMessage(w, http.StatusForbidden, "403 Forbidden - "+msgPushRefused)
 		return
 	}
@@ -347,11 +348,11 @@ func (s *Server) createCommit(w http.ResponseWriter, r *http.Request) {
 		fail("Something went wrong when we tried to create '" + branch + "' for you: " + msgBranchNameInvalid)
 		return
 	}
-	if exists && force && different && !p.canForcePush(branch) {
+	if exists && force && different && !p.canForcePush(who.level, branch) {
 		fail(msgForcePushProtected)
 		return
 	}
-	if !exists && p.isProtected(branch) && !p.canMerge(branch) {
+	if !exists && p.isProtected(branch) && !p.canMerge(who.level, branch) {
 		fail(msgCreateProtectedBranch)
 		return
 	}
@@ -422,8 +423,7 @@ func (s *Server) createCommit(w http.ResponseWriter, r *http.Request) {
 		delete(p.branches, branch)
 	}
 	c := s.inst.commitFiles(p, branch, files, message, s.now())
-	bot := botUser
-	c.pusher = &bot
+	c.pusher = &who.user
 	if name, ok := prm.str("author_name"); ok && name != "" {
 		email, _ := prm.str("author_email")
 		c.author = &commitAuthorJSON{Name: name, Email: email}

@@ -43,6 +43,7 @@ type mergeRequest struct {
 	squashCommit   string
 	autoMerge      bool // merge when the head pipeline succeeds
 	mergeUser      *fakeUser
+	mergeLevel     int // mergeUser's access level
 	notes          []*note
 }
 
@@ -313,7 +314,8 @@ func cmpUser(a, b *fakeUser) *fakeUser {
 	return b
 }
 
-func (s *Server) mrEntity(p *project, mr *mergeRequest) mrJSON {
+// mrEntity renders mr for a caller with this access level.
+func (s *Server) mrEntity(p *project, mr *mergeRequest, level int) mrJSON {
 	out := mrJSON{mrBasicJSON: s.mrBasic(p, mr)}
 	changes := strconv.Itoa(len(p.changedFiles(mr)))
 	out.ChangesCount = &changes
@@ -324,7 +326,7 @@ func (s *Server) mrEntity(p *project, mr *mergeRequest) mrJSON {
 	}
 	base := p.mergeBase(mr.sha, p.branches[mr.target])
 	out.DiffRefs = diffRefsJSON{BaseSHA: base, HeadSHA: mr.sha, StartSHA: p.branches[mr.target]}
-	out.User.CanMerge = p.canMerge(mr.target)
+	out.User.CanMerge = p.canMerge(level, mr.target)
 	return out
 }
 
@@ -449,9 +451,10 @@ func (s *Server) createMR(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.now()
+	who := s.actorOf(r, p)
 	mr := &mergeRequest{
 		id: s.inst.id(), iid: int64(len(p.mrs)) + 1, title: title, source: source, target: target,
-		state: mrOpened, author: botUser, sha: p.branches[source], createdAt: now, updatedAt: now,
+		state: mrOpened, author: who.user, sha: p.branches[source], createdAt: now, updatedAt: now,
 		labels: labelList(prm["labels"]),
 	}
 	mr.desc, _ = prm.str("description")
@@ -462,19 +465,19 @@ func (s *Server) createMR(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mrs = append(p.mrs, mr)
-	s.fireMR(p, mr, "open", botUser)
+	s.fireMR(p, mr, "open", who.user)
 	if b, _ := s.behaviorOf(p); b.OnMergeRequest {
-		s.startMRPipeline(p, mr, botUser)
+		s.startMRPipeline(p, mr, who.user)
 	}
 	s.notify()
-	writeJSON(w, http.StatusCreated, s.mrEntity(p, mr))
+	writeJSON(w, http.StatusCreated, s.mrEntity(p, mr, who.level))
 }
 
 func (s *Server) getMR(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, mr, ok := s.requestMR(w, r); ok {
-		writeJSON(w, http.StatusOK, s.mrEntity(p, mr))
+		writeJSON(w, http.StatusOK, s.mrEntity(p, mr, s.actorOf(r, p).level))
 	}
 }
 
@@ -628,18 +631,19 @@ func (s *Server) updateMR(w http.ResponseWriter, r *http.Request) {
 	if v, ok := prm.boolean("squash"); ok {
 		mr.squash, changed = v, true
 	}
+	who := s.actorOf(r, p)
 	if changed {
 		mr.updatedAt = s.now()
-		s.fireMR(p, mr, "update", botUser)
+		s.fireMR(p, mr, "update", who.user)
 	}
 	switch {
 	case event == "close" && mr.state == mrOpened:
-		s.closeMR(p, mr, botUser)
+		s.closeMR(p, mr, who.user)
 	case event == "reopen" && mr.state == mrClosed:
-		s.reopenMR(p, mr, botUser)
+		s.reopenMR(p, mr, who.user)
 	}
 	s.notify()
-	writeJSON(w, http.StatusOK, s.mrEntity(p, mr))
+	writeJSON(w, http.StatusOK, s.mrEntity(p, mr, who.level))
 }
 
 // closeMR closes mr (an automatic merge is dropped) with a system note and
@@ -687,7 +691,8 @@ func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !p.canMerge(mr.target) {
+	who := s.actorOf(r, p)
+	if !p.canMerge(who.level, mr.target) {
 		writeMessage(w, http.StatusUnauthorized, "401 Unauthorized")
 		return
 	}
@@ -719,19 +724,18 @@ func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 	removeSource, _ := prm.boolean("should_remove_source_branch")
 	message, _ := prm.str("merge_commit_message")
 	if immediately {
-		if !s.merge(p, mr, botUser, removeSource, message) {
+		if !s.merge(p, mr, who, removeSource, message) {
 			writeMessage(w, http.StatusUnprocessableEntity, "Branch cannot be merged")
 			return
 		}
 	} else {
-		bot := botUser
-		mr.autoMerge, mr.mergeUser, mr.updatedAt = true, &bot, s.now()
+		mr.autoMerge, mr.mergeUser, mr.mergeLevel, mr.updatedAt = true, &who.user, who.level, s.now()
 		mr.removeSource = mr.removeSource || removeSource
-		s.systemNote(mr, botUser, "enabled an automatic merge when the pipeline for "+mr.sha+" succeeds")
-		s.fireMR(p, mr, "update", botUser)
+		s.systemNote(mr, who.user, "enabled an automatic merge when the pipeline for "+mr.sha+" succeeds")
+		s.fireMR(p, mr, "update", who.user)
 	}
 	s.notify()
-	writeJSON(w, http.StatusOK, s.mrEntity(p, mr))
+	writeJSON(w, http.StatusOK, s.mrEntity(p, mr, who.level))
 }
 
 // merge merges mr into its target as MergeRequests::MergeService does: a
@@ -739,7 +743,8 @@ func (s *Server) mergeMR(w http.ResponseWriter, r *http.Request) {
 // target (see pushed: its Push Hook and pipeline), the merge request
 // merged with a system note and a Merge Request Hook, the source branch
 // removed when asked. It returns false on a conflict. Callers hold s.mu.
-func (s *Server) merge(p *project, mr *mergeRequest, by fakeUser, removeSource bool, message string) bool {
+func (s *Server) merge(p *project, mr *mergeRequest, who actor, removeSource bool, message string) bool {
+	by := who.user
 	files, ok := p.mergedFiles(mr)
 	if !ok {
 		return false
@@ -768,7 +773,7 @@ func (s *Server) merge(p *project, mr *mergeRequest, by fakeUser, removeSource b
 	s.fireMR(p, mr, "merge", by)
 	s.pushed(p, mr.target, tgtHead, c)
 	if removeSource || mr.removeSource {
-		_, _ = s.removeBranch(p, mr.source, by)
+		_, _ = s.removeBranch(p, mr.source, who)
 	}
 	return true
 }
@@ -816,7 +821,7 @@ func (s *Server) autoMerge(pl *pipeline) {
 			continue
 		}
 		by := *mr.mergeUser
-		if pl.status == "success" && s.mergeableState(p, mr, false) && s.merge(p, mr, by, false, "") {
+		if pl.status == "success" && s.mergeableState(p, mr, false) && s.merge(p, mr, actor{by, mr.mergeLevel}, false, "") {
 			continue
 		}
 		mr.autoMerge, mr.mergeUser = false, nil
@@ -1086,7 +1091,7 @@ func (s *Server) MergeMR(projectPath string, iid int64) error {
 	if mr.state != mrOpened || p.branches[mr.source] == "" {
 		return fmt.Errorf("merge merge request !%d of %s: it is %s", iid, projectPath, mr.state)
 	}
-	if !s.merge(p, mr, devUser, false, "") {
+	if !s.merge(p, mr, developer, false, "") {
 		return fmt.Errorf("merge merge request !%d of %s: conflict", iid, projectPath)
 	}
 	s.notify()

@@ -404,3 +404,59 @@ func dropKeys(v any, keys ...string) any {
 	}
 	return v
 }
+
+// With users' own tokens, the repository side follows the caller: its
+// role decides pushes and merges (a Maintainer member may push to main
+// while the server token is a Developer), the roles GitLab's routes need
+// hold (a Reporter may read branches, not commit or open merge requests),
+// and what the caller makes is theirs (the commit's pusher, the merge
+// request's author, the note's author).
+func TestRepositoryFollowsTheCaller(t *testing.T) {
+	s, _, mrs := mrFixture(t, Behavior{})
+	maint := mustDo[User](t)(s.AddUser("maud"))
+	rep := mustDo[User](t)(s.AddUser("rex"))
+	for _, err := range []error{s.AddMember("g/app", "maud", AccessMaintainer), s.AddMember("g/app", "rex", AccessReporter)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	commits := "/projects/" + pathID("g/app") + "/repository/commits"
+	toMain := map[string]any{"branch": "main", "commit_message": "m", "actions": []any{map[string]any{"action": "create", "file_path": "x", "content": "x"}}}
+	if code, body := callAs(t, s, s.Token, "POST", commits, toMain); code != 403 {
+		t.Fatalf("the server token (a Developer) to main: %d %s", code, body)
+	}
+	if code, body := callAs(t, s, maint.Token, "POST", commits, toMain); code != 201 || !strings.Contains(body, `"committer_name":"maud"`) {
+		t.Fatalf("a Maintainer member to main: %d %s", code, body)
+	}
+	if code, body := callAs(t, s, rep.Token, "GET", "/projects/"+pathID("g/app")+"/repository/branches", nil); code != 200 {
+		t.Fatalf("a Reporter lists branches: %d %s", code, body)
+	}
+	toFeature := map[string]any{"branch": "f", "start_branch": "main", "commit_message": "m", "actions": []any{map[string]any{"action": "create", "file_path": "y", "content": "y"}}}
+	for _, tt := range []struct {
+		path string
+		body map[string]any
+		want string
+	}{
+		{commits, toFeature, `{"message":"403 Forbidden - You are not allowed to push into this branch"}`},
+		{mrs, map[string]any{"source_branch": "depsd/pins", "target_branch": "main", "title": "t"}, `{"message":"403 Forbidden"}`},
+		{"/projects/" + pathID("g/app") + "/repository/tags", map[string]any{"tag_name": "v1", "ref": "main"}, `{"message":"403 Forbidden"}`},
+		{"/projects/" + pathID("g/app") + "/repository/branches", map[string]any{"branch": "b", "ref": "main"}, `{"message":"403 Forbidden"}`},
+	} {
+		if code, body := callAs(t, s, rep.Token, "POST", tt.path, tt.body); code != 403 || strings.TrimSpace(body) != tt.want {
+			t.Errorf("a Reporter's POST %s: %d %s, want 403 %s", tt.path, code, body, tt.want)
+		}
+	}
+	code, body := callAs(t, s, maint.Token, "POST", mrs, map[string]any{"source_branch": "depsd/pins", "target_branch": "main", "title": "t"})
+	if code != 201 || !strings.Contains(body, `"username":"maud"`) || !strings.Contains(body, `"can_merge":true`) {
+		t.Fatalf("a Maintainer opens one: %d %s", code, body)
+	}
+	if code, body := callAs(t, s, maint.Token, "POST", mrs+"/1/notes", map[string]any{"body": "hi"}); code != 201 || !strings.Contains(body, `"username":"maud"`) {
+		t.Fatalf("a Maintainer's note: %d %s", code, body)
+	}
+	if code, body := callAs(t, s, s.Token, "PUT", mrs+"/1/merge", nil); code != 401 {
+		t.Fatalf("the server token (a Developer) merges into main: %d %s", code, body)
+	}
+	if code, body := callAs(t, s, maint.Token, "PUT", mrs+"/1/merge", nil); code != 200 || !strings.Contains(body, `"state":"merged"`) {
+		t.Fatalf("a Maintainer merges: %d %s", code, body)
+	}
+}

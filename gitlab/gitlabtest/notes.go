@@ -94,7 +94,7 @@ func (s *Server) postNote(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.now()
-	n := &note{id: s.inst.id(), body: body, author: botUser, createdAt: now, updatedAt: now}
+	n := &note{id: s.inst.id(), body: body, author: callerOf(r).user, createdAt: now, updatedAt: now}
 	mr.notes = append(mr.notes, n)
 	s.notify()
 	writeJSON(w, http.StatusCreated, s.noteEntity(p, mr, n))
@@ -173,7 +173,7 @@ func (s *Server) putNote(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "body is missing")
 		return
 	}
-	if n.system || n.author.id != botUser.id {
+	if n.system || n.author.id != callerOf(r).user.id {
 		writeMessage(w, http.StatusForbidden, "403 Forbidden")
 		return
 	}

@@ -2,6 +2,7 @@ package gitlabtest
 
 import (
 	"cmp"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,8 +12,9 @@ import (
 
 // What a repository's refs are besides branches: tags, the protection of
 // branches and what the token's user may do on them, as GitLab decides it
-// (Gitlab::UserAccess, Gitlab::Checks::BranchCheck). The token's user's
-// role on a project is CISettings.TokenRole.
+// (Gitlab::UserAccess, Gitlab::Checks::BranchCheck), for the request's
+// caller: the server token's role on a project is CISettings.TokenRole, a
+// user's its membership (users.go).
 
 // tag is a repository tag: lightweight without a message, annotated with
 // one (then it is a tag object of its own, with its own id and date).
@@ -51,8 +53,23 @@ func accessDescription(level int) string {
 	return "Maintainers"
 }
 
-// role is the token's user's access level on p.
-func (p *project) role() int { return accessLevels[p.ci.withDefaults().TokenRole] }
+// actor is who does something on a project: a user and its access level
+// there (the request's caller, see actorOf; the developer of the admin
+// methods).
+type actor struct {
+	user  fakeUser
+	level int
+}
+
+// actorOf is the request's caller on p. Callers hold s.mu.
+func (s *Server) actorOf(r *http.Request, p *project) actor {
+	c := callerOf(r)
+	return actor{user: c.user, level: s.accessLevel(c, p)}
+}
+
+// developer is who acts in the admin methods: a person in GitLab's UI
+// who may do anything there.
+var developer = actor{user: devUser, level: AccessOwner}
 
 // protections returns the rules matching branch.
 func (p *project) protections(branch string) []*protectedBranch {
@@ -67,36 +84,37 @@ func (p *project) protections(branch string) []*protectedBranch {
 
 func (p *project) isProtected(branch string) bool { return len(p.protections(branch)) > 0 }
 
-// allowed says whether the token's user passes one of the rules' levels
-// (level picks push or merge); an unprotected branch is open to
-// Developers.
-func (p *project) allowed(branch string, level func(*protectedBranch) int) bool {
+// allowed says whether a user with this access level passes one of the
+// rules' levels (pick chooses push or merge); an unprotected branch is
+// open to Developers.
+func (p *project) allowed(level int, branch string, pick func(*protectedBranch) int) bool {
 	rules := p.protections(branch)
 	if len(rules) == 0 {
-		return p.role() >= accessDeveloper
+		return level >= accessDeveloper
 	}
 	for _, pb := range rules {
-		if l := level(pb); l != accessNoOne && p.role() >= l {
+		if l := pick(pb); l != accessNoOne && level >= l {
 			return true
 		}
 	}
 	return false
 }
 
-// canPush is Gitlab::UserAccess#can_push_to_branch? for the token's user.
-func (p *project) canPush(branch string) bool {
-	return p.allowed(branch, func(pb *protectedBranch) int { return pb.push })
+// canPush is Gitlab::UserAccess#can_push_to_branch? for a user with this
+// access level.
+func (p *project) canPush(level int, branch string) bool {
+	return p.allowed(level, branch, func(pb *protectedBranch) int { return pb.push })
 }
 
 // canMerge is can_merge_to_branch?: who may merge into branch.
-func (p *project) canMerge(branch string) bool {
-	return p.allowed(branch, func(pb *protectedBranch) int { return pb.merge })
+func (p *project) canMerge(level int, branch string) bool {
+	return p.allowed(level, branch, func(pb *protectedBranch) int { return pb.merge })
 }
 
 // canForcePush: on a protected branch only where a rule allows force
 // pushes.
-func (p *project) canForcePush(branch string) bool {
-	if !p.canPush(branch) {
+func (p *project) canForcePush(level int, branch string) bool {
+	if !p.canPush(level, branch) {
 		return false
 	}
 	rules := p.protections(branch)

@@ -143,7 +143,7 @@ func (s *Server) postTag(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	message, _ := prm.str("message")
-	t, msg := s.createTag(p, name, ref, message, botUser)
+	t, msg := s.createTag(p, name, ref, message, callerOf(r).user)
 	if t == nil {
 		writeMessage(w, http.StatusBadRequest, msg)
 		return
