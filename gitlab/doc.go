@@ -1,7 +1,8 @@
 // Package gitlab is the only code in depsd that talks to the GitLab REST API
 // (through client-go v2): it lists the projects in scope, reads dependency
-// files, creates and watches pipelines, and keeps depsd's project hooks in
-// shape.
+// files, creates and watches pipelines, keeps depsd's project hooks in
+// shape, and reads and writes tags, branches, commits and merge requests
+// (repository.go, mergerequests.go).
 //
 // # Requests, retries and limits
 //

@@ -30,6 +30,17 @@ var (
 	// inputs not defined in the `spec` section ..."). The same create
 	// without inputs may succeed: neither retryable nor permanent.
 	ErrInputsRefused = errors.New("pipeline inputs refused by the project's CI configuration")
+	// ErrConflict: the repository or the merge request is not what the
+	// request assumed: 409 (another open merge request of the same
+	// branches, a merge's sha that is no longer the source branch's
+	// head), or 400 for a tag, branch or file that already exists and a
+	// file changed since the commit the request named. Re-read, then
+	// decide.
+	ErrConflict = errors.New("conflicts with the repository's current state")
+	// ErrNotMergeable: a merge request cannot be merged now: 405 (not
+	// open, a draft, a check failing, no pipeline to wait for) or 422
+	// ("Branch cannot be merged": a conflict).
+	ErrNotMergeable = errors.New("merge request cannot be merged")
 	// ErrStatusTransition: a commit status cannot move to the state asked
 	// from the state it is in (400 "Cannot transition status via :run from
 	// :running"): GitLab's state machine refused it and the status is
@@ -48,7 +59,7 @@ type APIError struct {
 	// retryable is whether a later attempt may succeed (429, 5xx, network
 	// errors, the pipeline-creation throttle).
 	retryable bool
-	kind      error // ErrNotFound, ErrUnauthorized, ErrForbidden, ErrVariablesRefused, ErrInputsRefused, ErrStatusTransition or nil
+	kind      error // ErrNotFound, ErrUnauthorized, ErrForbidden, ErrVariablesRefused, ErrInputsRefused, ErrStatusTransition, ErrConflict, ErrNotMergeable or nil
 }
 
 func (e *APIError) Error() string {
@@ -72,7 +83,8 @@ func (e *APIError) Error() string {
 }
 
 // Unwrap lets errors.Is match ErrNotFound, ErrUnauthorized, ErrForbidden,
-// ErrVariablesRefused, ErrInputsRefused and ErrStatusTransition.
+// ErrVariablesRefused, ErrInputsRefused, ErrStatusTransition, ErrConflict and
+// ErrNotMergeable.
 func (e *APIError) Unwrap() error { return e.kind }
 
 // IsRetryable reports whether err is worth retrying later: rate limits
@@ -117,6 +129,10 @@ func (e *APIError) classify() {
 		e.retryable = true
 	case e.Status == http.StatusNotFound:
 		e.kind = ErrNotFound
+	case e.Status == http.StatusUnauthorized && e.Method == http.MethodPut && strings.HasSuffix(e.Path, "/merge"):
+		// GitLab answers 401 to a merge the token's user may not make
+		// (no right to merge into the target branch): the token is fine.
+		e.kind = ErrForbidden
 	case e.Status == http.StatusUnauthorized:
 		e.kind = ErrUnauthorized
 	case e.Status == http.StatusConflict && strings.Contains(e.Message, "Another update to this commit status is in progress"):
@@ -133,6 +149,13 @@ func (e *APIError) classify() {
 	case e.Status == http.StatusBadRequest && (strings.Contains(e.Message, "unknown input arguments") ||
 		strings.Contains(e.Message, "Given inputs not defined in the `spec` section")):
 		e.kind = ErrInputsRefused
+	case e.Status == http.StatusConflict,
+		e.Status == http.StatusBadRequest && (strings.Contains(e.Message, "already exists") ||
+			strings.Contains(e.Message, "has changed since you started editing")):
+		e.kind = ErrConflict
+	case e.Status == http.StatusMethodNotAllowed,
+		e.Status == http.StatusUnprocessableEntity && strings.Contains(e.Message, "cannot be merged"):
+		e.kind = ErrNotMergeable
 	case e.throttle():
 		// GitLab's pipeline-creation rate limit answers 400, not 429.
 		e.retryable = true

@@ -179,7 +179,8 @@ func (c *Client) apiError(resp *gl.Response, err error, attempts int) *APIError 
 }
 
 // gitlabMessage extracts GitLab's error text from a response body:
-// {"message": "..."}, {"message": {"field": ["..."]}} or {"error": "...",
+// {"message": "..."}, {"message": ["..."]} (a model's errors, as for a
+// merge request), {"message": {"field": ["..."]}} or {"error": "...",
 // "error_description": "..."}; other bodies are shortened.
 func gitlabMessage(body []byte, fallback string) string {
 	var m struct {
@@ -211,6 +212,8 @@ func gitlabMessage(body []byte, fallback string) string {
 			parts = append(parts, fmt.Sprintf("%s: %v", k, flatten(msg[k])))
 		}
 		return strings.Join(parts, "; ")
+	case []any:
+		return flatten(msg)
 	}
 	if m.Error != "" {
 		return strings.TrimSuffix(m.Error+": "+m.Description, ": ")

@@ -1179,6 +1179,62 @@ mutant "a group hook's secret is accepted for a project outside its group" \
 	'		case inScope && (underGroup(path, g) || true):' \
 	-- go test -count=1 -run 'TestGroupHookSecretCoversItsGroupOnly' ./daemon/
 
+# Issues 36, 38, 39: the fake GitLab's repository side and the client's
+# refs, commits and merge requests.
+mutant "a pipeline created on a tag is a branch pipeline (no tag: true in the API or the hook)" \
+	gitlab/gitlabtest/pipelines.go \
+	'	pl.tag = isTag
+	pl.inputs = inputs' \
+	'	pl.tag = false && isTag
+	pl.inputs = inputs' \
+	-- go test -count=1 -run 'TestTagPipelines|TestTags$' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "a raw file's last commit is the ref's head (a last_commit_id read from it is refused once another file changes)" \
+	gitlab/gitlabtest/handlers_projects.go \
+	'h.Set("X-Gitlab-Last-Commit-Id", p.lastCommitFor(c.sha, file))' \
+	'h.Set("X-Gitlab-Last-Commit-Id", c.sha)' \
+	-- go test -count=1 -run 'TestRawFileLastCommitID|TestCreateCommit' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "a commit's last_commit_id is not checked (a pin update overwrites a file changed since it was read)" \
+	gitlab/gitlabtest/commits.go \
+	'last != "" && last != a.lastCommitID {' \
+	'last != "" && false {' \
+	-- go test -count=1 -run 'TestCommitsAPI|TestCreateCommit' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "a Developer's API commit to a protected branch is accepted" \
+	gitlab/gitlabtest/commits.go \
+	'	if !p.canPush(who.level, branch) {' \
+	'	if false {' \
+	-- go test -count=1 -run 'TestCommitsAPI|TestCreateCommit' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "a push to a merge request's source branch keeps its auto-merge (GitLab aborts it)" \
+	gitlab/gitlabtest/mergerequests.go \
+	'	if mr.autoMerge {
+		mr.autoMerge, mr.mergeUser = false, nil
+		s.systemNote(mr, head.pusherOf(), "aborted' \
+	'	if false {
+		mr.autoMerge, mr.mergeUser = false, nil
+		s.systemNote(mr, head.pusherOf(), "aborted' \
+	-- go test -count=1 -run 'TestMergeRequestPipelinesAndAutoMerge' ./gitlab/gitlabtest/
+
+mutant "an auto-merge never happens when the pipeline succeeds" \
+	gitlab/gitlabtest/pipelines.go \
+	'		s.autoMerge(pl)' \
+	'' \
+	-- go test -count=1 -run 'TestMergeRequestPipelinesAndAutoMerge|TestAutoMerge' ./gitlab/gitlabtest/ ./gitlab/
+
+mutant "pushes and merges follow the server token's role whoever calls (a Maintainer member refused, a Reporter's token acting as a Developer)" \
+	gitlab/gitlabtest/refs.go \
+	'return actor{user: c.user, level: s.accessLevel(c, p)}' \
+	'return actor{user: c.user, level: accessLevels[p.ci.withDefaults().TokenRole]}' \
+	-- go test -count=1 -run 'TestRepositoryFollowsTheCaller' ./gitlab/gitlabtest/
+
+mutant "GitLab's 401 to a merge the user may not make is taken for a rejected token" \
+	gitlab/errors.go \
+	'case e.Status == http.StatusUnauthorized && e.Method == http.MethodPut && strings.HasSuffix(e.Path, "/merge"):' \
+	'case false:' \
+	-- go test -count=1 -run 'TestMergeRequests$' ./gitlab/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -90,6 +90,8 @@ func (s *Server) AddProject(p Project) (int64, error) {
 	if pr.defaultBranch == "" {
 		pr.defaultBranch = "main"
 	}
+	// As GitLab's default branch protection: Maintainers push and merge.
+	pr.protected = []*protectedBranch{{id: s.inst.id(), name: pr.defaultBranch, push: accessMaintainer, merge: accessMaintainer}}
 	if pr.lastActivityAt.IsZero() {
 		pr.lastActivityAt = now.Add(-24 * time.Hour)
 	}
@@ -144,17 +146,20 @@ func (s *Server) push(projectPath, message string, change func(map[string]string
 	if !ok {
 		return "", fmt.Errorf("push to %s: project not found", projectPath)
 	}
-	now := s.now()
-	before := p.headFiles(p.defaultBranch)
-	files := maps.Clone(before)
-	change(files)
-	c := s.inst.commitFiles(p, p.defaultBranch, files, message, now)
-	p.emptyRepo = false
-	s.touch(p, now)
-	s.pushHooks(p, p.defaultBranch, c, diffFiles(before, files))
-	if b, _ := s.behaviorOf(p); b.OnPush {
-		s.startRun(p, s.newPipeline(p, p.defaultBranch, c.sha, "push", nil))
+	return s.pushTo(p, p.defaultBranch, message, change)
+}
+
+// pushTo pushes a commit of change to branch, which must exist unless the
+// repository is empty. Callers hold s.mu.
+func (s *Server) pushTo(p *project, branch, message string, change func(map[string]string)) (string, error) {
+	before, ok := p.branches[branch]
+	if !ok && !p.emptyRepo && len(p.branches) > 0 {
+		return "", fmt.Errorf("push to %s: branch %s not found", p.path, branch)
 	}
+	files := p.headFiles(branch)
+	change(files)
+	c := s.inst.commitFiles(p, branch, files, message, s.now())
+	s.pushed(p, branch, before, c)
 	return c.sha, nil
 }
 

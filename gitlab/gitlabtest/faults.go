@@ -67,6 +67,13 @@ func (s *Server) ClearFaults() {
 //	GET /projects/:id/registry/repositories/:repository_id/tags
 //	GET /projects/:id/registry/repositories/:repository_id/tags/:tag_name
 //	DELETE /projects/:id/registry/repositories/:repository_id/tags/:tag_name
+//	GET, POST /projects/:id/repository/tags; GET, DELETE …/tags/:tag_name
+//	GET, POST /projects/:id/repository/branches; DELETE …/branches/:branch
+//	GET /projects/:id/protected_branches
+//	POST /projects/:id/repository/commits
+//	GET, POST /projects/:id/merge_requests; GET, PUT …/merge_requests/:merge_request_iid
+//	PUT …/merge_requests/:merge_request_iid/merge; GET …/:merge_request_iid/pipelines
+//	GET, POST …/:merge_request_iid/notes; GET, PUT …/notes/:note_id
 //	GET /oauth/authorize, POST /oauth/token, POST /oauth/revoke
 //	POST /api/graphql (GraphQLEndpoint)
 //	unknown

@@ -36,9 +36,10 @@ func (s *Server) gitRepoDir(p *project) string {
 }
 
 // writeCommit makes sure the fake's commit c of p is in p's bare
-// repository, with refs/heads/<branch> and refs/pipelines/<pipeline id>
-// pointing at it, and returns its git commit id. Callers hold s.mu.
-func (s *Server) writeCommit(p *project, c *commit, branch string, pipelineID int64) (string, error) {
+// repository, with ref (refs/heads/<branch>, refs/tags/<tag>, ...) and
+// refs/pipelines/<pipeline id> pointing at it, and returns its git commit
+// id. Callers hold s.mu.
+func (s *Server) writeCommit(p *project, c *commit, ref string, pipelineID int64) (string, error) {
 	if s.gitRoot == "" {
 		dir, err := os.MkdirTemp("", "gitlabtest-git-")
 		if err != nil {
@@ -58,7 +59,7 @@ func (s *Server) writeCommit(p *project, c *commit, branch string, pipelineID in
 	id, ok := repo.written[c.sha]
 	if !ok {
 		var stream bytes.Buffer
-		fmt.Fprintf(&stream, "commit refs/heads/%s\n", branch)
+		fmt.Fprintf(&stream, "commit %s\n", ref)
 		fmt.Fprintf(&stream, "committer GitLab Test <gitlabtest@example.com> %d +0000\n", c.createdAt.Unix())
 		fmt.Fprintf(&stream, "data %d\n%s\n", len(c.message), c.message)
 		if repo.last != "" {
@@ -79,14 +80,14 @@ func (s *Server) writeCommit(p *project, c *commit, branch string, pipelineID in
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("write commit %s of %s: git fast-import: %v: %s", c.sha, p.path, err, out)
 		}
-		out, err := exec.Command("git", "--git-dir", dir, "rev-parse", "refs/heads/"+branch).Output()
+		out, err := exec.Command("git", "--git-dir", dir, "rev-parse", ref).Output()
 		if err != nil {
 			return "", fmt.Errorf("write commit %s of %s: git rev-parse: %w", c.sha, p.path, err)
 		}
 		id = strings.TrimSpace(string(out))
 		repo.written[c.sha], repo.last = id, id
 	}
-	for _, ref := range []string{"refs/heads/" + branch, "refs/pipelines/" + strconv.FormatInt(pipelineID, 10)} {
+	for _, ref := range []string{ref, "refs/pipelines/" + strconv.FormatInt(pipelineID, 10)} {
 		if out, err := exec.Command("git", "--git-dir", dir, "update-ref", ref, id).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("git update-ref %s in %s: %v: %s", ref, dir, err, out)
 		}

@@ -168,70 +168,7 @@ func (s *Server) getRawFile(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Gitlab-Ref", ref)
 	h.Set("X-Gitlab-Size", strconv.Itoa(len(content)))
 	h.Set("X-Gitlab-Commit-Id", c.sha)
-	h.Set("X-Gitlab-Last-Commit-Id", c.sha)
+	h.Set("X-Gitlab-Last-Commit-Id", p.lastCommitFor(c.sha, file))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte(content))
-}
-
-type commitJSON struct {
-	ID             string   `json:"id"`
-	ShortID        string   `json:"short_id"`
-	CreatedAt      string   `json:"created_at"`
-	ParentIDs      []string `json:"parent_ids"`
-	Title          string   `json:"title"`
-	Message        string   `json:"message"`
-	AuthorName     string   `json:"author_name"`
-	AuthorEmail    string   `json:"author_email"`
-	AuthoredDate   string   `json:"authored_date"`
-	CommitterName  string   `json:"committer_name"`
-	CommitterEmail string   `json:"committer_email"`
-	CommittedDate  string   `json:"committed_date"`
-	WebURL         string   `json:"web_url"`
-}
-
-type branchJSON struct {
-	Name               string     `json:"name"`
-	Merged             bool       `json:"merged"`
-	Protected          bool       `json:"protected"`
-	Default            bool       `json:"default"`
-	DevelopersCanPush  bool       `json:"developers_can_push"`
-	DevelopersCanMerge bool       `json:"developers_can_merge"`
-	CanPush            bool       `json:"can_push"`
-	WebURL             string     `json:"web_url"`
-	Commit             commitJSON `json:"commit"`
-}
-
-func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.requestProject(w, r)
-	if !ok {
-		return
-	}
-	name := r.PathValue("branch")
-	sha, ok := p.branches[name]
-	if !ok {
-		writeMessage(w, http.StatusNotFound, "404 Branch Not Found")
-		return
-	}
-	c := p.commits[sha]
-	parents := []string{}
-	if c.parent != "" {
-		parents = append(parents, c.parent)
-	}
-	when := gitlabTime(c.createdAt)
-	writeJSON(w, http.StatusOK, branchJSON{
-		Name:      name,
-		Protected: name == p.defaultBranch,
-		Default:   name == p.defaultBranch,
-		CanPush:   true,
-		WebURL:    s.URL + "/" + p.path + "/-/tree/" + name,
-		Commit: commitJSON{
-			ID: c.sha, ShortID: c.sha[:8], CreatedAt: when, ParentIDs: parents,
-			Title: c.message, Message: c.message,
-			AuthorName: "Fake Author", AuthorEmail: "author@example.com", AuthoredDate: when,
-			CommitterName: "Fake Author", CommitterEmail: "author@example.com", CommittedDate: when,
-			WebURL: s.URL + "/" + p.path + "/-/commit/" + c.sha,
-		},
-	})
 }

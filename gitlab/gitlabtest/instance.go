@@ -60,6 +60,12 @@ type project struct {
 	hooks          []*hook
 	nextIID        int64
 	ci             CISettings // with defaults (withDefaults)
+	// Tags, protected branches and merge requests (refs.go, mergerequests.go).
+	tags      map[string]*tag
+	protected []*protectedBranch
+	mrs       []*mergeRequest // by iid - 1
+	// pipelineMustSucceed is only_allow_merge_if_pipeline_succeeds.
+	pipelineMustSucceed bool
 }
 
 type commit struct {
@@ -68,6 +74,12 @@ type commit struct {
 	message   string
 	files     map[string]string
 	createdAt time.Time
+	// mergeParent is a merge commit's second parent; "" for others.
+	mergeParent string
+	// author wrote the commit and pusher pushed it (nil: devUser).
+	author *commitAuthorJSON
+	pusher *fakeUser
+	seq    int64 // creation order
 }
 
 func (p *project) namespace() string {
@@ -80,10 +92,14 @@ func (p *project) namespace() string {
 
 func (p *project) name() string { return p.path[strings.LastIndex(p.path, "/")+1:] }
 
-// resolve finds the commit a ref (branch name or full commit id) names.
+// resolve finds the commit a ref (branch name, tag name or full commit
+// id, in that order) names.
 func (p *project) resolve(ref string) (*commit, bool) {
 	if sha, ok := p.branches[ref]; ok {
 		return p.commits[sha], true
+	}
+	if t, ok := p.tags[ref]; ok {
+		return p.commits[t.target], true
 	}
 	c, ok := p.commits[ref]
 	return c, ok
@@ -190,12 +206,14 @@ func (in *instance) findGroup(idOrPath string) (*group, bool) {
 // commitFiles records a commit on branch with files replaced by next.
 func (in *instance) commitFiles(p *project, branch string, next map[string]string, message string, now time.Time) *commit {
 	parent := p.branches[branch]
+	sha := in.newSHA(p.path + "\x00" + branch)
 	c := &commit{
-		sha:       in.newSHA(p.path + "\x00" + branch),
+		sha:       sha,
 		parent:    parent,
 		message:   message,
 		files:     next,
 		createdAt: now,
+		seq:       in.nextCommit,
 	}
 	p.commits[c.sha] = c
 	p.branches[branch] = c.sha

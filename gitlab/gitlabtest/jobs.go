@@ -307,8 +307,17 @@ func (s *Server) jobPayload(p *project, pl *pipeline, j *job, gitSHA string) job
 	out.GitInfo.RepoURL = repo.String()
 	out.GitInfo.Ref, out.GitInfo.Sha, out.GitInfo.BeforeSha = pl.ref, gitSHA, zeroSHA
 	out.GitInfo.RefType = "branch"
+	// Ci::BuildRunnerPresenter#refspecs: the persistent ref, and the
+	// branch's or the tag's (none for a merge request pipeline).
 	pipelineRef := "refs/pipelines/" + strconv.FormatInt(pl.id, 10)
-	out.GitInfo.Refspecs = []string{"+" + pipelineRef + ":" + pipelineRef, "+refs/heads/" + pl.ref + ":refs/remotes/origin/" + pl.ref}
+	out.GitInfo.Refspecs = []string{"+" + pipelineRef + ":" + pipelineRef}
+	switch {
+	case pl.tag:
+		out.GitInfo.RefType = "tag"
+		out.GitInfo.Refspecs = append(out.GitInfo.Refspecs, "+refs/tags/"+pl.ref+":refs/tags/"+pl.ref)
+	case pl.mrIID == 0:
+		out.GitInfo.Refspecs = append(out.GitInfo.Refspecs, "+refs/heads/"+pl.ref+":refs/remotes/origin/"+pl.ref)
+	}
 	out.GitInfo.Depth = 20
 	out.RunnerInfo.Timeout = jobTimeout
 	out.Variables = s.jobVariables(p, pl, j)
@@ -363,13 +372,26 @@ func (s *Server) jobVariables(p *project, pl *pipeline, j *job) []jobVariable {
 		pub("CI_COMMIT_SHA", pl.sha),
 		pub("CI_COMMIT_SHORT_SHA", pl.sha[:8]),
 		pub("CI_COMMIT_BEFORE_SHA", pl.beforeSHA),
-		pub("CI_COMMIT_REF_NAME", pl.ref),
-		pub("CI_COMMIT_REF_SLUG", slug(pl.ref)),
-		pub("CI_COMMIT_BRANCH", pl.ref),
+		pub("CI_COMMIT_REF_NAME", s.sourceRef(p, pl)),
+		pub("CI_COMMIT_REF_SLUG", slug(s.sourceRef(p, pl))),
 		pub("CI_REGISTRY", registry),
 		pub("CI_REGISTRY_IMAGE", image),
 		pub("CI_REGISTRY_USER", "gitlab-ci-token"),
 		{Key: "CI_REGISTRY_PASSWORD", Value: j.token, Masked: true},
+	}
+	switch mr := p.mr(pl.mrIID); {
+	case pl.tag:
+		vars = append(vars, pub("CI_COMMIT_TAG", pl.ref))
+	case mr != nil:
+		vars = append(vars,
+			pub("CI_MERGE_REQUEST_IID", strconv.FormatInt(mr.iid, 10)),
+			pub("CI_MERGE_REQUEST_TITLE", mr.title),
+			pub("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME", mr.source),
+			pub("CI_MERGE_REQUEST_TARGET_BRANCH_NAME", mr.target),
+			pub("CI_MERGE_REQUEST_PROJECT_PATH", p.path),
+			pub("CI_MERGE_REQUEST_EVENT_TYPE", "detached"))
+	default:
+		vars = append(vars, pub("CI_COMMIT_BRANCH", pl.ref))
 	}
 	for _, v := range pl.vars {
 		vars = append(vars, jobVariable{Key: v.Key, Value: v.Value, File: v.VariableType == "file"})
@@ -427,7 +449,13 @@ func (s *Server) requestJob(w http.ResponseWriter, r *http.Request) {
 		}
 		pl := s.inst.pipelines[j.pipelineID]
 		p := s.inst.projects[j.projectID]
-		gitSHA, err := s.writeCommit(p, p.commits[pl.sha], pl.ref, pl.id)
+		ref := "refs/heads/" + pl.ref
+		if pl.tag {
+			ref = "refs/tags/" + pl.ref
+		} else if pl.mrIID != 0 {
+			ref = pl.ref // refs/merge-requests/<iid>/head
+		}
+		gitSHA, err := s.writeCommit(p, p.commits[pl.sha], ref, pl.id)
 		if err != nil {
 			failure = err
 			return true

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -222,4 +223,68 @@ func createPipelineWithVars(t *testing.T, s *Server, project string, vars map[st
 func apiCall(t *testing.T, s *Server, method, path string, body []byte) (int, http.Header, []byte) {
 	t.Helper()
 	return runnerCall(t, s, method, path, map[string]string{"PRIVATE-TOKEN": s.Token, "Content-Type": "application/json"}, body)
+}
+
+// A job of a tag pipeline and of a merge request pipeline gets what GitLab
+// gives it: CI_COMMIT_TAG (and no CI_COMMIT_BRANCH) with the tag's refspec
+// and ref_type tag; the merge request's variables, CI_COMMIT_REF_NAME the
+// source branch and only the pipeline's persistent ref. The clone has
+// the tag.
+func TestJobsOnTagAndMergeRequestPipelines(t *testing.T) {
+	s := New(Options{JobsLongPoll: 50 * time.Millisecond})
+	defer s.Close()
+	if _, err := s.AddProject(Project{Path: "g/base", Files: map[string]string{".gitlab-ci.yml": twoStageCI}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPipelineBehavior("g/base", Behavior{Jobs: true, OnTag: true, OnMergeRequest: true}); err != nil {
+		t.Fatal(err)
+	}
+	take := func() (jobResponseJSON, map[string]string) {
+		t.Helper()
+		code, _, body := runnerCall(t, s, "POST", "/jobs/request", nil, jsonBody(t, map[string]string{"token": DefaultRunnerToken}))
+		if code != http.StatusCreated {
+			t.Fatalf("request job: got %d %s, want 201", code, body)
+		}
+		var j jobResponseJSON
+		if err := json.Unmarshal(body, &j); err != nil {
+			t.Fatal(err)
+		}
+		vars := map[string]string{}
+		for _, v := range j.Variables {
+			vars[v.Key] = v.Value
+		}
+		return j, vars
+	}
+	if err := s.CreateTag("g/base", "v1.2.0", "main"); err != nil {
+		t.Fatal(err)
+	}
+	j, vars := take()
+	pl := s.Pipelines("g/base")[0]
+	if _, ok := vars["CI_COMMIT_BRANCH"]; ok || vars["CI_COMMIT_TAG"] != "v1.2.0" || vars["CI_COMMIT_REF_NAME"] != "v1.2.0" ||
+		j.GitInfo.RefType != "tag" || j.GitInfo.Ref != "v1.2.0" ||
+		strings.Join(j.GitInfo.Refspecs, " ") != "+refs/pipelines/"+strconv.FormatInt(pl.ID, 10)+":refs/pipelines/"+strconv.FormatInt(pl.ID, 10)+" +refs/tags/v1.2.0:refs/tags/v1.2.0" {
+		t.Fatalf("tag job: %+v %v", j.GitInfo, vars)
+	}
+	info, _ := s.Project("g/base")
+	out, err := exec.Command("git", "--git-dir", s.gitRepoDir(&project{path: info.Path}), "rev-parse", "refs/tags/v1.2.0").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != j.GitInfo.Sha {
+		t.Fatalf("refs/tags/v1.2.0 in the clone: %s %v, want %s", out, err, j.GitInfo.Sha)
+	}
+
+	if err := s.CreateBranch("g/base", "feature"); err != nil {
+		t.Fatal(err)
+	}
+	code, body := apiJSON(t, s, "POST", "/projects/"+pathID("g/base")+"/merge_requests", map[string]any{"source_branch": "feature", "target_branch": "main", "title": "t"})
+	if code != 201 {
+		t.Fatalf("create MR: %d %v", code, body)
+	}
+	j, vars = take()
+	pls := s.Pipelines("g/base")
+	mrp := pls[len(pls)-1]
+	id := strconv.FormatInt(mrp.ID, 10)
+	if _, ok := vars["CI_COMMIT_BRANCH"]; ok || vars["CI_MERGE_REQUEST_IID"] != "1" || vars["CI_MERGE_REQUEST_SOURCE_BRANCH_NAME"] != "feature" ||
+		vars["CI_MERGE_REQUEST_TARGET_BRANCH_NAME"] != "main" || vars["CI_COMMIT_REF_NAME"] != "feature" || vars["CI_PIPELINE_SOURCE"] != "merge_request_event" ||
+		j.GitInfo.Ref != "refs/merge-requests/1/head" || strings.Join(j.GitInfo.Refspecs, " ") != "+refs/pipelines/"+id+":refs/pipelines/"+id {
+		t.Fatalf("merge request job: %+v %v", j.GitInfo, vars)
+	}
 }

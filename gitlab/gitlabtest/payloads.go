@@ -1,6 +1,7 @@
 package gitlabtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -144,7 +145,7 @@ func (s *Server) hookCommit(p *project, c *commit) hookCommitJSON {
 	return hookCommitJSON{
 		ID: c.sha, Message: c.message, Title: title, Timestamp: commitTime(c.createdAt),
 		URL:    s.URL + "/" + p.path + "/-/commit/" + c.sha,
-		Author: commitAuthorJSON{Name: devUser.name, Email: devUser.email},
+		Author: c.authorOf(),
 	}
 }
 
@@ -208,13 +209,13 @@ type hookBuildJSON struct {
 }
 
 type pipelineEventJSON struct {
-	ObjectKind       string            `json:"object_kind"`
-	ObjectAttributes pipelineAttrsJSON `json:"object_attributes"`
-	MergeRequest     *struct{}         `json:"merge_request"`
-	User             hookUserJSON      `json:"user"`
-	Project          hookProjectJSON   `json:"project"`
-	Commit           *hookCommitJSON   `json:"commit"`
-	Builds           []hookBuildJSON   `json:"builds"`
+	ObjectKind       string              `json:"object_kind"`
+	ObjectAttributes pipelineAttrsJSON   `json:"object_attributes"`
+	MergeRequest     *hookPipelineMRJSON `json:"merge_request"`
+	User             hookUserJSON        `json:"user"`
+	Project          hookProjectJSON     `json:"project"`
+	Commit           *hookCommitJSON     `json:"commit"`
+	Builds           []hookBuildJSON     `json:"builds"`
 }
 
 // detailedStatusLabel is the label of a status in GitLab's UI, which
@@ -238,7 +239,7 @@ func detailedStatusLabel(status string) string {
 func (s *Server) pipelineEvent(p *project, pl *pipeline) pipelineEventJSON {
 	user := s.pipelineUser(pl).hook(s.URL)
 	attrs := pipelineAttrsJSON{
-		ID: pl.id, IID: pl.iid, Ref: pl.ref, SHA: pl.sha, BeforeSHA: pl.beforeSHA,
+		ID: pl.id, IID: pl.iid, Ref: s.sourceRef(p, pl), Tag: pl.tag, SHA: pl.sha, BeforeSHA: pl.beforeSHA,
 		Source: pl.source, Status: pl.status, DetailedStatus: detailedStatusLabel(pl.status),
 		Stages: []string{"build"}, CreatedAt: hookTime(pl.createdAt), FinishedAt: hookTimePtr(pl.finishedAt),
 		Variables: []hookVariableJSON{},
@@ -287,6 +288,7 @@ func (s *Server) pipelineEvent(p *project, pl *pipeline) pipelineEventJSON {
 		hc := s.hookCommit(p, c)
 		out.Commit = &hc
 	}
+	out.MergeRequest = s.pipelineMR(p, pl)
 	return out
 }
 
@@ -320,7 +322,7 @@ type pushEventJSON struct {
 	After             string           `json:"after"`
 	Ref               string           `json:"ref"`
 	RefProtected      bool             `json:"ref_protected"`
-	CheckoutSHA       string           `json:"checkout_sha"`
+	CheckoutSHA       *string          `json:"checkout_sha"`
 	UserID            int64            `json:"user_id"`
 	UserName          string           `json:"user_name"`
 	UserUsername      string           `json:"user_username"`
@@ -361,17 +363,29 @@ func diffFiles(before, after map[string]string) fileChanges {
 // pushEvent renders the Push Hook payload of a push of commit c to branch.
 // Callers hold s.mu.
 func (s *Server) pushEvent(p *project, branch string, c *commit, ch fileChanges) pushEventJSON {
+	commits := []pushCommitJSON{{
+		hookCommitJSON: s.hookCommit(p, c),
+		Added:          ch.added, Modified: ch.modified, Removed: ch.removed,
+	}}
+	return s.refPushEvent(p, "refs/heads/"+branch, cmp.Or(c.parent, zeroSHA), c.sha, commits, 1, c.pusherOf())
+}
+
+// refPushEvent renders a Push Hook payload of ref moving from before to
+// after (zeroSHA when created or deleted) by user, with the pushed
+// commits, oldest first, of total. Callers hold s.mu.
+func (s *Server) refPushEvent(p *project, ref, before, after string, commits []pushCommitJSON, total int, user fakeUser) pushEventJSON {
 	hp := s.projectHookAttrs(p)
-	before := c.parent
-	if before == "" {
-		before = zeroSHA
+	checkout := &after
+	if after == zeroSHA {
+		checkout = nil // a deleted ref
 	}
+	branch := strings.TrimPrefix(ref, "refs/heads/")
 	return pushEventJSON{
 		ObjectKind: "push", EventName: "push",
-		Before: before, After: c.sha, Ref: "refs/heads/" + branch,
-		RefProtected: branch == p.defaultBranch, CheckoutSHA: c.sha,
-		UserID: devUser.id, UserName: devUser.name, UserUsername: devUser.username,
-		UserEmail: devUser.email, UserAvatar: devUser.avatar(s.URL),
+		Before: before, After: after, Ref: ref,
+		RefProtected: p.isProtected(branch), CheckoutSHA: checkout,
+		UserID: user.id, UserName: user.name, UserUsername: user.username,
+		UserEmail: user.email, UserAvatar: user.avatar(s.URL),
 		ProjectID: p.id,
 		Project: pushProjectJSON{
 			hookProjectJSON: hp,
@@ -381,24 +395,7 @@ func (s *Server) pushEvent(p *project, branch string, c *commit, ch fileChanges)
 			Name: hp.Name, URL: hp.GitSSHURL, Description: hp.Description, Homepage: hp.WebURL,
 			GitHTTPURL: hp.GitHTTPURL, GitSSHURL: hp.GitSSHURL, VisibilityLevel: hp.VisibilityLevel,
 		},
-		Commits: []pushCommitJSON{{
-			hookCommitJSON: s.hookCommit(p, c),
-			Added:          ch.added, Modified: ch.modified, Removed: ch.removed,
-		}},
-		TotalCommitsCount: 1,
+		Commits:           commits,
+		TotalCommitsCount: total,
 	}
-}
-
-// pushHooks posts a push of commit c to branch to the project's push
-// hooks whose branch filter matches. Callers hold s.mu.
-func (s *Server) pushHooks(p *project, branch string, c *commit, ch fileChanges) {
-	if len(p.hooks) == 0 {
-		return
-	}
-	body, err := json.Marshal(s.pushEvent(p, branch, c, ch))
-	if err != nil {
-		panic("gitlabtest: render push event: " + err.Error())
-	}
-	accept := func(h *hook) bool { return branchMatches(h.branchFilter, branch) }
-	s.fire(p, PushHook, "push_events", accept, body, Delivery{Ref: "refs/heads/" + branch})
 }

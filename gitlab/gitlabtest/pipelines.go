@@ -30,6 +30,8 @@ type pipeline struct {
 	ref, sha, status   string
 	beforeSHA          string
 	source             string
+	tag                bool  // ref is a tag
+	mrIID              int64 // a merge request pipeline's merge request
 	vars               []variable
 	inputs             map[string]any
 	name               *string   // workflow:name, interpolated
@@ -60,7 +62,11 @@ type Pipeline struct {
 	Ref, SHA      string
 	Status        string
 	Source        string
-	Variables     map[string]string
+	// Tag: Ref is a tag. MergeRequestIID is the merge request of a
+	// merge request pipeline (source merge_request_event), else 0.
+	Tag             bool
+	MergeRequestIID int64
+	Variables       map[string]string
 	// Inputs are the pipeline inputs it was created with (GitLab's
 	// REST API does not show them).
 	Inputs     map[string]any
@@ -83,7 +89,7 @@ func (s *Server) export(pl *pipeline) Pipeline {
 	}
 	return Pipeline{
 		ID: pl.id, ProjectID: pl.projectID, Ref: pl.ref, SHA: pl.sha, Status: pl.status,
-		Source: pl.source, Variables: vars, Inputs: maps.Clone(pl.inputs), Username: s.pipelineUser(pl).username, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt,
+		Source: pl.source, Tag: pl.tag, MergeRequestIID: pl.mrIID, Variables: vars, Inputs: maps.Clone(pl.inputs), Username: s.pipelineUser(pl).username, CreatedAt: pl.createdAt, UpdatedAt: pl.updatedAt,
 		StartedAt: pl.startedAt, FinishedAt: pl.finishedAt, Requested: pl.requested,
 	}
 }
@@ -132,6 +138,7 @@ func (s *Server) addPipeline(projectPath, ref, source, status string, u *fakeUse
 	}
 	pl := s.newPipeline(p, ref, c.sha, cmp.Or(source, "push"), vars)
 	pl.user = u
+	_, pl.tag, _ = p.refTarget(ref)
 	s.setStatus(pl, status)
 	return pl.id, nil
 }
@@ -202,6 +209,7 @@ func (s *Server) AddPastPipeline(projectPath, ref, source, status string, starte
 		return 0, fmt.Errorf("add past pipeline to %s: want started <= ended <= now, got %s and %s", projectPath, started, ended)
 	}
 	pl := s.newPipeline(p, ref, c.sha, cmp.Or(source, "push"), nil)
+	_, pl.tag, _ = p.refTarget(ref)
 	pl.status = status
 	pl.createdAt, pl.startedAt = started.UTC(), started.UTC()
 	pl.finishedAt, pl.updatedAt = ended.UTC(), ended.UTC()
@@ -249,6 +257,7 @@ func (s *Server) setStatus(pl *pipeline, status string) {
 	}
 	if changed {
 		s.pipelineHooks(pl)
+		s.autoMerge(pl)
 		s.notify()
 	}
 }
@@ -336,6 +345,7 @@ func (s *Server) pipelineDetail(pl *pipeline) pipelineJSON {
 	out := pipelineJSON{
 		pipelineInfoJSON: info,
 		BeforeSHA:        pl.beforeSHA,
+		Tag:              pl.tag,
 		YamlErrors:       stringPtr(pl.yamlErrors),
 		User:             s.pipelineUser(pl).rest(s.URL),
 		StartedAt:        timePtr(pl.startedAt),
@@ -390,7 +400,7 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 		refuseCreate(w, msgVariablesRefused)
 		return
 	}
-	sha, ok := p.branches[ref]
+	sha, isTag, ok := p.refTarget(ref)
 	if !ok {
 		refuseCreate(w, "Reference not found")
 		return
@@ -430,6 +440,7 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pl := s.newPipeline(p, ref, sha, "api", vars)
+	pl.tag = isTag
 	pl.inputs = inputs
 	pl.name = pipelineName(p.commits[sha].files, inputs)
 	pl.requested = s.preciseNow()

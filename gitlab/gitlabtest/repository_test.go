@@ -71,3 +71,18 @@ func TestTreeShape(t *testing.T) {
 		t.Errorf("missing blob: %d %s", code, body)
 	}
 }
+
+// The raw file's X-Gitlab-Last-Commit-Id is the last commit that changed
+// the file (what a commit's last_commit_id is checked against), and
+// X-Gitlab-Commit-Id the ref's head.
+func TestRawFileLastCommitID(t *testing.T) {
+	s := New(Options{})
+	defer s.Close()
+	seed(t, s, "g/app")
+	changed := mustDo[string](t)(s.SetFile("g/app", "Containerfile", "FROM debian:12\n"))
+	head := mustDo[string](t)(s.SetFile("g/app", "README.md", "hello\n"))
+	code, h, _ := rawGet(t, s, "/projects/"+pathID("g/app")+"/repository/files/Containerfile/raw?ref=main")
+	if code != 200 || h.Get("X-Gitlab-Last-Commit-Id") != changed || h.Get("X-Gitlab-Commit-Id") != head {
+		t.Fatalf("%d last commit %s (want %s), commit %s (want %s)", code, h.Get("X-Gitlab-Last-Commit-Id"), changed, h.Get("X-Gitlab-Commit-Id"), head)
+	}
+}

@@ -21,6 +21,13 @@
 // are disabled as GitLab does. The goroutines that run pipelines and deliver
 // webhooks belong to the Server: Close stops them and waits for them.
 //
+// Repositories have branches (the default one protected, as on GitLab),
+// tags, commits made through the API from file actions, and merge requests
+// with their pipelines, merges and notes (refs.go, tags.go, branches.go,
+// commits.go, mergerequests.go, notes.go); every push goes through one
+// path (pushed) that posts its hooks and starts the pipelines the
+// project's Behavior asks for.
+//
 // A project's pipelines can also be made of real jobs (Behavior.Jobs): the
 // jobs of the commit's .gitlab-ci.yml are handed to real GitLab Runners
 // through GitLab's runner-facing jobs API, which clone the project over
@@ -304,7 +311,6 @@ func (s *Server) routes() http.Handler {
 		{"GET /projects", s.listProjects},
 		{"GET /projects/:id", s.getProject},
 		{"GET /projects/:id/repository/files/:file_path/raw", s.getRawFile},
-		{"GET /projects/:id/repository/branches/:branch", s.getBranch},
 		{"GET /projects/:id/repository/tree", s.listTree},
 		{"GET /projects/:id/repository/blobs/:sha/raw", s.getRawBlob},
 		{"POST /projects/:id/pipeline", s.createPipeline},
@@ -330,6 +336,32 @@ func (s *Server) routes() http.Handler {
 		{"GET /projects/:id/registry/repositories/:repository_id/tags", s.listContainerTags},
 		{"GET /projects/:id/registry/repositories/:repository_id/tags/:tag_name", s.getContainerTag},
 		{"DELETE /projects/:id/registry/repositories/:repository_id/tags/:tag_name", s.deleteContainerTag},
+	} {
+		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
+	}
+	// Refs, commits, merge requests and notes (tags.go, branches.go,
+	// commits.go, mergerequests.go, notes.go).
+	for _, rt := range []route{
+		{"GET /projects/:id/repository/tags", s.listTags},
+		{"POST /projects/:id/repository/tags", s.postTag},
+		{"GET /projects/:id/repository/tags/:tag_name", s.getTag},
+		{"DELETE /projects/:id/repository/tags/:tag_name", s.deleteTag},
+		{"GET /projects/:id/repository/branches", s.listBranches},
+		{"POST /projects/:id/repository/branches", s.postBranch},
+		{"GET /projects/:id/repository/branches/:branch", s.getBranch},
+		{"DELETE /projects/:id/repository/branches/:branch", s.deleteBranch},
+		{"GET /projects/:id/protected_branches", s.listProtectedBranches},
+		{"POST /projects/:id/repository/commits", s.createCommit},
+		{"GET /projects/:id/merge_requests", s.listMRs},
+		{"POST /projects/:id/merge_requests", s.createMR},
+		{"GET /projects/:id/merge_requests/:merge_request_iid", s.getMR},
+		{"PUT /projects/:id/merge_requests/:merge_request_iid", s.updateMR},
+		{"PUT /projects/:id/merge_requests/:merge_request_iid/merge", s.mergeMR},
+		{"GET /projects/:id/merge_requests/:merge_request_iid/pipelines", s.listMRPipelines},
+		{"GET /projects/:id/merge_requests/:merge_request_iid/notes", s.listNotes},
+		{"POST /projects/:id/merge_requests/:merge_request_iid/notes", s.postNote},
+		{"GET /projects/:id/merge_requests/:merge_request_iid/notes/:note_id", s.getNote},
+		{"PUT /projects/:id/merge_requests/:merge_request_iid/notes/:note_id", s.putNote},
 	} {
 		mux.Handle(muxPattern(rt.name), s.middleware(rt.name, rt.handler))
 	}

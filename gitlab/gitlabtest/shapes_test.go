@@ -29,6 +29,7 @@ func TestFixturesParse(t *testing.T) {
 		{"pipeline_running.json", gl.EventTypePipeline, &gl.PipelineEvent{}},
 		{"pipeline_tag.json", gl.EventTypePipeline, &gl.PipelineEvent{}},
 		{"pipeline_other_branch.json", gl.EventTypePipeline, &gl.PipelineEvent{}},
+		{"pipeline_merge_request.json", gl.EventTypePipeline, &gl.PipelineEvent{}},
 		{"push_default_branch.json", gl.EventTypePush, &gl.PushEvent{}},
 		{"push_no_depfile.json", gl.EventTypePush, &gl.PushEvent{}},
 		{"push_tag.json", gl.EventTypeTagPush, &gl.TagEvent{}},

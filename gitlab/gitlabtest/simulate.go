@@ -25,9 +25,19 @@ type Behavior struct {
 	// once it is used up, Outcome applies. E.g. {"failed"} with Outcome
 	// "success" fails the first pipeline and passes the ones after it.
 	Script []string
-	// OnPush starts a pipeline (source "push") on each push made with
-	// SetFile or DeleteFile, like a project with a .gitlab-ci.yml.
+	// OnPush starts a pipeline (source "push") on each push to a branch
+	// (SetFile, SetFileOn, DeleteFile, a commit or a branch made through
+	// the API, a merge), like a project with a .gitlab-ci.yml.
 	OnPush bool
+	// OnTag starts a tag pipeline (source "push", tag true) on each tag
+	// created (CreateTag, POST /repository/tags).
+	OnTag bool
+	// OnMergeRequest starts a merge request pipeline (source
+	// "merge_request_event", ref refs/merge-requests/<iid>/head) when a
+	// merge request is opened or reopened and on each push to its source
+	// branch; such a push then starts no branch pipeline (GitLab's
+	// workflow rules for merge request pipelines without duplicates).
+	OnMergeRequest bool
 	// Jobs makes pipelines of the jobs in the commit's .gitlab-ci.yml,
 	// run by real GitLab Runners through the jobs API (jobs.go) instead
 	// of simulated: Duration, Outcome and Script are then ignored.
@@ -111,8 +121,9 @@ func (s *Server) nextRun(p *project) (b Behavior, outcome string) {
 }
 
 // RunPipeline creates a pipeline as GitLab does for something outside
-// depsd, e.g. a developer's push (source defaults to "push"), and runs it
-// with the project's behavior. It returns the pipeline id.
+// depsd, e.g. a developer's push (source defaults to "push"), on ref (a
+// branch or a tag; the default branch when empty), and runs it with the
+// project's behavior. It returns the pipeline id.
 func (s *Server) RunPipeline(projectPath, ref, source string) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -121,11 +132,12 @@ func (s *Server) RunPipeline(projectPath, ref, source string) (int64, error) {
 		return 0, fmt.Errorf("run pipeline of %s: project not found", projectPath)
 	}
 	ref = cmp.Or(ref, p.defaultBranch)
-	sha, ok := p.branches[ref]
+	sha, isTag, ok := p.refTarget(ref)
 	if !ok {
 		return 0, fmt.Errorf("run pipeline of %s: ref %s not found", projectPath, ref)
 	}
 	pl := s.newPipeline(p, ref, sha, cmp.Or(source, "push"), nil)
+	pl.tag = isTag
 	s.startRun(p, pl)
 	return pl.id, nil
 }

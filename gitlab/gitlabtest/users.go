@@ -322,6 +322,27 @@ var routeNeeds = map[string]int{
 	"GET /projects/:id/registry/repositories/:repository_id/tags":              reporterOnPrivate,
 	"GET /projects/:id/registry/repositories/:repository_id/tags/:tag_name":    reporterOnPrivate,
 	"DELETE /projects/:id/registry/repositories/:repository_id/tags/:tag_name": AccessDeveloper,
+	// The repository side (tags.go, branches.go, commits.go,
+	// mergerequests.go, notes.go); a commit's push rights and a merge's
+	// are the handlers' (403 and 401 with GitLab's messages).
+	"GET /projects/:id/repository/tags":                                  reporterOnPrivate,
+	"GET /projects/:id/repository/tags/:tag_name":                        reporterOnPrivate,
+	"POST /projects/:id/repository/tags":                                 AccessDeveloper,
+	"DELETE /projects/:id/repository/tags/:tag_name":                     AccessDeveloper,
+	"GET /projects/:id/repository/branches":                              reporterOnPrivate,
+	"POST /projects/:id/repository/branches":                             AccessDeveloper,
+	"DELETE /projects/:id/repository/branches/:branch":                   AccessDeveloper,
+	"GET /projects/:id/protected_branches":                               reporterOnPrivate,
+	"GET /projects/:id/merge_requests":                                   reporterOnPrivate,
+	"POST /projects/:id/merge_requests":                                  AccessDeveloper,
+	"GET /projects/:id/merge_requests/:merge_request_iid":                reporterOnPrivate,
+	"PUT /projects/:id/merge_requests/:merge_request_iid":                AccessDeveloper,
+	"PUT /projects/:id/merge_requests/:merge_request_iid/merge":          reporterOnPrivate,
+	"GET /projects/:id/merge_requests/:merge_request_iid/pipelines":      reporterOnPrivate,
+	"GET /projects/:id/merge_requests/:merge_request_iid/notes":          reporterOnPrivate,
+	"POST /projects/:id/merge_requests/:merge_request_iid/notes":         reporterOnPrivate,
+	"GET /projects/:id/merge_requests/:merge_request_iid/notes/:note_id": reporterOnPrivate,
+	"PUT /projects/:id/merge_requests/:merge_request_iid/notes/:note_id": reporterOnPrivate,
 }
 
 // authenticate finds the request's caller and checks what it may do on
