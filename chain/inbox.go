@@ -209,7 +209,9 @@ func (e *Engine) rescan(ctx context.Context, ev *PushEvent) string {
 	if err != nil {
 		e.log.Warn("push: look up project", "project", ev.Project, "err", err)
 	}
-	if branch != "" && !followsBranch(followed, strings.TrimPrefix(ev.Ref, "refs/heads/")) {
+	pushed := strings.TrimPrefix(ev.Ref, "refs/heads/")
+	rule, _ := e.cfg.Refs.For(ev.Project)
+	if branch != "" && !followsBranch(followed, pushed) && !rule.FollowsBranch(pushed) {
 		return "ignored: not a followed branch"
 	}
 	if err := e.cfg.Rescan(ctx, ev.Project); err != nil {

@@ -106,3 +106,23 @@ func checkRefName(name string) error {
 	}
 	return nil
 }
+
+// Follows says whether a pipeline or push of project's ref (a tag when
+// tag) is of a node refs: follows besides the default branch: what the
+// webhook receiver keeps of deliveries other than the default branch's.
+func (c Config) Follows() func(project, ref string, tag bool) bool {
+	rules := c.RefRules()
+	if len(rules) == 0 {
+		return nil
+	}
+	return func(project, ref string, tag bool) bool {
+		rule, ok := rules.For(project)
+		switch {
+		case !ok:
+			return false
+		case tag:
+			return rule.FollowsTag(ref)
+		}
+		return rule.FollowsBranch(ref)
+	}
+}

@@ -216,8 +216,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		Secret: cfg.Hooks.Secret, SecretMode: cfg.Hooks.SecretMode, SharedSecretAccepted: d.sharedSecret.Load,
 		Groups: cfg.HookGroups(), ProjectPath: d.state.projectPath,
 		Signing: cfg.Hooks.Signing, SigningTokens: d.signingTokens,
-		DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
-		Recorder:        recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
+		DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"), Follows: cfg.Follows(),
+		Recorder: recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
 		Observe: func(kind, outcome string) { d.metrics.events.WithLabelValues(kind, outcome).Inc() },
 		Now:     opts.Now, Logger: opts.Logger.With("component", "webhook"),
 	})
