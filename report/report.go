@@ -51,8 +51,8 @@ type Project struct {
 	// UpstreamSeenIn is, for an upstream mapped by what depsd saw, the
 	// pipeline seen pushing the reference.
 	UpstreamSeenIn map[string]int64 `json:"upstream_seen_in,omitempty"`
-	External    []string                   `json:"external"`
-	Warnings    []deps.Warning             `json:"warnings"`
+	External       []string         `json:"external"`
+	Warnings       []deps.Warning   `json:"warnings"`
 }
 
 // Build assembles the document from the stored projects and their graph:

@@ -103,4 +103,3 @@ func TestScanReadsFollowedRefs(t *testing.T) {
 		t.Error("g/ruby@bookworm is still a node")
 	}
 }
-
