@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"gitlab.com/depsd/depsd/deps"
 )
 
 // Outcomes of applying a pipeline event, recorded with the event and passed
@@ -19,8 +21,9 @@ const (
 // applyPipeline applies one pipeline status change, from a webhook, the
 // reconciler or the outbox worker, and returns a short outcome:
 //
-//   - events of other refs than the project's default branch, of tags, and
-//     of projects not in the store are ignored;
+//   - an event is about the node of its ref (eventNode): the project's
+//     default branch, a branch it follows, or its release tags; events of
+//     other refs and of projects not in the store are ignored;
 //   - an event of a pipeline depsd created (matched by its DEPSD_ACTION_ID
 //     variable, of an action of the event's own project, or by its pipeline
 //     id) moves the member whose current action it is (Member.applyStatus),
@@ -38,19 +41,23 @@ const (
 //   - in first-level mode, every success of a project, depsd's included,
 //     triggers its direct dependents.
 func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
-	if ev.Tag {
-		return "ignored: tag", nil
-	}
-	p, ok, err := t.project(ev.Project)
+	p, ok, err := t.project(deps.NodeProject(ev.Project))
 	if err != nil {
 		return "", err
 	}
 	if !ok {
 		return "ignored: project not in scope", nil
 	}
-	if strings.TrimPrefix(ev.Ref, "refs/heads/") != p.DefaultBranch {
-		return "ignored: not the default branch", nil
+	node, ok := eventNode(p, ev.Ref, ev.Tag, t.e.cfg.Refs)
+	switch {
+	case !ok && ev.Tag:
+		return "ignored: not a release tag", nil
+	case !ok:
+		return "ignored: not a followed branch", nil
 	}
+	// From here on the event is about its node: members, roots and
+	// actions are nodes.
+	ev.Project = node
 	if ev.Source == SourceChildPipeline {
 		// A child pipeline reports beside its parent; the parent's status
 		// is the project's.
@@ -185,7 +192,7 @@ func sameProject(a Action, ev PipelineEvent) bool {
 	if a.ProjectID != 0 && ev.ProjectID != 0 {
 		return a.ProjectID == ev.ProjectID
 	}
-	return strings.EqualFold(a.Project, ev.Project)
+	return strings.EqualFold(deps.NodeProject(a.Project), deps.NodeProject(ev.Project))
 }
 
 // applyToAction applies ev to the member whose action a is. It records the

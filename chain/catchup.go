@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 )
 
@@ -19,8 +20,10 @@ type CatchUpResult struct {
 // of a root that succeeded while every replica was down, or whose webhook
 // GitLab dropped (GitLab never resends one by itself). For each project in
 // the graph that has something downstream, it reads the default-branch
-// pipelines updated since the newest one it saw before (one request per
-// project; never more than CatchUpWindow back), and applies each success
+// pipelines (every ref's, when another node of the project has something
+// downstream; a success on a ref that may be a release tag costs one more
+// request to tell) updated since the newest one it saw before (one request
+// per project; never more than CatchUpWindow back), and applies each success
 // exactly as its webhook would have been applied. A success already
 // handled, by a webhook, the reconciler or an earlier round, starts
 // nothing again (the engine finds it among the chains' reasons and
@@ -42,12 +45,21 @@ func (e *Engine) CatchUp(ctx context.Context) (CatchUpResult, error) {
 		p      Project
 		cursor time.Time
 		known  bool
+		// others: a node besides the default branch has something
+		// downstream: the project's pipelines of every ref are read.
+		others bool
 	}
 	var roots []root
 	now := e.now()
 	err = e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
-		for _, path := range g.Projects() {
-			if len(g.Downstream(path)) == 0 {
+		index := map[string]int{}
+		for _, node := range g.Projects() {
+			if len(g.Downstream(node)) == 0 {
+				continue
+			}
+			path := deps.NodeProject(node)
+			if i, ok := index[path]; ok {
+				roots[i].others = roots[i].others || node != path
 				continue
 			}
 			p, ok, err := tx.Project(ctx, path)
@@ -61,7 +73,8 @@ func (e *Engine) CatchUp(ctx context.Context) (CatchUpResult, error) {
 			if err != nil {
 				return err
 			}
-			roots = append(roots, root{p, at, known})
+			index[path] = len(roots)
+			roots = append(roots, root{p, at, known, node != path})
 		}
 		return nil
 	})
@@ -79,8 +92,11 @@ func (e *Engine) CatchUp(ctx context.Context) (CatchUpResult, error) {
 			since = floor
 		}
 		res.Projects++
-		ps, err := e.cfg.GitLab.ListPipelines(ctx, r.p.ID, gitlab.PipelineFilter{
-			Ref: r.p.DefaultBranch, Source: "any", UpdatedAfter: since, Limit: catchUpPage, OldestUpdatedFirst: true})
+		f := gitlab.PipelineFilter{Ref: r.p.DefaultBranch, Source: "any", UpdatedAfter: since, Limit: catchUpPage, OldestUpdatedFirst: true}
+		if r.others {
+			f.Ref = "" // every followed ref: the engine tells them apart
+		}
+		ps, err := e.cfg.GitLab.ListPipelines(ctx, r.p.ID, f)
 		if err != nil {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
@@ -100,6 +116,7 @@ func (e *Engine) CatchUp(ctx context.Context) (CatchUpResult, error) {
 			cursor = r.cursor
 		}
 		seen := cursor
+		stopped := false
 		for _, p := range ps { // oldest update first
 			if !p.UpdatedAt.After(seen) {
 				continue
@@ -112,6 +129,22 @@ func (e *Engine) CatchUp(ctx context.Context) (CatchUpResult, error) {
 			}
 			ev := PipelineEvent{ProjectID: r.p.ID, Project: r.p.Path, PipelineID: p.ID, Status: p.Status,
 				Ref: p.Ref, SHA: p.SHA, Source: p.Source, URL: p.WebURL, At: p.UpdatedAt}
+			if r.others {
+				var skip bool
+				if ev.Tag, skip, err = e.releaseTag(ctx, r.p, p); err != nil {
+					if ctx.Err() != nil {
+						return res, ctx.Err()
+					}
+					e.log.Warn("catch up: get pipeline failed", "project", r.p.Path, "pipeline_id", p.ID, "err", err)
+					res.Failed++
+					// The next round reads on from this pipeline.
+					cursor, stopped = p.UpdatedAt.Truncate(time.Second).Add(-time.Second), true
+					break
+				}
+				if skip {
+					continue
+				}
+			}
 			outcome, err := e.ApplyPipelineEvent(ctx, ev)
 			if err != nil {
 				return res, fmt.Errorf("catch up: %w", err)
@@ -123,7 +156,7 @@ func (e *Engine) CatchUp(ctx context.Context) (CatchUpResult, error) {
 				e.log.Info("caught up a missed success", "project", r.p.Path, "pipeline_id", p.ID, "outcome", outcome)
 			}
 		}
-		if len(ps) == catchUpPage {
+		if len(ps) == catchUpPage && !stopped {
 			// More were updated than one page holds: the next round reads
 			// on from here, the page's last second again (GitLab filters
 			// by whole seconds; a success read twice counts once).
@@ -144,6 +177,24 @@ func (e *Engine) setCursor(ctx context.Context, projectID int64, at time.Time) e
 		return fmt.Errorf("catch up: %w", err)
 	}
 	return nil
+}
+
+// releaseTag tells whether a listed pipeline of p (lists do not say) ran
+// for a tag, reading it from GitLab only when its ref is no followed
+// branch and could be a release tag. skip: no node follows its ref.
+func (e *Engine) releaseTag(ctx context.Context, p Project, pl gitlab.Pipeline) (tag, skip bool, err error) {
+	if _, ok := eventNode(p, pl.Ref, false, nil); ok {
+		return false, false, nil
+	}
+	rule, _ := e.cfg.Refs.For(p.Path)
+	if !rule.FollowsTag(pl.Ref) {
+		return false, true, nil
+	}
+	got, err := e.cfg.GitLab.GetPipeline(ctx, p.ID, pl.ID)
+	if err != nil {
+		return false, false, err
+	}
+	return got.Tag, !got.Tag, nil
 }
 
 // catchUpPage is how many pipelines of one project a catch-up round reads,

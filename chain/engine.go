@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"gitlab.com/depsd/depsd/deps"
 )
 
 // Config holds the engine's dependencies and settings.
@@ -16,6 +18,9 @@ type Config struct {
 	Graph  GraphSource // required
 	Rescan Rescan      // called for push events; nil: pushes are only marked processed
 	Mode   Mode        // Full (default) or FirstLevel
+	// Refs are the rules of `refs:` in depsd.yaml: which tags of a
+	// project are releases, and what a rebuild of its releases runs on.
+	Refs deps.RefRules
 	// Expiry is how long a chain may run before it expires. Default 7 days.
 	Expiry time.Duration
 	// Lease is how long a worker owns an action it sends. It must exceed

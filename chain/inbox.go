@@ -51,6 +51,7 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 	var g *deps.Graph
 	yield, _ := e.cfg.Store.(WriteYielder)
 	n := 0
+	rescanned := map[int64]bool{} // release events whose project was rescanned
 	limit := maxInboxBatch
 	for {
 		if err := ctx.Err(); err != nil {
@@ -63,11 +64,11 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 			}
 		}
 		var done []appliedEvent
-		var push *StoredEvent
+		var push, release *StoredEvent
 		drained := false
 		err := e.update(ctx, g, func(t *txn) error {
 			var err error
-			done, push, drained, err = t.applyEvents(limit, yield)
+			done, push, release, drained, err = t.applyEvents(limit, yield, rescanned)
 			return err
 		})
 		if err != nil {
@@ -82,6 +83,17 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 			e.obs.EventApplied(a.kind, a.outcome)
 		}
 		n += len(done)
+		if release != nil {
+			// A new release: the scan reads its files (its node, its
+			// ref) before the success is applied, then it is.
+			ev := release.Event.Pipeline
+			if err := e.cfg.Rescan(ctx, deps.NodeProject(ev.Project)); err != nil {
+				e.log.Warn("rescan after a release failed", "project", ev.Project, "ref", ev.Ref, "err", err)
+			}
+			rescanned[release.Seq] = true
+			g = nil
+			continue
+		}
 		if push != nil {
 			outcome := e.rescan(ctx, push.Event.Push)
 			err := e.cfg.Store.UpdateChains(ctx, func(tx Tx) error {
@@ -113,38 +125,70 @@ type appliedEvent struct{ kind, outcome string }
 // transaction, then marked), nil otherwise. drained reports that the inbox
 // was seen empty. With yield, it also stops once yieldAfter events are
 // applied and a webhook recording waits for the write lock.
-func (t *txn) applyEvents(limit int, yield WriteYielder) (done []appliedEvent, push *StoredEvent, drained bool, err error) {
+func (t *txn) applyEvents(limit int, yield WriteYielder, rescanned map[int64]bool) (done []appliedEvent, push, release *StoredEvent, drained bool, err error) {
 	for len(done) < limit {
 		se, ok, err := t.tx.NextEvent(t.ctx)
 		if err != nil || !ok {
-			return done, nil, err == nil, err
+			return done, nil, nil, err == nil, err
 		}
 		if se.Event.Push != nil {
 			if len(done) == 0 {
 				push = &se // marked after the rescan
 			}
-			return done, push, false, nil
+			return done, push, nil, false, nil
+		}
+		if ev := se.Event.Pipeline; ev != nil && !rescanned[se.Seq] {
+			if newer, err := t.newRelease(*ev); err != nil {
+				return done, nil, nil, false, err
+			} else if newer {
+				if len(done) == 0 {
+					release = &se // applied after the rescan
+				}
+				return done, nil, release, false, nil
+			}
 		}
 		t.now = t.e.now()
 		outcome := "ignored: empty event"
 		if se.Event.Pipeline != nil {
 			if outcome, err = t.applyPipeline(*se.Event.Pipeline); err != nil {
-				return done, nil, false, fmt.Errorf("apply event %d (pipeline %d of %s): %w", se.Seq,
+				return done, nil, nil, false, fmt.Errorf("apply event %d (pipeline %d of %s): %w", se.Seq,
 					se.Event.Pipeline.PipelineID, se.Event.Pipeline.Project, err)
 			}
 		}
 		if err := t.tx.MarkEvent(t.ctx, se.Seq, t.now, outcome); err != nil {
-			return done, nil, false, err
+			return done, nil, nil, false, err
 		}
 		done = append(done, appliedEvent{se.Event.Kind(), outcome})
 		if err := t.saveChanges(); err != nil { // the batch shares one commit
-			return done, nil, false, err
+			return done, nil, nil, false, err
 		}
 		if len(done) >= yieldAfter && yield != nil && yield.UrgentWritersWaiting() {
-			return done, nil, false, nil
+			return done, nil, nil, false, nil
 		}
 	}
-	return done, nil, false, nil
+	return done, nil, nil, false, nil
+}
+
+// newRelease reports whether ev is the success of a release tag newer
+// than the one the project's release node was read at (or of its first
+// release): the scan must read that tag before the chain starts from it.
+func (t *txn) newRelease(ev PipelineEvent) (bool, error) {
+	if !ev.Tag || classify(ev.Status) != classSuccess || t.e.cfg.Rescan == nil {
+		return false, nil
+	}
+	path := deps.NodeProject(ev.Project)
+	rule, _ := t.e.cfg.Refs.For(path)
+	tag := strings.TrimPrefix(ev.Ref, "refs/tags/")
+	if !rule.FollowsTag(tag) {
+		return false, nil
+	}
+	p, ok, err := t.project(path)
+	if err != nil || !ok {
+		return false, err
+	}
+	stored := p.Refs[deps.NodeKey(path, deps.NodeTags, "")]
+	latest, ok := deps.LatestRelease([]string{stored, tag}, rule.Tags)
+	return ok && latest.Tag == tag && tag != stored, nil
 }
 
 // rescan routes a push to Rescan and returns the outcome to record. A
@@ -154,18 +198,21 @@ func (e *Engine) rescan(ctx context.Context, ev *PushEvent) string {
 		return "ignored: no rescanner"
 	}
 	var branch string
+	var followed Project
 	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
 		p, ok, err := tx.Project(ctx, ev.Project)
 		if ok {
-			branch = p.DefaultBranch
+			branch, followed = p.DefaultBranch, p
 		}
 		return err
 	})
 	if err != nil {
 		e.log.Warn("push: look up project", "project", ev.Project, "err", err)
 	}
-	if branch != "" && strings.TrimPrefix(ev.Ref, "refs/heads/") != branch {
-		return "ignored: not the default branch"
+	pushed := strings.TrimPrefix(ev.Ref, "refs/heads/")
+	rule, _ := e.cfg.Refs.For(ev.Project)
+	if branch != "" && !followsBranch(followed, pushed) && !rule.FollowsBranch(pushed) {
+		return "ignored: not a followed branch"
 	}
 	if err := e.cfg.Rescan(ctx, ev.Project); err != nil {
 		e.log.Warn("rescan after push failed", "project", ev.Project, "project_id", ev.ProjectID, "err", err)

@@ -187,6 +187,11 @@ type Project struct {
 	// GitLab's refusals and from the project's settings and CI
 	// configuration by scans ("" until then: variables).
 	Ident PipelineIdent
+	// Refs are the refs of its nodes besides the default branch, by node
+	// key (docs/design/nodes.md): a followed branch, or, for its release
+	// tags, the newest release tag. Nil: it follows its default branch
+	// alone.
+	Refs map[string]string
 }
 
 // PipelineIdent is how the pipelines depsd creates in a project name their

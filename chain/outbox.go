@@ -326,10 +326,10 @@ func (e *Engine) claim(ctx context.Context, s *senders) (full bool, err error) {
 				return nil
 			}
 			t.handed = append(t.handed, handedAction{next, c.ID}) // given back if this does not commit
-			if p, known, err := t.project(next.Project); err != nil {
+			if p, ref, known, err := t.node(next.Project); err != nil {
 				return err
 			} else if known {
-				next.ProjectID, next.Ref, next.Ident = p.ID, p.DefaultBranch, p.Ident
+				next.ProjectID, next.Ref, next.Ident = p.ID, ref, p.Ident
 			}
 			if next.ClaimedAt.IsZero() {
 				next.ClaimedAt = t.now

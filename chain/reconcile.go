@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 )
 
@@ -93,11 +94,11 @@ func (e *Engine) Reconcile(ctx context.Context) (int, error) {
 		}
 		ev := PipelineEvent{
 			ProjectID: l.projectID, Project: l.project, PipelineID: l.pipelineID, Status: p.Status,
-			Ref: p.Ref, SHA: p.SHA, Source: "api", Variables: map[string]string{VarActionID: l.actionID},
+			Ref: p.Ref, Tag: p.Tag, SHA: p.SHA, Source: "api", Variables: map[string]string{VarActionID: l.actionID},
 			URL: p.WebURL, At: e.now(),
 		}
-		if ev.Ref == "" {
-			ev.Ref = e.defaultBranch(ctx, l.project)
+		if ev.Ref == "" { // a pipeline deleted on GitLab: its node's ref
+			ev.Ref, ev.Tag = e.nodeRef(ctx, l.project)
 		}
 		moved, err := e.applyReconciled(ctx, ev)
 		if err != nil {
@@ -234,7 +235,8 @@ func (e *Engine) reconcileBroken(ctx context.Context) (int, error) {
 	changed := 0
 	var first error
 	for _, b := range todo {
-		p, found, err := e.successSince(ctx, b.projectID, b.pipelineID, !b.stale, e.defaultBranch(ctx, b.project), b.since)
+		ref, tag := e.nodeRef(ctx, b.project)
+		p, found, err := e.successSince(ctx, b.projectID, b.pipelineID, !b.stale, ref, b.since)
 		if err != nil {
 			if ctx.Err() != nil {
 				return changed, ctx.Err()
@@ -249,7 +251,7 @@ func (e *Engine) reconcileBroken(ctx context.Context) (int, error) {
 			continue
 		}
 		ev := PipelineEvent{ProjectID: b.projectID, Project: b.project, PipelineID: p.ID, Status: p.Status,
-			Ref: p.Ref, SHA: p.SHA, Source: p.Source, URL: p.WebURL, At: e.now()}
+			Ref: p.Ref, Tag: tag, SHA: p.SHA, Source: p.Source, URL: p.WebURL, At: e.now()}
 		if p.ID == b.pipelineID {
 			ev.Variables = map[string]string{VarActionID: b.actionID}
 		}
@@ -303,14 +305,23 @@ func (e *Engine) applyReconciled(ctx context.Context, ev PipelineEvent) (bool, e
 	return true, nil
 }
 
-func (e *Engine) defaultBranch(ctx context.Context, project string) string {
-	var branch string
+// nodeRef is the ref node's pipelines run on (buildRef), and whether it
+// is a tag.
+func (e *Engine) nodeRef(ctx context.Context, node string) (ref string, tag bool) {
 	_ = e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
-		p, _, err := tx.Project(ctx, project)
-		branch = p.DefaultBranch
+		p, _, err := tx.Project(ctx, deps.NodeProject(node))
+		ref, _ = buildRef(node, p, e.cfg.Refs)
 		return err
 	})
-	return branch
+	_, kind, _ := deps.ParseNode(node)
+	return ref, kind == deps.NodeTags && ref != "" && !e.rebuildsBranch(node)
+}
+
+// rebuildsBranch reports whether node is a project's release tags rebuilt
+// on its default branch (rebuild: branch).
+func (e *Engine) rebuildsBranch(node string) bool {
+	rule, _ := e.cfg.Refs.For(deps.NodeProject(node))
+	return rule.Rebuild == deps.RebuildBranch
 }
 
 // Expire ends the active chains into which no new work came for Expiry:

@@ -161,7 +161,7 @@ func (e *Engine) applyNow(ctx context.Context, evs []NewEvent) (duplicate []bool
 		if duplicate, err = t.tx.RecordEvents(t.ctx, evs); err != nil {
 			return err
 		}
-		done, _, drained, err = t.applyEvents(len(evs)+yieldAfter, nil)
+		done, _, _, drained, err = t.applyEvents(len(evs)+yieldAfter, nil, nil)
 		return err
 	})
 	if err != nil {

@@ -214,6 +214,18 @@ func (t *txn) project(path string) (Project, bool, error) {
 	return p, ok, nil
 }
 
+// node returns the project of node and the ref its pipelines run on
+// (buildRef); ok is false for a project no longer stored or a node it no
+// longer has.
+func (t *txn) node(node string) (p Project, ref string, ok bool, err error) {
+	p, ok, err = t.project(deps.NodeProject(node))
+	if err != nil || !ok {
+		return p, "", ok, err
+	}
+	ref, ok = buildRef(node, p, t.e.cfg.Refs)
+	return p, ref, ok, nil
+}
+
 // memberByAction finds the member whose current action is id, and records
 // it as changed: callers hold it to change it. It looks in each active
 // chain's index of actions first and, only when none has it (the member
@@ -270,12 +282,12 @@ func (t *txn) settle(c *Chain) error {
 
 // enqueue writes the action that builds m and reports whether it could.
 func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
-	p, ok, err := t.project(m.Project)
+	p, ref, ok, err := t.node(m.Project)
 	if err != nil {
 		return false, err
 	}
 	if !ok {
-		m.State, m.Why, m.FinishedAt = Failed, "project is no longer in scope", t.now
+		m.State, m.Why, m.FinishedAt = Failed, "project is no longer in scope (or no longer has this ref)", t.now
 		c.changed(m)
 		c.touch(t.now)
 		return false, nil
@@ -285,7 +297,7 @@ func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
 		ups = slices.DeleteFunc(slices.Clone(c.Roots), func(r string) bool { return r == m.Project })
 	}
 	a := Action{
-		ID: newActionID(), ChainID: c.ID, Project: m.Project, ProjectID: p.ID, Ref: p.DefaultBranch,
+		ID: newActionID(), ChainID: c.ID, Project: m.Project, ProjectID: p.ID, Ref: ref,
 		Upstreams: slices.Clone(ups), NoCache: m.NoCache, State: ActionPending, NextAttemptAt: t.now, CreatedAt: t.now,
 		Ident: p.Ident,
 	}

@@ -64,6 +64,9 @@ type Config struct {
 	// Images says how the images projects publish are verified
 	// (docs/verification.md).
 	Images Images `yaml:"images"`
+	// Refs say which refs of which projects are followed beside the
+	// default branch, and what each publishes (config/refs.go).
+	Refs []Refs `yaml:"refs"`
 	// Warnings are notes for the user about the configuration, such as a
 	// deprecated spelling, collected by Validate; commands print them.
 	Warnings []string `yaml:"-"`
@@ -116,10 +119,11 @@ const (
 	VerifyEnforce = "enforce"
 )
 
-// PublishRules are images.publish and its overrides as verification
-// reads them.
-func (i Images) PublishRules() verify.PublishRules {
-	r := verify.PublishRules{Publish: i.Publish}
+// PublishRules are images.publish and its overrides, and what refs:
+// says each node publishes, as verification reads them.
+func (c Config) PublishRules() verify.PublishRules {
+	i := c.Images
+	r := verify.PublishRules{Publish: i.Publish, Refs: c.RefRules()}
 	for _, o := range i.Projects {
 		r.Overrides = append(r.Overrides, verify.PublishOverride{Match: o.Match, Publish: o.Publish})
 	}
@@ -550,6 +554,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.checkSigningTokens()...)
 	errs = append(errs, c.Images.problems()...)
+	errs = append(errs, c.refsProblems()...)
 	if c.Hooks.URL != "" {
 		if u, err := url.Parse(c.Hooks.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("hooks.url %q: want the http(s) URL GitLab should post to", c.Hooks.URL))

@@ -48,7 +48,7 @@ func HostOf(rawURL string) string {
 func (c Config) ScanOptions(log *slog.Logger, now func() time.Time) scan.Options {
 	return scan.Options{
 		Scope: c.GitLabScope(), Containerfiles: c.Containerfiles, Registry: c.Registry, Analysis: c.Analysis(),
-		InstanceHost: c.InstanceHost(), Concurrency: c.GitLab.Concurrency, Now: now, Logger: log,
+		InstanceHost: c.InstanceHost(), Concurrency: c.GitLab.Concurrency, Now: now, Logger: log, Refs: c.RefRules(),
 		RESTOnly: c.GitLab.GraphQL != nil && !*c.GitLab.GraphQL,
 	}
 }

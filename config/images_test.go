@@ -58,7 +58,7 @@ func TestImages(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r := cfg.Images.PublishRules()
+				r := cfg.PublishRules()
 				if got := r.For("tools/cli"); len(got) != 0 {
 					t.Errorf("tools/cli publishes %q, want the override's nothing", got)
 				}

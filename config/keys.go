@@ -107,6 +107,15 @@ func checkKeys(file string, n *yaml.Node, t reflect.Type, key string, out *Probl
 			}
 			checkKeys(file, v, f, sub, out)
 		}
+	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
+		// Keys the user names (refs[].publish: a branch per key).
+		if n.Kind != yaml.MappingNode {
+			bad("%s: want a mapping, e.g. main: [...]", key)
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			checkKeys(file, n.Content[i+1], t.Elem(), joinKey(key, n.Content[i].Value), out)
+		}
 	case t.Kind() == reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			bad("%s: want a list, e.g. [a, b] or one \"- item\" per line", key)

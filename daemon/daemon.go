@@ -91,8 +91,11 @@ type Daemon struct {
 	recorder *chain.Recorder
 	metrics  *metrics
 	state    *graphState
-	server   *http.Server
-	ui       *http.Server // nil unless Options.UIListen is set
+	// rescanRequests holds a rescan the leader is asked for
+	// (requestRescan); buffered by one.
+	rescanRequests chan struct{}
+	server         *http.Server
+	ui             *http.Server // nil unless Options.UIListen is set
 	// scanning serialises the daemon's scans (start, maintenance, pushes):
 	// the store would refuse an older one finishing after a newer one, and
 	// the work would be wasted.
@@ -159,7 +162,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.GitLab == nil {
 		return nil, errors.New("daemon: no GitLab client")
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(), gitlab: opts.GitLab}
+	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(), gitlab: opts.GitLab, rescanRequests: make(chan struct{}, 1)}
 	st, err := store.Open(ctx, cfg.State)
 	if err != nil {
 		return nil, err
@@ -183,6 +186,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		clock: wallClock{opts.Now}, log: opts.Logger.With("component", "liveness")}
 	d.engine, err = chain.New(chain.Config{
 		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
+		Refs:   cfg.RefRules(),
 		Expiry: opts.ChainExpiry, PollInterval: opts.PollInterval, InboxWait: opts.ReconcileInterval / 2,
 		// As many creates in flight as the client lets through: they are
 		// urgent, and its limits keep the rest of the traffic safe.
@@ -212,8 +216,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		Secret: cfg.Hooks.Secret, SecretMode: cfg.Hooks.SecretMode, SharedSecretAccepted: d.sharedSecret.Load,
 		Groups: cfg.HookGroups(), ProjectPath: d.state.projectPath,
 		Signing: cfg.Hooks.Signing, SigningTokens: d.signingTokens,
-		DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"),
-		Recorder:        recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
+		DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"), Follows: cfg.Follows(),
+		Recorder: recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
 		Observe: func(kind, outcome string) { d.metrics.events.WithLabelValues(kind, outcome).Inc() },
 		Now:     opts.Now, Logger: opts.Logger.With("component", "webhook"),
 	})
@@ -390,6 +394,30 @@ func (d *Daemon) scan(ctx context.Context) (scan.Result, error) {
 	}
 	d.metrics.observeScan(res.FinishedAt, res.Duration, res.Projects, res.Warnings)
 	return res, d.state.reload(ctx, d.store)
+}
+
+// requestRescan asks the leader for an incremental scan soon (what a scan
+// maps changed: a publication seen), without waiting for it; requests
+// made before it ran are one.
+func (d *Daemon) requestRescan() {
+	select {
+	case d.rescanRequests <- struct{}{}:
+	default:
+	}
+}
+
+// rescanWhenAsked runs the scans requestRescan asks for, until ctx ends.
+func (d *Daemon) rescanWhenAsked(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.rescanRequests:
+			if _, err := d.scan(ctx); err != nil && ctx.Err() == nil {
+				d.log.Warn("rescan after a seen publication failed", "err", err)
+			}
+		}
+	}
 }
 
 // rescanAfterPush answers a push that touched a dependency file. An

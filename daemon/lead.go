@@ -40,6 +40,7 @@ func (d *Daemon) lead(ctx context.Context) error {
 	// that dies leaves them to the next).
 	g.Go(func() error { return d.engine.RunVerify(gctx) })
 	g.Go(func() error { d.watchVerifyQueue(gctx); return nil })
+	g.Go(func() error { return d.rescanWhenAsked(gctx) })
 	g.Go(func() error {
 		return d.every(gctx, jobReconcile, d.opts.ReconcileInterval, func(ctx context.Context) error {
 			_, err := d.engine.Reconcile(ctx)

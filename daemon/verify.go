@@ -32,6 +32,11 @@ type imageVerifier struct {
 	log       *slog.Logger
 	// observe counts each image's result (metrics); nil: none.
 	observe func(verify.State)
+	// reg reads tags' digests for seenPublications; seen records them, and
+	// seenChanged is told when one changed the map (a rescan is due).
+	reg         verify.Registry
+	seen        func(ctx context.Context, image, node string, pipelineID int64, at time.Time) (bool, error)
+	seenChanged func()
 
 	published atomic.Pointer[map[string][]verify.Image]
 }
@@ -100,7 +105,58 @@ func (iv *imageVerifier) Verify(ctx context.Context, req chain.VerifyRequest) ch
 			iv.log.Warn("store verification failed", "project", req.Project, "image", r.Image, "err", err)
 		}
 	}
+	iv.seenPublications(ctx, req, results, at)
 	return summary(results)
+}
+
+// seenPublications records which tags downstreams name, of the project's
+// repositories, the build of req pushed: those another node of the
+// project is taken to publish (no template of `refs:` claims them) whose
+// digest is now one this build pushed. The next scan then maps them to
+// req's node (deps.EdgeSeen). One manifest read per such tag; nothing for
+// a project with a single node.
+func (iv *imageVerifier) seenPublications(ctx context.Context, req chain.VerifyRequest, results []verify.Result, at time.Time) {
+	if iv.reg == nil || iv.seen == nil {
+		return
+	}
+	pushed := map[string]bool{}
+	for _, r := range results {
+		if r.Digest != "" {
+			pushed[r.Digest] = true
+		}
+	}
+	m := iv.published.Load()
+	if m == nil || len(pushed) == 0 {
+		return
+	}
+	project := deps.NodeProject(req.Project)
+	changed := false
+	for node, images := range *m {
+		if node == req.Project || deps.NodeProject(node) != project {
+			continue
+		}
+		for _, img := range images {
+			if img.Declared {
+				continue // a template's: configured, not seen
+			}
+			man, err := iv.reg.Manifest(ctx, img.Image)
+			if err != nil || !pushed[man.Digest] {
+				continue
+			}
+			ch, err := iv.seen(context.WithoutCancel(ctx), img.Image, req.Project, req.PipelineID, at)
+			if err != nil {
+				iv.log.Warn("record seen publication failed", "image", img.Image, "project", req.Project, "err", err)
+				continue
+			}
+			if ch {
+				iv.log.Info("image seen published by another ref", "image", img.Image, "project", req.Project, "pipeline_id", req.PipelineID)
+			}
+			changed = changed || ch
+		}
+	}
+	if changed && iv.seenChanged != nil {
+		iv.seenChanged()
+	}
 }
 
 // verifyImage verifies one image for one platform and records the digests
@@ -158,9 +214,10 @@ func (d *Daemon) newImageVerifier() (chain.Verifier, error) {
 	reg := registry.New(d.registryOptions())
 	iv := &imageVerifier{
 		checker: &verify.Checker{Verifier: verify.New(reg, verify.Options{Timeout: cfg.Images.Timeout}), Store: d.store, Now: d.opts.Now},
-		st:      d.store, rules: cfg.Images.PublishRules(), platforms: platforms, now: d.opts.Now,
+		st:      d.store, rules: cfg.PublishRules(), platforms: platforms, now: d.opts.Now,
 		log:     d.log.With("component", "verify"),
 		observe: func(s verify.State) { d.metrics.verifications.WithLabelValues(string(s)).Inc() },
+		reg:     reg, seen: d.store.RecordSeen, seenChanged: d.requestRescan,
 	}
 	d.state.projectsChanged = iv.projectsChanged
 	return iv, nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/report"
 	"gitlab.com/depsd/depsd/scan"
@@ -381,7 +382,13 @@ type projectView struct {
 func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	path := strings.Trim(r.PathValue("path"), "/")
-	p, err := d.opts.Store.Project(ctx, path)
+	p, err := d.opts.Store.Project(ctx, deps.NodeProject(path))
+	if err == nil {
+		var ok bool
+		if p, ok = p.At(path); !ok { // a ref the project no longer has
+			err = scan.ErrNotFound
+		}
+	}
 	switch {
 	case errors.Is(err, scan.ErrNotFound):
 		d.fail(w, r, http.StatusNotFound, fmt.Errorf("project %s is not in the scanned graph", path))

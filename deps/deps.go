@@ -32,6 +32,23 @@ type Dependency struct {
 	// Project is the path of the GitLab project the dependency names, when
 	// known: mapped from Repository, or written directly in .gitlab-deps.
 	Project string `json:"project,omitempty"`
+	// Node is the node of Project that publishes the reference
+	// (NodeResolver), when it is not Project's default branch; Via says
+	// how that was decided.
+	Node string     `json:"node,omitempty"`
+	Via  EdgeSource `json:"via,omitempty"`
+	// SeenIn is the pipeline seen pushing the reference, when Via is
+	// EdgeSeen.
+	SeenIn int64 `json:"seen_in,omitempty"`
+}
+
+// UpstreamNode is the node the dependency names: Node, else Project's
+// default branch (Project); "" for an external image.
+func (d Dependency) UpstreamNode() string {
+	if d.Node != "" {
+		return d.Node
+	}
+	return d.Project
 }
 
 // Warning is a problem in a file that did not stop its analysis.

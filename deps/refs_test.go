@@ -147,7 +147,7 @@ func TestNodeResolverFleet(t *testing.T) {
 		{Path: "lang/ruby", RegistryPrefix: reg + "/lang/ruby", DefaultBranch: "main", Rule: ruby, Branches: []string{"bookworm", "release/3.3"}},
 		{Path: "apps/shop", RegistryPrefix: reg + "/apps/shop", DefaultBranch: "main"},
 	}
-	seen := map[string]string{reg + "/lang/ruby:3": "lang/ruby"}
+	seen := map[string]Seen{reg + "/lang/ruby:3": {Node: "lang/ruby", PipelineID: 7}}
 	r, errs := NewNodeResolver(projects, seen)
 	if len(errs) != 0 {
 		t.Fatal(errs)

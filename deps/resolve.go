@@ -54,7 +54,14 @@ const (
 // read-only once built and safe for concurrent use.
 type NodeResolver struct {
 	projects map[string]*projectPatterns
-	seen     map[string]string // image → node
+	seen     map[string]Seen // by image
+}
+
+// Seen is a publication depsd saw: the node whose pipeline pushed an
+// image (a tag downstreams name).
+type Seen struct {
+	Node       string
+	PipelineID int64
 }
 
 type projectPatterns struct {
@@ -71,7 +78,7 @@ type nodePattern struct {
 // publications depsd saw (image → node key). A template that cannot be
 // compiled for a project is an error naming both; the project's other
 // templates still count.
-func NewNodeResolver(projects []ProjectRefs, seen map[string]string) (*NodeResolver, []error) {
+func NewNodeResolver(projects []ProjectRefs, seen map[string]Seen) (*NodeResolver, []error) {
 	r := &NodeResolver{projects: make(map[string]*projectPatterns, len(projects)), seen: seen}
 	var errs []error
 	for _, p := range projects {
@@ -82,7 +89,7 @@ func NewNodeResolver(projects []ProjectRefs, seen map[string]string) (*NodeResol
 			for _, tmpl := range p.Rule.Templates(kind, branch, p.DefaultBranch) {
 				pat, err := CompilePublish(tmpl, p.RegistryPrefix, kind, branch)
 				if err != nil {
-					errs = append(errs, fmt.Errorf("refs: publish %q of %s: %w", tmpl, node, err))
+					errs = append(errs, &TemplateError{Project: p.Path, Node: node, Template: tmpl, Err: err})
 					continue
 				}
 				np.patterns = append(np.patterns, pat)
@@ -98,9 +105,15 @@ func NewNodeResolver(projects []ProjectRefs, seen map[string]string) (*NodeResol
 // host/path:tag, with or without a digest), and how that was decided. A
 // project the resolver does not know is its own default-branch node.
 func (r *NodeResolver) Node(project, image string) (string, EdgeSource) {
+	n, via, _ := r.NodeSeen(project, image)
+	return n, via
+}
+
+// NodeSeen is Node, and the pipeline seen pushing image when that decided.
+func (r *NodeResolver) NodeSeen(project, image string) (string, EdgeSource, int64) {
 	pp, ok := r.projects[project]
 	if !ok {
-		return project, EdgeDefault
+		return project, EdgeDefault, 0
 	}
 	ref := image
 	if i := strings.Index(ref, "@"); i >= 0 {
@@ -109,15 +122,27 @@ func (r *NodeResolver) Node(project, image string) (string, EdgeSource) {
 	if _, _, tagged := cutTag(ref); tagged {
 		for _, np := range pp.patterns {
 			if slices.ContainsFunc(np.patterns, func(p PublishPattern) bool { return p.Matches(ref) }) {
-				return np.node, EdgeConfigured
+				return np.node, EdgeConfigured, 0
 			}
 		}
-		if node, ok := r.seen[ref]; ok && slices.Contains(pp.refs.Nodes(), node) {
-			return node, EdgeSeen
+		if sp, ok := r.seen[ref]; ok && slices.Contains(pp.refs.Nodes(), sp.Node) {
+			return sp.Node, EdgeSeen, sp.PipelineID
 		}
 	}
-	return project, EdgeDefault
+	return project, EdgeDefault, 0
 }
+
+// TemplateError is a publish template that cannot be used for a node.
+type TemplateError struct {
+	Project, Node, Template string
+	Err                     error
+}
+
+func (e *TemplateError) Error() string {
+	return fmt.Sprintf("refs: publish %q of %s: %v", e.Template, e.Node, e.Err)
+}
+
+func (e *TemplateError) Unwrap() error { return e.Err }
 
 // Conflicts lists the references two nodes of one project both claim by
 // their templates, among refs (each host/path:tag): a configuration

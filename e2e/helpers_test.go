@@ -142,6 +142,8 @@ type daemonConfig struct {
 	// signing is hooks.signing (default auto); signingToken, if set, is
 	// the configured signing token, installed on every hook.
 	signing, signingToken string
+	// edit, if set, changes the configuration last.
+	edit func(*config.Config)
 }
 
 // startDaemon runs depsd serve in process (daemon.New/Run, as `depsd serve`
@@ -174,6 +176,9 @@ func startDaemon(t *testing.T, srv *gitlabtest.Server, dc daemonConfig) *world {
 	cfg.Images.Verify = config.VerifyOff
 	if dc.reconcile == 0 {
 		dc.reconcile = time.Minute
+	}
+	if dc.edit != nil {
+		dc.edit(&cfg)
 	}
 
 	client := newHTTPClient(t)

@@ -14,9 +14,12 @@ import (
 type Pipeline struct {
 	ID, ProjectID int64
 	Ref, SHA      string
-	Status        string // created, pending, running, success, failed, canceled, skipped, manual, ...
-	Source        string // api, push, schedule, trigger, web, ...
-	WebURL        string
+	// Tag says Ref is a tag. GitLab gives it for one pipeline, not in
+	// lists (ListPipelines leaves it false).
+	Tag    bool
+	Status string // created, pending, running, success, failed, canceled, skipped, manual, ...
+	Source string // api, push, schedule, trigger, web, ...
+	WebURL string
 	// Name is the pipeline's name (the CI configuration's workflow:name,
 	// which may carry an input); empty without one.
 	Name      string
@@ -45,7 +48,7 @@ func timeOf(t *time.Time) time.Time {
 
 func fromPipeline(p *gl.Pipeline) Pipeline {
 	return Pipeline{
-		ID: p.ID, ProjectID: p.ProjectID, Ref: p.Ref, SHA: p.SHA, Status: p.Status,
+		ID: p.ID, ProjectID: p.ProjectID, Ref: p.Ref, SHA: p.SHA, Status: p.Status, Tag: p.Tag,
 		Source: string(p.Source), WebURL: p.WebURL, Name: p.Name,
 		CreatedAt: timeOf(p.CreatedAt), UpdatedAt: timeOf(p.UpdatedAt),
 		Duration: time.Duration(p.Duration) * time.Second,

@@ -27,7 +27,7 @@ type PipelineHistory interface {
 type HistoryTarget struct {
 	Path string
 	ID   int64
-	Ref  string // the default branch
+	Ref  string // the node's ref: its branch, or its newest release tag
 }
 
 // HistoryRuns is how many recent successful pipelines an estimate looks at
@@ -187,9 +187,17 @@ func RebuildTargets(g *deps.Graph, project string, stored []scan.Project) []Hist
 	var out []HistoryTarget
 	for _, w := range g.Waves(project) {
 		for _, m := range w {
-			if p, ok := byPath[m]; ok {
-				out = append(out, HistoryTarget{Path: m, ID: p.ID, Ref: p.DefaultBranch})
+			p, ok := byPath[deps.NodeProject(m)]
+			if !ok {
+				continue
 			}
+			ref := p.DefaultBranch // a node's own pipelines: its branch's, its release's
+			for _, r := range p.Refs {
+				if r.Node == m {
+					ref = r.Ref
+				}
+			}
+			out = append(out, HistoryTarget{Path: m, ID: p.ID, Ref: ref})
 		}
 	}
 	return out

@@ -21,10 +21,13 @@ type Picture struct {
 
 // Node is one box of a Picture.
 type Node struct {
-	Name     string // project path, or image reference for an external image
-	External bool   // an image from outside the instance (e.g. debian:12)
-	Cycle    bool   // on a dependency cycle (never followed by a chain)
-	Focus    bool   // the project the view is about
+	Name string // node key, or image reference for an external image
+	// Label is what the box says when it differs from Name
+	// (deps.NodeLabel: project@branch).
+	Label    string
+	External bool // an image from outside the instance (e.g. debian:12)
+	Cycle    bool // on a dependency cycle (never followed by a chain)
+	Focus    bool // the project the view is about
 	// Note is a short remark drawn after the name, e.g. "+40 downstream".
 	Note       string
 	Layer      int
@@ -71,7 +74,7 @@ func Layout(doc Graph, opts LayoutOptions) Picture {
 		return len(pic.Nodes) - 1
 	}
 	for _, p := range doc.Projects {
-		add(Node{Name: p.Path, Focus: p.Path == opts.Focus, Note: opts.Notes[p.Path]})
+		add(Node{Name: p.Path, Label: p.Label, Focus: p.Path == opts.Focus, Note: opts.Notes[p.Path]})
 	}
 	pic.Projects = len(pic.Nodes)
 	for _, p := range doc.Projects {
@@ -349,6 +352,9 @@ func labelWidth(nd Node) int {
 // for an external image.
 func label(nd Node) string {
 	s := nd.Name
+	if nd.Label != "" {
+		s = nd.Label
+	}
 	switch {
 	case nd.External:
 		s = "image " + s

@@ -29,41 +29,120 @@ type Graph struct {
 	Focus string `json:"focus,omitempty"`
 }
 
-// Project is one node with its neighbours.
+// Project is one node with its neighbours: a project's default branch,
+// or another of its refs (docs/design/nodes.md).
 type Project struct {
-	Path       string         `json:"path"`
-	File       string         `json:"file,omitempty"`
-	Upstream   []string       `json:"upstream"`
-	Downstream []string       `json:"downstream"`
-	External   []string       `json:"external"`
-	Warnings   []deps.Warning `json:"warnings"`
+	// Path is the node's key: the project's path for its default branch,
+	// project@branch, project@tags.
+	Path string `json:"path"`
+	// Label is how the node is shown: the key, or project@branch for the
+	// default branch of a project with several nodes (deps.NodeLabel).
+	Label string `json:"label,omitempty"`
+	// Ref is the branch the node follows, or its newest release tag.
+	Ref        string   `json:"ref,omitempty"`
+	File       string   `json:"file,omitempty"`
+	Upstream   []string `json:"upstream"`
+	Downstream []string `json:"downstream"`
+	// UpstreamVia says, for each upstream, how the node's reference was
+	// mapped to that upstream node: configured (a publish template of
+	// refs: or the default :latest), seen (a pipeline was seen pushing
+	// it), default (no node claims it: the default branch's).
+	UpstreamVia map[string]deps.EdgeSource `json:"upstream_via,omitempty"`
+	// UpstreamSeenIn is, for an upstream mapped by what depsd saw, the
+	// pipeline seen pushing the reference.
+	UpstreamSeenIn map[string]int64 `json:"upstream_seen_in,omitempty"`
+	External       []string         `json:"external"`
+	Warnings       []deps.Warning   `json:"warnings"`
 }
 
-// Build assembles the document from the stored projects and their graph.
+// Build assembles the document from the stored projects and their graph:
+// one entry per node.
 func Build(projects []scan.Project, g *deps.Graph) Graph {
 	doc := Graph{Projects: make([]Project, 0, len(projects)), Cycles: g.Cycles()}
 	if doc.Cycles == nil {
 		doc.Cycles = [][]string{}
 	}
-	for _, p := range projects {
+	labels := Labels(projects)
+	node := func(key, ref, file string, ds []deps.Dependency, warnings []deps.Warning) Project {
 		ext := map[string]bool{}
-		for _, d := range p.Dependencies {
+		via := map[string]deps.EdgeSource{}
+		var seenIn map[string]int64
+		for _, d := range ds {
 			if d.Project == "" && d.Image != "" {
 				ext[d.Image] = true
 			}
+			if up := d.UpstreamNode(); up != "" && d.Via != "" && g.Has(up) {
+				via[up] = d.Via
+				if d.SeenIn != 0 {
+					if seenIn == nil {
+						seenIn = map[string]int64{}
+					}
+					seenIn[up] = d.SeenIn
+				}
+			}
 		}
-		warnings := p.Warnings
+		if len(via) == 0 {
+			via = nil
+		}
 		if warnings == nil {
 			warnings = []deps.Warning{}
 		}
-		doc.Projects = append(doc.Projects, Project{
-			Path: p.Path, File: p.File,
-			Upstream: nonNil(g.Upstream(p.Path)), Downstream: nonNil(g.Downstream(p.Path)),
-			External: sortedKeys(ext), Warnings: warnings,
-		})
+		p := Project{
+			Path: key, Ref: ref, File: file,
+			Upstream: nonNil(g.Upstream(key)), Downstream: nonNil(g.Downstream(key)),
+			UpstreamVia: via, UpstreamSeenIn: seenIn, External: sortedKeys(ext), Warnings: warnings,
+		}
+		if l := labels[key]; l != key {
+			p.Label = l
+		}
+		return p
+	}
+	for _, p := range projects {
+		doc.Projects = append(doc.Projects, node(p.Path, "", p.File, p.Dependencies, p.Warnings))
+		for _, r := range p.Refs {
+			doc.Projects = append(doc.Projects, node(r.Node, r.Ref, r.File, r.Dependencies, r.Warnings))
+		}
 	}
 	sort.Slice(doc.Projects, func(i, j int) bool { return doc.Projects[i].Path < doc.Projects[j].Path })
 	return doc
+}
+
+// Labels are how views name the nodes of projects: by key, except that
+// the default branch of a project with several nodes is named
+// project@branch (deps.NodeLabel).
+func Labels(projects []scan.Project) map[string]string {
+	out := make(map[string]string, len(projects))
+	for _, p := range projects {
+		out[p.Path] = deps.NodeLabel(p.Path, len(p.Refs) > 0, p.DefaultBranch)
+		for _, r := range p.Refs {
+			out[r.Node] = r.Node
+		}
+	}
+	return out
+}
+
+// names maps each node's key to how it is shown (Project.Name).
+func (doc Graph) names() func(key string) string {
+	m := make(map[string]string, len(doc.Projects))
+	for _, p := range doc.Projects {
+		if p.Label != "" {
+			m[p.Path] = p.Label
+		}
+	}
+	return func(key string) string {
+		if l, ok := m[key]; ok {
+			return l
+		}
+		return key
+	}
+}
+
+// Name is how p is shown: its Label, else its key.
+func (p Project) Name() string {
+	if p.Label != "" {
+		return p.Label
+	}
+	return p.Path
 }
 
 // Write renders doc in format (one of Formats).
@@ -90,10 +169,11 @@ func Write(w io.Writer, format string, doc Graph) error {
 }
 
 func writeText(w io.Writer, doc Graph) error {
+	name := doc.names()
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROJECT\tUPSTREAM\tDOWNSTREAM\tEXTERNAL\tWARNINGS")
 	for _, p := range doc.Projects {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", p.Path, list(p.Upstream), list(p.Downstream), list(p.External), len(p.Warnings))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", p.Name(), upstreams(p, name), list(mapped(p.Downstream, name)), list(p.External), len(p.Warnings))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -108,17 +188,18 @@ func writeText(w io.Writer, doc Graph) error {
 
 // writeDOT draws edges upstream → downstream, external images as boxes.
 func writeDOT(w io.Writer, doc Graph) error {
+	name := doc.names()
 	var b strings.Builder
 	b.WriteString("digraph depsd {\n  rankdir=LR;\n  node [shape=ellipse];\n")
 	ext := map[string]bool{}
 	for _, p := range doc.Projects {
-		fmt.Fprintf(&b, "  %q;\n", p.Path)
+		fmt.Fprintf(&b, "  %q;\n", p.Name())
 		for _, d := range p.Downstream {
-			fmt.Fprintf(&b, "  %q -> %q;\n", p.Path, d)
+			fmt.Fprintf(&b, "  %q -> %q;\n", p.Name(), name(d))
 		}
 		for _, e := range p.External {
 			ext[e] = true
-			fmt.Fprintf(&b, "  %q -> %q [style=dashed];\n", e, p.Path)
+			fmt.Fprintf(&b, "  %q -> %q [style=dashed];\n", e, p.Name())
 		}
 	}
 	for _, e := range sortedKeys(ext) {
@@ -132,6 +213,7 @@ func writeDOT(w io.Writer, doc Graph) error {
 // writeMermaid draws a flowchart; node ids are indices because Mermaid ids
 // cannot hold '/' or ':'.
 func writeMermaid(w io.Writer, doc Graph) error {
+	name := doc.names()
 	var b strings.Builder
 	b.WriteString("flowchart LR\n")
 	ids := map[string]string{}
@@ -149,18 +231,45 @@ func writeMermaid(w io.Writer, doc Graph) error {
 		return v
 	}
 	for _, p := range doc.Projects {
-		id(p.Path, false)
+		id(p.Name(), false)
 	}
 	for _, p := range doc.Projects {
 		for _, d := range p.Downstream {
-			fmt.Fprintf(&b, "  %s --> %s\n", id(p.Path, false), id(d, false))
+			fmt.Fprintf(&b, "  %s --> %s\n", id(p.Name(), false), id(name(d), false))
 		}
 		for _, e := range p.External {
-			fmt.Fprintf(&b, "  %s -.-> %s\n", id(e, true), id(p.Path, false))
+			fmt.Fprintf(&b, "  %s -.-> %s\n", id(e, true), id(p.Name(), false))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// upstreams lists p's upstreams, each saying how its reference was mapped
+// when that is not the only way it could be: a node besides a default
+// branch, or a reference no node claims.
+func upstreams(p Project, name func(string) string) string {
+	var out []string
+	for _, u := range p.Upstream {
+		s := name(u)
+		switch v := p.UpstreamVia[u]; {
+		case v == deps.EdgeSeen && p.UpstreamSeenIn[u] != 0:
+			s += fmt.Sprintf(" (seen at pipeline %d)", p.UpstreamSeenIn[u])
+		case v == deps.EdgeSeen || v != "" && strings.Contains(s, "@"):
+			s += " (" + string(v) + ")"
+		}
+		out = append(out, s)
+	}
+	return list(out)
+}
+
+// mapped is keys as name shows them.
+func mapped(keys []string, name func(string) string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = name(k)
+	}
+	return out
 }
 
 func list(s []string) string {

@@ -35,7 +35,7 @@ func TestAnalyzeReadsForTheConfiguredPlatform(t *testing.T) {
 			opts.Platforms = p
 		}
 		ps := projects()
-		scan.Analyze(ps, "", "gitlab.example.com", opts)
+		scan.Analyze(ps, scan.AnalyzeOptions{InstanceHost: "gitlab.example.com", Analysis: opts})
 		app := ps[2]
 		if len(app.Dependencies) != 1 || app.Dependencies[0].Project != tt.want || len(app.Warnings) != 0 {
 			t.Errorf("platform %q: dependencies %+v, warnings %+v; want one on %s and no warning", tt.platform, app.Dependencies, app.Warnings, tt.want)

@@ -46,6 +46,58 @@ type Project struct {
 	// id (chain.PipelineIdent: variables, inputs, none), as stored; in a
 	// scan's result "" leaves the stored one as it is (see identify).
 	PipelineIdent string
+	// Refs are the project's nodes besides its default branch (whose
+	// files and dependencies are the fields above): each followed branch
+	// and its release tags, as `refs:` in depsd.yaml says
+	// (docs/design/nodes.md). Sorted by node key.
+	Refs []Ref
+	// RefsRule names the rule Refs were read by (its branches and tags);
+	// empty when none applies.
+	RefsRule string
+}
+
+// Ref is one node of a project other than its default branch: a followed
+// branch, or the project's release tags (read at the newest release).
+type Ref struct {
+	Node string        // its key: path@branch or path@tags
+	Kind deps.NodeKind // deps.NodeBranch or deps.NodeTags
+	// Ref is the branch, or the newest release tag.
+	Ref string
+	// HeadCommit, Files, File, Dependencies, Built and Warnings are as a
+	// Project's, for this ref.
+	HeadCommit   string
+	Files        []File
+	File         string
+	Dependencies []deps.Dependency
+	Built        []string
+	Warnings     []deps.Warning
+}
+
+// At is the project as seen at one of its nodes: Path the node's key,
+// the files, dependencies and warnings that node's ref has, and Refs
+// empty. ok is false for a node the project does not have.
+func (p Project) At(node string) (Project, bool) {
+	if node == p.Path {
+		return p, true
+	}
+	for _, r := range p.Refs {
+		if r.Node == node {
+			q := p
+			q.Path, q.HeadCommit, q.Files, q.File = r.Node, r.HeadCommit, r.Files, r.File
+			q.Dependencies, q.Built, q.Warnings, q.Refs = r.Dependencies, r.Built, r.Warnings, nil
+			return q, true
+		}
+	}
+	return Project{}, false
+}
+
+// Nodes are the keys of the project's nodes: its default branch first.
+func (p Project) Nodes() []string {
+	out := []string{p.Path}
+	for _, r := range p.Refs {
+		out = append(out, r.Node)
+	}
+	return out
 }
 
 // File is one file of a project's repository, as read.
@@ -78,23 +130,32 @@ var ErrConflict = errors.New("a newer scan was stored while this one ran")
 // ErrNotFound: no project is stored at the path asked for.
 var ErrNotFound = errors.New("project not found")
 
-// GraphOf builds the dependency graph of projects: every project is a node,
-// and every dependency naming another of them is an edge. A dependency on a
-// project outside the set (out of scope, removed) adds nothing: depsd could
-// never trigger or hear from such a project. Nor does a project naming
-// itself (FROM its own image): that would be a cycle of one, reported as a
-// warning by Analyze instead. store.Store.Graph applies the same rules in
-// SQL.
+// GraphOf builds the dependency graph of projects: every node of every
+// project (its default branch, each followed ref) is a node of the graph,
+// and every dependency naming a node of another, or another node of the
+// same project, is an edge. A dependency on a project outside the set
+// (out of scope, removed) adds nothing: depsd could never trigger or hear
+// from such a project. Nor does a node naming itself (FROM its own
+// image): that would be a cycle of one, reported as a warning by Analyze
+// instead. store.Store.Graph applies the same rules.
 func GraphOf(projects []Project) *deps.Graph {
 	g := deps.NewGraph()
 	for _, p := range projects {
-		g.AddProject(p.Path)
+		for _, n := range p.Nodes() {
+			g.AddProject(n)
+		}
+	}
+	edges := func(node string, ds []deps.Dependency) {
+		for _, d := range ds {
+			if up := d.UpstreamNode(); up != "" && up != node && g.Has(up) {
+				g.AddEdge(up, node)
+			}
+		}
 	}
 	for _, p := range projects {
-		for _, d := range p.Dependencies {
-			if d.Project != "" && d.Project != p.Path && g.Has(d.Project) {
-				g.AddEdge(d.Project, p.Path)
-			}
+		edges(p.Path, p.Dependencies)
+		for _, r := range p.Refs {
+			edges(r.Node, r.Dependencies)
 		}
 	}
 	return g

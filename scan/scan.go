@@ -47,6 +47,12 @@ type GitLab interface {
 	ListFiles(ctx context.Context, projectID int64, ref string, names []string) (map[string]string, error)
 	// ReadBlob returns the content of a blob by id.
 	ReadBlob(ctx context.Context, projectID int64, blobID string) ([]byte, error)
+	// BranchNames lists every branch of a project (search: GitLab's
+	// filter, "" for all).
+	BranchNames(ctx context.Context, projectID int64, search string) ([]string, error)
+	// NewestTagNames lists a page of a project's tags, newest version
+	// first (search: GitLab's filter, ^v for tags starting with v).
+	NewestTagNames(ctx context.Context, projectID int64, search string) ([]string, error)
 	Requests() int64
 }
 
@@ -71,6 +77,12 @@ type Store interface {
 	LastScan(ctx context.Context) (Meta, bool, error)
 }
 
+// SeenSource is what a Store may also have: the publications depsd saw
+// (*store.Store has it).
+type SeenSource interface {
+	SeenPublications(ctx context.Context) (map[string]deps.Seen, error)
+}
+
 // Options say what to scan and how.
 type Options struct {
 	Scope gitlab.Scope
@@ -82,6 +94,13 @@ type Options struct {
 	Registry string
 	// Analysis says how Containerfiles are read (the platforms).
 	Analysis deps.Options
+	// Refs are the rules of `refs:`: which refs of which projects are
+	// followed beside the default branch, and what each publishes.
+	Refs deps.RefRules
+	// Seen are the publications depsd saw, by image, which map references
+	// no template claims; nil: Run reads them from a Store that has them
+	// (SeenSource).
+	Seen map[string]deps.Seen
 	// InstanceHost is the GitLab host; .gitlab-deps URLs on other hosts are
 	// warnings.
 	InstanceHost string
@@ -106,6 +125,7 @@ type Result struct {
 	Batches      int // GraphQL requests that read files of many projects
 	BlobsRead    int // file contents read from GitLab (each distinct blob once)
 	Unchanged    int // projects whose stored files were reused without a request
+	RefRequests  int // requests for refs besides the default branch: branch and tag listings, trees
 	CyclePaths   [][]string
 	Duration     time.Duration
 }
@@ -186,6 +206,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		return nil
 	}
 	var pending []int
+	unchanged := map[int64]bool{}
 	for i, lp := range listed {
 		prev, hadPrev := prevByID[lp.ID]
 		projects[i] = Project{
@@ -197,6 +218,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
 			p.HeadCommit, p.HeadCheckedAt = prev.HeadCommit, started
 			p.PipelineIdent = identify(lp.Variables, prev.PipelineIdent, ciRead{})
+			unchanged[lp.ID] = true
 			res.Unchanged++
 			mu.Lock()
 			progress()
@@ -260,12 +282,24 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	if err := g.Wait(); err != nil {
 		return Result{}, fmt.Errorf("read dependency files: %w", err)
 	}
+	read, extra, err := readAllRefs(ctx, gl, blobs, projects, listed, prevByID, unchanged, opts, names)
+	if err != nil {
+		return Result{}, fmt.Errorf("read followed refs: %w", err)
+	}
+	res.BlobsRead += read
+	res.RefRequests = extra
 	// The reads are done: what only they needed (the listing, the stored
 	// projects, their blobs) is let go before the analysis and the write,
 	// the scan's largest allocations.
 	listed, previous, prevByID, known, blobs, b = nil, nil, nil, nil, nil, batchReader{}
 
-	graph := Analyze(projects, opts.Registry, opts.InstanceHost, opts.Analysis)
+	if ss, ok := st.(SeenSource); ok && opts.Seen == nil {
+		if opts.Seen, err = ss.SeenPublications(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	graph := Analyze(projects, AnalyzeOptions{Registry: opts.Registry, InstanceHost: opts.InstanceHost,
+		Analysis: opts.Analysis, Refs: opts.Refs, Seen: opts.Seen})
 	res.Meta = summarize(projects, graph)
 	res.CyclePaths = graph.Cycles()
 	res.Meta.Cycles = len(res.CyclePaths)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"gitlab.com/depsd/depsd/deps"
 )
 
 // Config is the scheduling part of depsd.yaml. The daemon's configuration
@@ -54,6 +56,9 @@ type Config struct {
 // ScheduleSpec is one entry of `schedules:`.
 type ScheduleSpec struct {
 	Project string `yaml:"project"`
+	// Ref is the node of the project rebuilt: a followed branch, or
+	// "tags" for its releases; empty: its default branch.
+	Ref string `yaml:"ref"`
 	// Cron has 5 fields (minute hour day-of-month month day-of-week) or a
 	// descriptor (@daily, @weekly, @every 6h). A CRON_TZ= or TZ= prefix
 	// may name the timezone instead of Timezone.
@@ -139,4 +144,15 @@ func (c Config) catchUp() CatchUp {
 		return CatchUpOnce
 	}
 	return c.CatchUp
+}
+
+// Node is the key of the node the schedule rebuilds (deps.NodeKey).
+func (s ScheduleSpec) Node() string {
+	switch s.Ref {
+	case "":
+		return s.Project
+	case deps.TagsRef:
+		return deps.NodeKey(s.Project, deps.NodeTags, "")
+	}
+	return deps.NodeKey(s.Project, deps.NodeBranch, s.Ref)
 }

@@ -29,7 +29,7 @@ func (c Config) compile(inScope func(string) bool) ([]*entry, []watched, error) 
 	for i, s := range c.Schedules {
 		name := fmt.Sprintf("schedules[%d]", i)
 		if s.Project != "" {
-			name += " (" + s.Project + ")"
+			name += " (" + s.Node() + ")"
 		}
 		switch {
 		case strings.TrimSpace(s.Project) == "":
@@ -44,7 +44,7 @@ func (c Config) compile(inScope func(string) bool) ([]*entry, []watched, error) 
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			continue
 		}
-		e := newEntry(KindRebuild, s.Project, sp, nil)
+		e := newEntry(KindRebuild, s.Node(), sp, nil)
 		if j, dup := seenSchedule[e.id]; dup {
 			errs = append(errs, fmt.Errorf("%s: same schedule as schedules[%d]", name, j))
 			continue

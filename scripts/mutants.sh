@@ -1235,6 +1235,40 @@ mutant "GitLab's 401 to a merge the user may not make is taken for a rejected to
 	'case false:' \
 	-- go test -count=1 -run 'TestMergeRequests$' ./gitlab/
 
+# Issue 36: nodes (a project at a ref), release tags and maintenance branches.
+mutant "a release tag's pipeline is dropped by the webhook receiver (tags were ignored before nodes)" \
+	webhook/decode.go \
+	'case a.Tag && !follows.follows(p.Project.PathWithNamespace, a.Ref, true):' \
+	'case a.Tag:' \
+	-- go test -count=1 -run 'TestReleaseTagAndMaintenanceBranchAcrossSIGKILL' ./e2e/
+
+mutant "a maintenance branch's member is built on the default branch" \
+	chain/nodes.go \
+	'		_, ok := p.Refs[node]
+		return branch, ok' \
+	'		_, ok := p.Refs[node]
+		_ = branch
+		return p.DefaultBranch, ok' \
+	-- go test -count=1 -run 'TestChainsOnReleaseTagsAndMaintenanceBranches' ./chain/
+
+mutant "a new release is applied before the scan read it (its node may not exist yet)" \
+	chain/inbox.go \
+	'return ok && latest.Tag == tag && tag != stored, nil' \
+	'return ok && false && latest.Tag == tag && tag != stored, nil' \
+	-- go test -count=1 -run 'TestTagSeenPublishedByAReleaseMovesTheEdge' ./e2e/
+
+mutant "a tag a release pushed is never recorded as seen" \
+	daemon/verify.go \
+	'if err != nil || !pushed[man.Digest] {' \
+	'if true || err != nil || !pushed[man.Digest] {' \
+	-- go test -count=1 -run 'TestTagSeenPublishedByAReleaseMovesTheEdge' ./e2e/
+
+mutant "an unchanged project's refs are read again at every scan" \
+	scan/refs.go \
+	'if unchanged[p.ID] && old.RefsRule == p.RefsRule {' \
+	'if false {' \
+	-- go test -count=1 -run 'TestScanReadsFollowedRefs' ./scan/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -123,7 +123,7 @@ func removeAndPark(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project,
 // dependencies and warnings that changed. old holds the stored state.
 func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, projects []scan.Project) error {
 	upsert, err := tx.PrepareContext(ctx, `INSERT INTO projects (`+projectColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (id) DO UPDATE SET
 			path = excluded.path,
 			default_branch = excluded.default_branch,
@@ -137,7 +137,8 @@ func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, 
 			scanned_at = excluded.scanned_at,
 			pipeline_ident = CASE WHEN excluded.pipeline_ident = '' THEN projects.pipeline_ident
 				ELSE excluded.pipeline_ident END,
-			built = excluded.built`)
+			built = excluded.built,
+			refs_rule = excluded.refs_rule`)
 	if err != nil {
 		return err
 	}
@@ -155,21 +156,26 @@ func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, 
 			}
 			if _, err := upsert.ExecContext(ctx, p.ID, p.Path, p.DefaultBranch, p.RegistryPrefix, p.WebURL,
 				p.HeadCommit, encodeTime(p.LastActivity), encodeTime(p.HeadCheckedAt), searched, p.File,
-				encodeTime(p.ScannedAt), p.PipelineIdent, built); err != nil {
+				encodeTime(p.ScannedAt), p.PipelineIdent, built, p.RefsRule); err != nil {
 				return fmt.Errorf("save project %s: %w", p.Path, err)
 			}
 		}
-		if o == nil || !slices.EqualFunc(o.Files, p.Files, sameFile) {
+		if o == nil || !sameRefRows(o.Refs, p.Refs) {
+			if err := replaceRefs(ctx, tx, p, o != nil); err != nil {
+				return fmt.Errorf("save refs of %s: %w", p.Path, err)
+			}
+		}
+		if o == nil || !slices.EqualFunc(fileRows(o), fileRows(&p), func(a, b fileRow) bool { return a.node == b.node && sameFile(a.f, b.f) }) {
 			if err := replaceFiles(ctx, tx, p, o != nil); err != nil {
 				return fmt.Errorf("save files of %s: %w", p.Path, err)
 			}
 		}
-		if o == nil || !slices.Equal(o.Dependencies, p.Dependencies) {
+		if o == nil || !slices.Equal(dependencyRows(o), dependencyRows(&p)) {
 			if err := replaceDependencies(ctx, tx, p, o != nil); err != nil {
 				return fmt.Errorf("save dependencies of %s: %w", p.Path, err)
 			}
 		}
-		if o == nil || !slices.Equal(o.Warnings, p.Warnings) {
+		if o == nil || !slices.Equal(warningRows(o), warningRows(&p)) {
 			if err := replaceWarnings(ctx, tx, p, o != nil); err != nil {
 				return fmt.Errorf("save warnings of %s: %w", p.Path, err)
 			}
@@ -185,7 +191,7 @@ func sameRow(a, b *scan.Project) bool {
 		a.WebURL == b.WebURL && a.HeadCommit == b.HeadCommit && a.File == b.File &&
 		a.LastActivity.Equal(b.LastActivity) && a.HeadCheckedAt.Equal(b.HeadCheckedAt) &&
 		a.ScannedAt.Equal(b.ScannedAt) && slices.Equal(a.SearchedFiles, b.SearchedFiles) && slices.Equal(a.Built, b.Built) &&
-		(b.PipelineIdent == "" || a.PipelineIdent == b.PipelineIdent)
+		(b.PipelineIdent == "" || a.PipelineIdent == b.PipelineIdent) && a.RefsRule == b.RefsRule
 }
 
 func sameFile(a, b scan.File) bool { return a.Name == b.Name && bytes.Equal(a.Content, b.Content) }
@@ -196,13 +202,13 @@ func replaceFiles(ctx context.Context, tx *sql.Tx, p scan.Project, existed bool)
 			return err
 		}
 	}
-	for i, f := range p.Files {
-		content := f.Content
+	for i, r := range fileRows(&p) {
+		content := r.f.Content
 		if content == nil {
 			content = []byte{} // the column is NOT NULL; an empty file is still a file
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO files (project_id, seq, name, content) VALUES ($1, $2, $3, $4)`,
-			p.ID, i, f.Name, content); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO files (project_id, seq, name, content, node) VALUES ($1, $2, $3, $4, $5)`,
+			p.ID, i, r.f.Name, content, r.node); err != nil {
 			return err
 		}
 	}
@@ -219,11 +225,12 @@ func replaceDependencies(ctx context.Context, tx *sql.Tx, p scan.Project, existe
 			return err
 		}
 	}
-	for i, d := range p.Dependencies {
+	for i, r := range dependencyRows(&p) {
+		d := r.d
 		if _, err := tx.ExecContext(ctx, `INSERT INTO dependencies
-			(project_id, seq, kind, line, ref, image, repository, tag, digest, upstream)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			p.ID, i, string(d.Kind), d.Line, d.Ref, d.Image, d.Repository, d.Tag, d.Digest, d.Project); err != nil {
+			(project_id, seq, kind, line, ref, image, repository, tag, digest, upstream, node, upstream_node, via, seen_in)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			p.ID, i, string(d.Kind), d.Line, d.Ref, d.Image, d.Repository, d.Tag, d.Digest, d.Project, r.node, d.Node, string(d.Via), d.SeenIn); err != nil {
 			return err
 		}
 	}
@@ -236,9 +243,10 @@ func replaceWarnings(ctx context.Context, tx *sql.Tx, p scan.Project, existed bo
 			return err
 		}
 	}
-	for i, w := range p.Warnings {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO warnings (project_id, seq, file, line, message)
-			VALUES ($1, $2, $3, $4, $5)`, p.ID, i, w.File, w.Line, w.Message); err != nil {
+	for i, r := range warningRows(&p) {
+		w := r.w
+		if _, err := tx.ExecContext(ctx, `INSERT INTO warnings (project_id, seq, file, line, message, node)
+			VALUES ($1, $2, $3, $4, $5, $6)`, p.ID, i, w.File, w.Line, w.Message, r.node); err != nil {
 			return err
 		}
 	}

@@ -62,10 +62,10 @@ func testVerifyProjects(t *testing.T, b backend) {
 	}
 	const reg = "registry.example.com/"
 	want := []verify.Project{
-		{Path: "g/base", RegistryPrefix: reg + "g/base", Built: []string{"docker.io/library/debian:12"}},
-		{Path: "g/shop", RegistryPrefix: reg + "g/shop", Built: []string{reg + "g/base:1"},
+		{Path: "g/base", Ref: "main", RegistryPrefix: reg + "g/base", Built: []string{"docker.io/library/debian:12"}},
+		{Path: "g/shop", Ref: "main", RegistryPrefix: reg + "g/shop", Built: []string{reg + "g/base:1"},
 			Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: reg + "g/base:1", Repository: reg + "g/base", Tag: "1", Project: "g/base"}}},
-		{Path: "g/web", RegistryPrefix: reg + "g/web",
+		{Path: "g/web", Ref: "main", RegistryPrefix: reg + "g/web",
 			Dependencies: []deps.Dependency{{Kind: deps.KindFrom, Image: reg + "g/shop:2", Repository: reg + "g/shop", Tag: "2", Project: "g/shop"}}},
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -445,7 +445,8 @@ const (
 		verify_detail = excluded.verify_detail`
 )
 
-// Project returns a stored project's id and default branch.
+// Project returns a stored project's id, default branch and the refs of
+// its other nodes.
 //
 // In UpdateChains, once ActiveChains read the projects' generation, it
 // answers from this process's cache while that generation holds
@@ -465,6 +466,9 @@ func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool,
 	p.Ident = chain.PipelineIdent(ident)
 	if errIsNotFound(err) {
 		p, found, err = chain.Project{}, false, nil
+	}
+	if found && err == nil {
+		p.Refs, err = projectRefs(ctx, t.tx, p.ID)
 	}
 	if err != nil {
 		return chain.Project{}, false, fmt.Errorf("read project %s: %w", path, err)

@@ -12,10 +12,10 @@ import (
 // schema bookkeeping (schema_migrations) is the target's own, and leases
 // belong to running processes, not to the state.
 var copiedTables = []string{
-	"projects", "files", "dependencies", "warnings", "scans",
+	"projects", "project_refs", "files", "dependencies", "warnings", "scans",
 	"chains", "chain_reasons", "chain_members", "outbox", "events",
 	"schedules", "image_digests", "job_runs", "catch_up", "hook_checks",
-	"upstream_digests", "verifications", "verify_queue", "hook_secrets",
+	"upstream_digests", "verifications", "verify_queue", "hook_secrets", "seen_publications",
 }
 
 // ErrTargetNotEmpty: Copy refuses to write into a store that holds state.

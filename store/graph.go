@@ -9,20 +9,21 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 )
 
-// Graph builds the dependency graph of the stored projects: every project is
-// a node, and every dependency naming another stored project is an edge.
-// Dependencies naming a project outside the store (out of scope, removed)
-// add nothing: depsd could never trigger or hear from such a project. Nor
-// does a project naming itself (FROM its own image): it would be a cycle of
-// one, and the scan reports it as a warning instead (as scan.Analyze does).
+// Graph builds the dependency graph of the stored projects: every node of
+// every project (its default branch, each followed ref) is a node, and
+// every dependency naming another stored node is an edge. Dependencies
+// naming a project outside the store (out of scope, removed) add nothing:
+// depsd could never trigger or hear from such a project. Nor does a node
+// naming itself (FROM its own image): it would be a cycle of one, and the
+// scan reports it as a warning instead (as scan.GraphOf does).
 //
-// It reads only paths, not whole projects, so the daemon can reload the
+// It reads only keys, not whole projects, so the daemon can reload the
 // graph after every scan cheaply; scan.GraphOf does the same from
 // projects already in memory.
 func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
 	g := deps.NewGraph()
 	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT path FROM projects ORDER BY path`)
+		rows, err := tx.QueryContext(ctx, `SELECT path FROM projects UNION SELECT node FROM project_refs ORDER BY 1`)
 		if err != nil {
 			return err
 		}
@@ -38,12 +39,13 @@ func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		rows, err = tx.QueryContext(ctx, `SELECT DISTINCT d.upstream, p.path
+		rows, err = tx.QueryContext(ctx, `SELECT DISTINCT
+				CASE WHEN d.upstream_node <> '' THEN d.upstream_node ELSE d.upstream END,
+				CASE WHEN d.node <> '' THEN d.node ELSE p.path END
 			FROM dependencies d
 			JOIN projects p ON p.id = d.project_id
-			JOIN projects u ON u.path = d.upstream
-			WHERE u.id <> p.id
-			ORDER BY d.upstream, p.path`)
+			WHERE d.upstream <> ''
+			ORDER BY 1, 2`)
 		if err != nil {
 			return err
 		}
@@ -53,7 +55,9 @@ func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
 			if err := rows.Scan(&up, &down); err != nil {
 				return err
 			}
-			g.AddEdge(up, down)
+			if up != down && g.Has(up) && g.Has(down) {
+				g.AddEdge(up, down)
+			}
 		}
 		return rows.Err()
 	})

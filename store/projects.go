@@ -11,7 +11,7 @@ import (
 )
 
 const projectColumns = `id, path, default_branch, registry_prefix, web_url, head_commit, last_activity,
-	head_checked_at, searched_files, file, scanned_at, pipeline_ident, built`
+	head_checked_at, searched_files, file, scanned_at, pipeline_ident, built, refs_rule`
 
 // Projects returns every stored project, sorted by path, with its files,
 // dependencies and warnings in order. It costs four queries whatever the
@@ -69,7 +69,7 @@ func queryProjects(ctx context.Context, tx *sql.Tx, query string, args ...any) (
 		var activity, checked, scanned sql.NullString
 		var searched, built string
 		if err := rows.Scan(&p.ID, &p.Path, &p.DefaultBranch, &p.RegistryPrefix, &p.WebURL,
-			&p.HeadCommit, &activity, &checked, &searched, &p.File, &scanned, &p.PipelineIdent, &built); err != nil {
+			&p.HeadCommit, &activity, &checked, &searched, &p.File, &scanned, &p.PipelineIdent, &built, &p.RefsRule); err != nil {
 			return nil, err
 		}
 		if p.LastActivity, err = decodeTime(activity); err != nil {
@@ -95,7 +95,19 @@ func queryProjects(ctx context.Context, tx *sql.Tx, query string, args ...any) (
 // loadDetails fills the files, dependencies and warnings of the projects in
 // index, reading the rows selected by where (with args).
 func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project, where string, args ...any) error {
-	rows, err := tx.QueryContext(ctx, `SELECT project_id, name, content
+	if err := loadRefs(ctx, tx, index, where, args...); err != nil {
+		return err
+	}
+	// at is where a row of a node of project id goes; nil for a node
+	// the project no longer has.
+	at := func(id int64, node string) (nodeFields, bool) {
+		p := index[id]
+		if p == nil {
+			return nodeFields{}, false
+		}
+		return nodeOf(p, node)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT project_id, name, content, node
 		FROM files`+where+` ORDER BY project_id, seq`, args...)
 	if err != nil {
 		return err
@@ -104,14 +116,15 @@ func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project,
 	for rows.Next() {
 		var id int64
 		var f scan.File
-		if err := rows.Scan(&id, &f.Name, &f.Content); err != nil {
+		var node string
+		if err := rows.Scan(&id, &f.Name, &f.Content, &node); err != nil {
 			return err
 		}
 		if f.Content == nil {
 			f.Content = []byte{} // the driver reads an empty BLOB as nil; the file exists
 		}
-		if p := index[id]; p != nil {
-			p.Files = append(p.Files, f)
+		if n, ok := at(id, node); ok {
+			*n.files = append(*n.files, f)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -119,7 +132,8 @@ func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project,
 	}
 	rows.Close()
 
-	rows, err = tx.QueryContext(ctx, `SELECT project_id, kind, line, ref, image, repository, tag, digest, upstream
+	rows, err = tx.QueryContext(ctx, `SELECT project_id, kind, line, ref, image, repository, tag, digest, upstream,
+			node, upstream_node, via, seen_in
 		FROM dependencies`+where+` ORDER BY project_id, seq`, args...)
 	if err != nil {
 		return err
@@ -128,11 +142,13 @@ func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project,
 	for rows.Next() {
 		var id int64
 		var d deps.Dependency
-		if err := rows.Scan(&id, &d.Kind, &d.Line, &d.Ref, &d.Image, &d.Repository, &d.Tag, &d.Digest, &d.Project); err != nil {
+		var node string
+		if err := rows.Scan(&id, &d.Kind, &d.Line, &d.Ref, &d.Image, &d.Repository, &d.Tag, &d.Digest, &d.Project,
+			&node, &d.Node, &d.Via, &d.SeenIn); err != nil {
 			return err
 		}
-		if p := index[id]; p != nil {
-			p.Dependencies = append(p.Dependencies, d)
+		if n, ok := at(id, node); ok {
+			*n.deps = append(*n.deps, d)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -140,7 +156,7 @@ func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project,
 	}
 	rows.Close()
 
-	rows, err = tx.QueryContext(ctx, `SELECT project_id, file, line, message
+	rows, err = tx.QueryContext(ctx, `SELECT project_id, file, line, message, node
 		FROM warnings`+where+` ORDER BY project_id, seq`, args...)
 	if err != nil {
 		return err
@@ -149,11 +165,12 @@ func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project,
 	for rows.Next() {
 		var id int64
 		var w deps.Warning
-		if err := rows.Scan(&id, &w.File, &w.Line, &w.Message); err != nil {
+		var node string
+		if err := rows.Scan(&id, &w.File, &w.Line, &w.Message, &node); err != nil {
 			return err
 		}
-		if p := index[id]; p != nil {
-			p.Warnings = append(p.Warnings, w)
+		if n, ok := at(id, node); ok {
+			*n.warnings = append(*n.warnings, w)
 		}
 	}
 	return rows.Err()

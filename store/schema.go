@@ -243,5 +243,6 @@ func migrations() []migration {
 		verifyMigration(),
 		builtMigration(),
 		hookSecretsMigration(),
+		nodesMigration(),
 	}
 }

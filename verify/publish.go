@@ -10,9 +10,16 @@ import (
 	"gitlab.com/depsd/depsd/deps"
 )
 
-// Project is what deciding a project's published images needs of it.
+// Project is what deciding a node's published images needs of it: one
+// per node of each project (its default branch, each followed ref;
+// docs/design/nodes.md).
 type Project struct {
+	// Path is the node's key: the project's path for its default branch.
 	Path string
+	// Kind and Ref say which node: its branch (the default branch for
+	// the default node), or for the release tags the newest release tag.
+	Kind deps.NodeKind
+	Ref  string
 	// RegistryPrefix is where its images live (host/path): GitLab's
 	// container_registry_image_prefix, or the configured registry with
 	// the project's path, as the scan maps images to projects.
@@ -37,6 +44,9 @@ type PublishRules struct {
 	// whose Match (a project path, or a glob as path.Match reads it)
 	// matches.
 	Overrides []PublishOverride
+	// Refs are `refs:`: a project a rule matches publishes, at each node,
+	// what the rule's templates give for that ref.
+	Refs deps.RefRules
 }
 
 // PublishOverride is the published images of some projects.
@@ -83,18 +93,35 @@ func Published(projects []Project, rules PublishRules) (map[string][]Image, []er
 	}
 	for _, p := range projects {
 		for _, d := range p.Dependencies {
-			if d.Project == "" || d.Project == p.Path || !known[d.Project] || d.Repository == "" || d.Tag == "" {
+			up := d.UpstreamNode()
+			if d.Project == "" || up == p.Path || !known[up] || d.Repository == "" || d.Tag == "" {
 				continue
 			}
-			add(d.Project, d.Repository+":"+d.Tag, false)
+			add(up, d.Repository+":"+d.Tag, false)
 		}
 	}
 	var errs []error
 	for _, p := range projects {
-		for _, tmpl := range rules.For(p.Path) {
-			ref, err := Expand(tmpl, p.RegistryPrefix)
+		project := deps.NodeProject(p.Path)
+		if p.Path == project { // images.publish: a project's, at its default branch
+			for _, tmpl := range rules.For(project) {
+				ref, err := Expand(tmpl, p.RegistryPrefix)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("images.publish %q for %s: %w", tmpl, p.Path, err))
+					continue
+				}
+				add(p.Path, ref, true)
+			}
+		}
+		rule, ok := rules.Refs.For(project)
+		if !ok {
+			continue
+		}
+		rel, _ := deps.ParseRelease(p.Ref)
+		for _, tmpl := range rule.Templates(p.Kind, p.Ref, p.Ref) {
+			ref, err := deps.ExpandPublish(tmpl, p.RegistryPrefix, p.Kind, p.Ref, rel)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("images.publish %q for %s: %w", tmpl, p.Path, err))
+				errs = append(errs, fmt.Errorf("refs publish %q for %s: %w", tmpl, p.Path, err))
 				continue
 			}
 			add(p.Path, ref, true)
@@ -179,11 +206,11 @@ func unpinned(img deps.ImageRef, project string, named map[string]map[string]boo
 	return img.Repository + ":latest"
 }
 
-// upstreamProject is the project p's dependency on ref names, if known.
+// upstreamProject is the node p's dependency on ref names, if known.
 func upstreamProject(p Project, ref string) string {
 	for _, d := range p.Dependencies {
 		if d.Image == ref {
-			return d.Project
+			return d.UpstreamNode()
 		}
 	}
 	return ""

@@ -92,3 +92,50 @@ func TestCheckTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishedByNodes: a project's nodes each publish what their ref
+// does: the release tags the newest release's version parts (and latest),
+// a maintenance branch its own tag, both on top of what downstreams name;
+// each image is judged against its node's built stage.
+func TestPublishedByNodes(t *testing.T) {
+	const reg = "registry.example.com"
+	rules := verify.PublishRules{Refs: deps.RefRules{{Projects: []string{"infra/base"}, Branches: []string{"bookworm"}, Tags: "v*",
+		Publish: map[string][]string{"bookworm": {"{registry}/{path}:bookworm"}}}}}
+	onNode := func(image, node string) deps.Dependency {
+		d := dep(deps.KindFrom, image, "infra/base")
+		d.Node = node
+		return d
+	}
+	projects := []verify.Project{
+		{Path: "infra/base", Ref: "main", RegistryPrefix: reg + "/infra/base", Built: []string{"docker.io/library/debian:13"}},
+		{Path: "infra/base@bookworm", Kind: deps.NodeBranch, Ref: "bookworm", RegistryPrefix: reg + "/infra/base", Built: []string{"docker.io/library/debian:12"}},
+		{Path: "infra/base@tags", Kind: deps.NodeTags, Ref: "v3.2.2", RegistryPrefix: reg + "/infra/base", Built: []string{"docker.io/library/debian:13"}},
+		{Path: "lang/ruby", Ref: "main", RegistryPrefix: reg + "/lang/ruby", Built: []string{reg + "/infra/base:3"},
+			Dependencies: []deps.Dependency{onNode(reg+"/infra/base:3", "infra/base@tags")}},
+		{Path: "lang/ruby@bookworm", Kind: deps.NodeBranch, Ref: "bookworm", RegistryPrefix: reg + "/lang/ruby", Built: []string{reg + "/infra/base:bookworm"},
+			Dependencies: []deps.Dependency{onNode(reg+"/infra/base:bookworm", "infra/base@bookworm")}},
+	}
+	got, errs := verify.Published(projects, rules)
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	images := func(node string) []string {
+		var out []string
+		for _, im := range got[node] {
+			out = append(out, im.Image)
+		}
+		return out
+	}
+	for node, want := range map[string][]string{
+		"infra/base":          nil, // released by tags: main only tests
+		"infra/base@bookworm": {reg + "/infra/base:bookworm"},
+		"infra/base@tags":     {reg + "/infra/base:3", reg + "/infra/base:3.2", reg + "/infra/base:3.2.2", reg + "/infra/base:latest"},
+	} {
+		if g := images(node); !reflect.DeepEqual(g, want) {
+			t.Errorf("%s publishes %q, want %q", node, g, want)
+		}
+	}
+	if ups := got["infra/base@bookworm"][0].Upstreams; !reflect.DeepEqual(ups, []string{"docker.io/library/debian:12"}) {
+		t.Errorf("base@bookworm judged against %q, want its own branch's base", ups)
+	}
+}

@@ -39,12 +39,12 @@ var hookTimeLayouts = [...]string{"2006-01-02 15:04:05 MST", "2006-01-02 15:04:0
 // default branch calls for a rescan. It returns an *Ignored error for events
 // depsd does not act on and ErrMalformed for bodies it cannot read. It does
 // no I/O, so it is table-tested and fuzzed on its own.
-func Decode(eventType string, body []byte, depFiles []string, received time.Time) (Event, error) {
+func Decode(eventType string, body []byte, depFiles []string, follows Follows, received time.Time) (Event, error) {
 	switch gl.EventType(eventType) {
 	case gl.EventTypePipeline:
-		return decodePipeline(body, received)
+		return decodePipeline(body, follows, received)
 	case gl.EventTypePush:
-		return decodePush(body, depFiles, received)
+		return decodePush(body, depFiles, follows, received)
 	case "":
 		return Event{}, &Ignored{Reason: "no X-Gitlab-Event header"}
 	default:
@@ -52,7 +52,14 @@ func Decode(eventType string, body []byte, depFiles []string, received time.Time
 	}
 }
 
-func decodePipeline(body []byte, received time.Time) (Event, error) {
+// Follows says whether depsd follows project's ref besides its default
+// branch: a branch, or a release tag when tag is set (`refs:` in
+// depsd.yaml). Nil follows none.
+type Follows func(project, ref string, tag bool) bool
+
+func (f Follows) follows(project, ref string, tag bool) bool { return f != nil && f(project, ref, tag) }
+
+func decodePipeline(body []byte, follows Follows, received time.Time) (Event, error) {
 	var p gl.PipelineEvent
 	if err := json.Unmarshal(body, &p); err != nil {
 		return Event{}, fmt.Errorf("%w: pipeline hook: %v", ErrMalformed, err)
@@ -63,10 +70,10 @@ func decodePipeline(body []byte, received time.Time) (Event, error) {
 		return Event{}, fmt.Errorf("%w: pipeline hook with object_kind %q", ErrMalformed, p.ObjectKind)
 	case p.Project.ID == 0 || p.Project.PathWithNamespace == "" || a.ID == 0 || a.Status == "":
 		return Event{}, fmt.Errorf("%w: pipeline hook without project or pipeline id, path or status", ErrMalformed)
-	case a.Tag:
-		return Event{}, &Ignored{Reason: "pipeline of tag " + a.Ref}
-	case a.Ref != p.Project.DefaultBranch:
-		return Event{}, &Ignored{Reason: fmt.Sprintf("pipeline of %s, not of the default branch %s", a.Ref, p.Project.DefaultBranch)}
+	case a.Tag && !follows.follows(p.Project.PathWithNamespace, a.Ref, true):
+		return Event{}, &Ignored{Reason: "pipeline of tag " + clip(a.Ref) + ", not a release"}
+	case !a.Tag && a.Ref != p.Project.DefaultBranch && !follows.follows(p.Project.PathWithNamespace, a.Ref, false):
+		return Event{}, &Ignored{Reason: fmt.Sprintf("pipeline of %s, not of the default branch %s nor a followed one", clip(a.Ref), p.Project.DefaultBranch)}
 	case a.Source == chain.SourceChildPipeline:
 		return Event{}, &Ignored{Reason: "child pipeline: its parent's status counts"}
 	}
@@ -80,11 +87,11 @@ func decodePipeline(body []byte, received time.Time) (Event, error) {
 	}
 	return Event{Pipeline: &chain.PipelineEvent{
 		ProjectID: p.Project.ID, Project: p.Project.PathWithNamespace, PipelineID: a.ID,
-		Status: a.Status, Ref: a.Ref, SHA: a.SHA, Source: a.Source, Variables: vars, URL: a.URL, At: at,
+		Status: a.Status, Ref: a.Ref, Tag: a.Tag, SHA: a.SHA, Source: a.Source, Variables: vars, URL: a.URL, At: at,
 	}}, nil
 }
 
-func decodePush(body []byte, depFiles []string, received time.Time) (Event, error) {
+func decodePush(body []byte, depFiles []string, follows Follows, received time.Time) (Event, error) {
 	var p gl.PushEvent
 	if err := json.Unmarshal(body, &p); err != nil {
 		return Event{}, fmt.Errorf("%w: push hook: %v", ErrMalformed, err)
@@ -94,8 +101,9 @@ func decodePush(body []byte, depFiles []string, received time.Time) (Event, erro
 		return Event{}, fmt.Errorf("%w: push hook with object_kind %q", ErrMalformed, p.ObjectKind)
 	case p.ProjectID == 0 || p.Project.PathWithNamespace == "":
 		return Event{}, fmt.Errorf("%w: push hook without project", ErrMalformed)
-	case p.Ref != "refs/heads/"+p.Project.DefaultBranch:
-		return Event{}, &Ignored{Reason: fmt.Sprintf("push to %s, not to the default branch %s", p.Ref, p.Project.DefaultBranch)}
+	case p.Ref != "refs/heads/"+p.Project.DefaultBranch &&
+		!(strings.HasPrefix(p.Ref, "refs/heads/") && follows.follows(p.Project.PathWithNamespace, strings.TrimPrefix(p.Ref, "refs/heads/"), false)):
+		return Event{}, &Ignored{Reason: fmt.Sprintf("push to %s, not to the default branch %s nor a followed one", clip(p.Ref), p.Project.DefaultBranch)}
 	}
 	changed := map[string]bool{}
 	for _, c := range p.Commits {

@@ -99,8 +99,11 @@ type Options struct {
 	// DependencyFiles are the file names whose change on the default
 	// branch calls for a rescan of the project.
 	DependencyFiles []string
-	Recorder        Recorder
-	Scope           Scope
+	// Follows says which refs besides a project's default branch depsd
+	// follows (refs:); nil: none.
+	Follows  Follows
+	Recorder Recorder
+	Scope    Scope
 	// Observe counts deliveries by event type and outcome (metrics).
 	Observe func(eventType, outcome string)
 	Now     func() time.Time
@@ -227,7 +230,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		bound = id
 	}
-	ev, err := Decode(eventType, body, h.opts.DependencyFiles, now)
+	ev, err := Decode(eventType, body, h.opts.DependencyFiles, h.opts.Follows, now)
 	var ignored *Ignored
 	switch {
 	case errors.As(err, &ignored):

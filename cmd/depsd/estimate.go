@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/report"
+	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 )
 
@@ -18,6 +20,11 @@ import (
 // successful default-branch pipelines on GitLab. Without GitLab settings it
 // prints the waves alone and says why there is no estimate.
 func dryRunRebuild(ctx context.Context, a *app, s *settings, cfg config.Config, st *store.Store, g *deps.Graph, project string) error {
+	projects, err := st.Projects(ctx)
+	if err != nil {
+		return err
+	}
+	defer writeBuildRefs(a.stdout, chain.RebuildPlan(g, project), projects, cfg.RefRules())
 	gl, glErr := cfg.GitLabClient(s.logger(a.stderr))
 	if glErr != nil {
 		for i, wave := range chain.RebuildPlan(g, project) {
@@ -25,10 +32,6 @@ func dryRunRebuild(ctx context.Context, a *app, s *settings, cfg config.Config, 
 		}
 		fmt.Fprintf(a.stdout, "no estimate: GitLab is not configured here (%v)\n", glErr)
 		return nil
-	}
-	projects, err := st.Projects(ctx)
-	if err != nil {
-		return err
 	}
 	targets := report.RebuildTargets(g, project, projects)
 	typical, failed := report.FetchDurations(ctx, gl, targets, max(cfg.GitLab.Concurrency, 4))
@@ -44,4 +47,45 @@ func dryRunRebuild(ctx context.Context, a *app, s *settings, cfg config.Config, 
 		fmt.Fprintf(a.stderr, "depsd rebuild: pipeline history of %s could not be read (counted as no history): %v\n", p, failed[p])
 	}
 	return report.WriteEstimate(a.stdout, report.EstimateRebuild(g, project, typical))
+}
+
+// writeBuildRefs says, for each member that is not a project's default
+// branch, which ref its pipeline will run on: its branch, or for a
+// project's releases its newest release tag or its default branch
+// (refs[].rebuild).
+func writeBuildRefs(w io.Writer, waves [][]string, projects []scan.Project, rules deps.RefRules) {
+	byPath := make(map[string]scan.Project, len(projects))
+	for _, p := range projects {
+		byPath[p.Path] = p
+	}
+	first := true
+	for _, wave := range waves {
+		for _, node := range wave {
+			path, kind, branch := deps.ParseNode(node)
+			if kind == deps.NodeDefault {
+				continue
+			}
+			if first {
+				fmt.Fprintln(w, "built on:")
+				first = false
+			}
+			switch kind {
+			case deps.NodeBranch:
+				fmt.Fprintf(w, "  %s: a pipeline on branch %s\n", node, branch)
+			case deps.NodeTags:
+				p := byPath[path]
+				tag := ""
+				for _, r := range p.Refs {
+					if r.Node == node {
+						tag = r.Ref
+					}
+				}
+				if rule, _ := rules.For(path); rule.Rebuild == deps.RebuildBranch {
+					fmt.Fprintf(w, "  %s: a pipeline on its default branch %s (rebuild: branch)\n", node, p.DefaultBranch)
+				} else {
+					fmt.Fprintf(w, "  %s: a new pipeline on its newest release tag %s (rebuild: latest-tag)\n", node, tag)
+				}
+			}
+		}
+	}
 }
