@@ -14,7 +14,7 @@ const (
 	// Blocked: every unfinished member is failed, canceled or blocked. A
 	// later success of a failed project resumes the chain.
 	Blocked State = "blocked"
-	// Finished: every member succeeded.
+	// Finished: every member succeeded or was skipped.
 	Finished State = "finished"
 	// Expired: the chain started more than Config.Expiry ago without
 	// finishing; it no longer reacts. Kept for history.
@@ -56,6 +56,14 @@ const (
 	// Stale: the member's images were still built on an older image of an
 	// upstream after a rebuild without cache; its descendants are blocked.
 	Stale MemberState = "stale"
+	// MemberSkipped: settled and unchanged (docs/design/nodes.md): the
+	// member's pin merge request was closed unmerged or not merged in
+	// time, or every in-chain upstream of a waiting or blocked member
+	// ended skipped ("nothing it is built on changed in this chain").
+	// Final: no status moves it; its descendants wait for it no more.
+	// Neither Broken nor Unfinished: a chain whose members all succeeded
+	// or were skipped is finished.
+	MemberSkipped MemberState = "skipped"
 )
 
 // Building reports whether a member in state s has an action in flight
@@ -77,7 +85,7 @@ func (s MemberState) Broken() bool {
 // life: what the API, the CLI and the dashboard show.
 func MemberStates() []MemberState {
 	return []MemberState{Waiting, Pending, Triggered, MemberRunning, Verifying, Success,
-		Failed, Canceled, Stale, MemberBlocked, MemberExpired}
+		Failed, Canceled, Stale, MemberBlocked, MemberSkipped, MemberExpired}
 }
 
 // Mode is how the engine follows the graph.

@@ -96,6 +96,11 @@ type Config struct {
 //     running; a status never moves a member backwards.
 //   - A success of a failed or canceled member's project, from any pipeline,
 //     unblocks it and starts no new chain.
+//   - A skipped member (docs/design/nodes.md) is settled and unchanged:
+//     its descendants wait for it no more, one whose in-chain upstreams
+//     all ended skipped is skipped too, and a chain of successes and skips
+//     is finished. No status moves it; a change merged into its chain
+//     resets it to waiting like a finished member.
 //   - Expiry counts from the chain's last start or merge, so work merged
 //     into an old chain gets the full period.
 //   - The members and their in-chain upstreams are fixed from the graph

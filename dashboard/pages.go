@@ -671,6 +671,8 @@ func stateIcon(state any) string {
 		return "◎"
 	case "stale":
 		return "≠"
+	case "skipped":
+		return "↷"
 	case "expired":
 		return "⌛"
 	case "failing":
