@@ -232,6 +232,12 @@ func viewFiles(p scan.Project) []fileView {
 func describeDep(dep deps.Dependency) string {
 	kind := map[deps.Kind]string{deps.KindFrom: "FROM", deps.KindCopyFrom: "COPY --from", deps.KindMountFrom: "RUN --mount from", deps.KindGitLabDeps: "declared upstream"}[dep.Kind]
 	switch {
+	case dep.Project != "" && dep.Pinned:
+		s := kind + " project " + dep.Project + ", pinned by digest " + report.ShortDigest(dep.Digest)
+		if dep.Tag != "" {
+			s += " (tag " + dep.Tag + ")"
+		}
+		return s
 	case dep.Project != "":
 		return kind + " project " + dep.Project
 	case dep.Image != "":

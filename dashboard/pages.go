@@ -362,8 +362,10 @@ func (d *Dashboard) graphSVG(w http.ResponseWriter, r *http.Request) {
 // projectView is the project page's data.
 type projectView struct {
 	scan.Project
-	Files      []fileView
-	Upstream   []string
+	Files    []fileView
+	Upstream []string
+	// Pins are the upstreams it pins by digest (report.Project.UpstreamPins).
+	Pins       map[string]report.Pin
 	Downstream []string
 	External   []string
 	OnCycle    bool
@@ -404,7 +406,7 @@ func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := projectView{Project: p, Files: viewFiles(p), Upstream: data.g.Upstream(path), Downstream: data.g.Downstream(path)}
 	if rp, ok := data.byPath[path]; ok {
-		v.External = rp.External
+		v.External, v.Pins = rp.External, rp.UpstreamPins
 	}
 	for _, c := range data.doc.Cycles {
 		v.OnCycle = v.OnCycle || slices.Contains(c, path)
