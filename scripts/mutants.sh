@@ -1269,6 +1269,21 @@ mutant "an unchanged project's refs are read again at every scan" \
 	'if false {' \
 	-- go test -count=1 -run 'TestScanReadsFollowedRefs' ./scan/
 
+# Issue 38 (digest pins): the rewrite changes nothing but the pins'
+# digests, and the merge of a pin's merge request is the member's build
+# exactly once.
+mutant "a pin's rewrite also moves a digest written in a comment" \
+	deps/pins.go \
+	'if !code[lineAt(src, start)] {' \
+	'if code == nil {' \
+	-- go test -count=1 -run 'TestMovePins' ./deps/
+
+mutant "a pin's rewrite is not checked by analysing the result" \
+	deps/pins.go \
+	'if after[i] != want {' \
+	'if false && after[i] != want {' \
+	-- go test -count=1 -run 'TestMovePins' ./deps/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
