@@ -12,12 +12,26 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// PinMove asks MovePins to move every pin of one repository to a digest.
+// PinMove asks MovePins to move the pins of one repository to a digest:
+// those on digest From, or every one when From is empty.
 type PinMove struct {
 	// Repository is the normalised repository (Dependency.Repository).
 	Repository string `json:"repository"`
+	From       string `json:"from,omitempty"`
 	// To is the digest its pins move to (sha256:…).
 	To string `json:"to"`
+}
+
+// pinMoves finds the move of a pin of repository on digest from: the
+// one naming that digest, else the one for every pin of the repository.
+type pinMoves map[[2]string]string
+
+func (pm pinMoves) to(repository, from string) (string, bool) {
+	if t, ok := pm[[2]string{repository, from}]; ok {
+		return t, true
+	}
+	t, ok := pm[[2]string{repository, ""}]
+	return t, ok
 }
 
 // PinMoved is one pin MovePins moved.
@@ -58,12 +72,12 @@ var digestText = regexp.MustCompile(`[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-fA-F0-9]{3
 // variables cannot be moved by a rewrite). A file AnalyzeContainerfile
 // refuses is its error.
 func MovePins(file string, src []byte, moves []PinMove, opts Options) ([]byte, []PinMoved, error) {
-	to := map[string]string{}
+	to := pinMoves{}
 	for _, m := range moves {
 		if _, err := digest.Parse(m.To); err != nil {
 			return nil, nil, fmt.Errorf("move the pins of %s to %q: %w: not a digest", m.Repository, m.To, ErrPinNotMovable)
 		}
-		to[m.Repository] = m.To
+		to[[2]string{m.Repository, m.From}] = m.To
 	}
 	before, err := AnalyzeContainerfile(file, src, opts)
 	if err != nil {
@@ -82,7 +96,7 @@ func MovePins(file string, src []byte, moves []PinMove, opts Options) ([]byte, [
 			owners[d.Digest] = map[string]bool{}
 		}
 		owners[d.Digest][d.Repository] = true
-		if t, ok := to[d.Repository]; ok && t != d.Digest {
+		if t, ok := to.to(d.Repository, d.Digest); ok && t != d.Digest {
 			moving[d.Digest] = true
 			moved = append(moved, PinMoved{Repository: d.Repository, Tag: d.Tag, From: d.Digest, To: t, Line: d.Line})
 		}
@@ -103,7 +117,7 @@ func MovePins(file string, src []byte, moves []PinMove, opts Options) ([]byte, [
 			continue // a comment, or outside any instruction
 		}
 		repo := pinOwner(src, start, old, owners[old])
-		t, ok := to[repo]
+		t, ok := to.to(repo, old)
 		if !ok || t == old {
 			continue
 		}
@@ -185,13 +199,13 @@ func instructionLines(src []byte) map[int]bool {
 
 // sameButPins checks that after is before with the pins of the moved
 // repositories on their new digests, and nothing else changed.
-func sameButPins(before, after []Dependency, to map[string]string) error {
+func sameButPins(before, after []Dependency, to pinMoves) error {
 	if len(before) != len(after) {
 		return fmt.Errorf("%w: the rewrite changed the file's dependencies (%d, then %d)", ErrPinNotMovable, len(before), len(after))
 	}
 	for i, d := range before {
 		want := d
-		if t, ok := to[d.Repository]; ok && d.Pinned && t != d.Digest {
+		if t, ok := to.to(d.Repository, d.Digest); ok && d.Pinned && t != d.Digest {
 			want.Ref = strings.ReplaceAll(d.Ref, d.Digest, t)
 			want.Image = strings.TrimSuffix(d.Image, d.Digest) + t
 			want.Digest = t

@@ -24,6 +24,7 @@ func TestMovePins(t *testing.T) {
 	for _, tc := range []struct {
 		name, src, want string
 		moved           []string // "line:from" of each pin moved
+		from            string   // the move's From
 	}{
 		{
 			name:  "FROM with tag and digest",
@@ -90,6 +91,15 @@ func TestMovePins(t *testing.T) {
 			moved: []string{"2:" + oldRuby},
 		},
 		{
+			name: "a move from one digest leaves the others",
+			src: "FROM registry.example.com/acme/ruby:3@" + oldRuby + " AS build\n" +
+				"FROM registry.example.com/acme/ruby:3-slim@" + oldRuby2 + "\n",
+			want: "FROM registry.example.com/acme/ruby:3@" + oldRuby + " AS build\n" +
+				"FROM registry.example.com/acme/ruby:3-slim@" + newRuby + "\n",
+			moved: []string{"2:" + oldRuby2},
+			from:  oldRuby2,
+		},
+		{
 			name: "already on the new digest: nothing moves",
 			src:  "FROM registry.example.com/acme/ruby:3@" + newRuby + "\n",
 			want: "FROM registry.example.com/acme/ruby:3@" + newRuby + "\n",
@@ -101,7 +111,7 @@ func TestMovePins(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, moved, err := MovePins("Containerfile", []byte(tc.src), []PinMove{{Repository: ruby, To: newRuby}}, Options{})
+			got, moved, err := MovePins("Containerfile", []byte(tc.src), []PinMove{{Repository: ruby, From: tc.from, To: newRuby}}, Options{})
 			if err != nil {
 				t.Fatalf("MovePins: %v", err)
 			}
