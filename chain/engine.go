@@ -3,6 +3,7 @@ package chain
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -72,9 +73,25 @@ type Config struct {
 	VerifyTimeout time.Duration
 	// VerifyConcurrency bounds the verifications in flight. Default 4.
 	VerifyConcurrency int
-	Now               func() time.Time // default time.Now
-	Logger            *slog.Logger     // default: discard
-	Observer          Observer         // default: none
+	// Pins say, per project, what a member that pins a changed upstream
+	// by digest gets (pins.go): a merge request moving its pins (the
+	// default), one set to merge when its pipeline succeeds, or nothing
+	// (it is skipped). PinTimeout is how long its merge request may stay
+	// unmerged before the member is skipped (default 7 days);
+	// PinInterval how often RunPins reads the open ones (default 1
+	// minute). Moving pins needs GitLab to implement Repository.
+	Pins        PinRules
+	PinTimeout  time.Duration
+	PinInterval time.Duration
+	// DepsOptions are the platforms a Containerfile is read for when
+	// its pins move (as scans read it).
+	DepsOptions deps.Options
+	// ChainURL, when set, is the link to a chain's page that a pin merge
+	// request's description gives.
+	ChainURL func(chainID int64) string
+	Now      func() time.Time // default time.Now
+	Logger   *slog.Logger     // default: discard
+	Observer Observer         // default: none
 }
 
 // Engine applies events and rebuild requests to the chains in the store and
@@ -96,6 +113,13 @@ type Config struct {
 //     running; a status never moves a member backwards.
 //   - A success of a failed or canceled member's project, from any pipeline,
 //     unblocks it and starts no new chain.
+//   - A member that pins an in-chain upstream by digest is not rebuilt
+//     when that upstream changed: once its upstreams succeeded, a merge
+//     request moves its pins (WaitingMerge), and the merge's pipeline on
+//     its branch is its build (pins.go). One of its upstreams it does not
+//     pin that changed does not make it build apart: the merge builds it
+//     on both. When none of the upstreams it pins changed, it is built as
+//     any other.
 //   - A skipped member (docs/design/nodes.md) is settled and unchanged:
 //     its descendants wait for it no more, one whose in-chain upstreams
 //     all ended skipped is skipped too, and a chain of successes and skips
@@ -125,6 +149,7 @@ type Engine struct {
 	inboxC   chan struct{}
 	outboxC  chan struct{}
 	verifyC  chan struct{}
+	pinsC    chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
 	// noInputs: the GitLab is older than 17.10 (no pipeline inputs), so a
 	// project refusing variables gets bare pipelines (SetPipelineInputs).
@@ -203,6 +228,19 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("chain engine: unknown verification mode " + strconv.Quote(string(cfg.Verify)))
 	}
 	def(&cfg.VerifyTimeout, time.Minute)
+	def(&cfg.PinTimeout, 7*24*time.Hour)
+	def(&cfg.PinInterval, time.Minute)
+	for _, m := range append([]PinMode{cfg.Pins.Default}, func() []PinMode {
+		var ms []PinMode
+		for _, o := range cfg.Pins.Overrides {
+			ms = append(ms, o.Mode)
+		}
+		return ms
+	}()...) {
+		if m != "" && !slices.Contains(PinModes(), m) {
+			return nil, errors.New("chain engine: unknown pins mode " + strconv.Quote(string(m)))
+		}
+	}
 	if cfg.VerifyConcurrency <= 0 {
 		cfg.VerifyConcurrency = 4
 	}
@@ -223,6 +261,7 @@ func New(cfg Config) (*Engine, error) {
 		inboxC:  make(chan struct{}, 1),
 		outboxC: make(chan struct{}, 1),
 		verifyC: make(chan struct{}, 1),
+		pinsC:   make(chan struct{}, 1),
 	}, nil
 }
 

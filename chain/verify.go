@@ -71,6 +71,9 @@ type Verification struct {
 	// was built on and what it should have been ("built on ruby
 	// sha256:…, not sha256:… (base annotation)").
 	Detail string
+	// Images are the digests read of the build's images, by image
+	// (host/path:tag): what a downstream's pins of them move to.
+	Images map[string]string
 }
 
 // VerifyTask is a successful build whose images are to be verified. The
@@ -274,6 +277,7 @@ func (t *txn) applyVerification(task VerifyTask, res Verification) error {
 	c.changed(m)
 	c.touch(t.now)
 	m.Verified, m.VerifyDetail = res.State, res.Detail
+	m.Images = res.Images
 	if m.State == Success {
 		return nil // report: shown, never acted on
 	}
@@ -282,7 +286,7 @@ func (t *txn) applyVerification(task VerifyTask, res Verification) error {
 		m.State, m.Why = Success, ""
 	case !m.NoCache:
 		m.State, m.Why, m.NoCache = Pending, "stale: "+res.Detail+"; rebuilding without cache", true
-		if _, err := t.enqueue(c, m); err != nil {
+		if _, err := t.enqueuePipeline(c, m); err != nil {
 			return err
 		}
 	default:

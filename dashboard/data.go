@@ -79,7 +79,7 @@ type stateCount struct {
 // memberOrder is the order states are counted in, most urgent first.
 func memberOrder() []chain.MemberState {
 	return []chain.MemberState{
-		chain.MemberRunning, chain.Verifying, chain.Triggered, chain.Pending, chain.Waiting,
+		chain.MemberRunning, chain.Verifying, chain.Triggered, chain.Pending, chain.WaitingMerge, chain.Waiting,
 		chain.Failed, chain.Canceled, chain.Stale, chain.MemberBlocked, chain.MemberExpired, chain.MemberSkipped, chain.Success,
 	}
 }

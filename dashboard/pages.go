@@ -630,6 +630,13 @@ func templateFuncs(now func() time.Time) template.FuncMap {
 		"add":     func(a, b int) int { return a + b },
 		"verdict": verdictIcon,
 		"fixURL":  fixURL,
+		// mrRef names a merge request by its URL: "merge request !4".
+		"mrRef": func(url string) string {
+			if i := strings.LastIndexByte(url, '/'); i >= 0 && i < len(url)-1 {
+				return "merge request !" + url[i+1:]
+			}
+			return "merge request"
+		},
 		"digest": func(s string) string {
 			if len(s) > len("sha256:")+12 {
 				return s[:len("sha256:")+12]
@@ -665,6 +672,8 @@ func stateIcon(state any) string {
 		return "▷"
 	case "waiting":
 		return "◷"
+	case "waiting-merge":
+		return "⇄"
 	case "blocked":
 		return "⊘"
 	case "canceled":

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/scan"
 )
@@ -41,6 +42,40 @@ func TestProjectPageShowsPins(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the project page lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// TestChainPageShowsPinMoves: a member waiting for its pin merge request
+// has its own glyph and count, links the merge request where a pipeline
+// would be, and the chain's page lists what depsd wrote to GitLab.
+func TestChainPageShowsPinMoves(t *testing.T) {
+	mr := "https://gitlab.example/g/app/-/merge_requests/4"
+	projects := []scan.Project{{Path: "g/ruby", ID: 1, DefaultBranch: "main"}, {Path: "g/app", ID: 2, DefaultBranch: "main"}}
+	d, err := New(Options{Store: fakeStore{projects}, Chains: fakeChains{{ID: 7, State: chain.Running, Roots: []string{"g/ruby"},
+		Members: []chain.MemberView{
+			{Project: "g/ruby", State: chain.Success, PipelineID: 11},
+			{Project: "g/app", State: chain.WaitingMerge, Upstreams: []string{"g/ruby"}, Pinned: []string{"g/ruby"}, MergeRequest: mr,
+				Why: "waiting for merge request !4 to be merged"},
+		},
+		Writes: []chain.Write{{Project: "g/app", Kind: "merge-request", Ref: "depsd/pins", Detail: "opened merge request !4: depsd: move the digest pins of g/ruby", URL: mr}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	d.Register(mux)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/chains/7", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`<span class="count s-waiting-merge">⇄ 1 waiting-merge</span>`,
+		`<td><a href="` + mr + `">merge request !4</a></td>`,
+		`Written to GitLab`,
+		`opened merge request !4: depsd: move the digest pins of g/ruby`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the chain page lacks %q:\n%s", want, body)
 		}
 	}
 }

@@ -1284,6 +1284,12 @@ mutant "a pin's rewrite is not checked by analysing the result" \
 	'if false && after[i] != want {' \
 	-- go test -count=1 -run 'TestMovePins' ./deps/
 
+mutant "the merge's pipeline counts again once the member moved on" \
+	chain/pins.go \
+	'case m.State == WaitingMerge && m.MergeSHA != "" && ev.SHA == m.MergeSHA:' \
+	'case m.MergeSHA != "" && ev.SHA == m.MergeSHA:' \
+	-- go test -count=1 -run 'TestPinnedMemberGoesOnThroughItsMergeRequest' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -15,7 +15,7 @@ var copiedTables = []string{
 	"projects", "project_refs", "files", "dependencies", "warnings", "scans",
 	"chains", "chain_reasons", "chain_members", "outbox", "events",
 	"schedules", "image_digests", "job_runs", "catch_up", "hook_checks",
-	"upstream_digests", "verifications", "verify_queue", "hook_secrets", "seen_publications",
+	"upstream_digests", "verifications", "verify_queue", "hook_secrets", "seen_publications", "chain_writes",
 }
 
 // ErrTargetNotEmpty: Copy refuses to write into a store that holds state.

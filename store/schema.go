@@ -244,5 +244,8 @@ func migrations() []migration {
 		builtMigration(),
 		hookSecretsMigration(),
 		nodesMigration(),
+		reservedMigrations()[0],
+		reservedMigrations()[1],
+		pinsMigration(),
 	}
 }
