@@ -126,6 +126,7 @@ func (e *Engine) movePins(ctx context.Context, repo Repository, a Action, chainI
 			// same: the branch already holds the file.
 			if cur, err := repo.ReadFile(ctx, pid, req.File, source); err == nil && bytes.Equal(cur.Content, out) {
 				commit = branch.CommitSHA
+				write("commit", source, fmt.Sprintf("%s already holds these moves at commit %s (written before: nothing committed)", source, shortSHA(commit)), "")
 				break
 			}
 		}
@@ -155,7 +156,9 @@ func (e *Engine) movePins(ctx context.Context, repo Repository, a Action, chainI
 		return done, writes, false, err
 	}
 	switch {
-	case found && (mr.Title != title || mr.Description != desc):
+	case found && mr.Title == title && mr.Description == desc:
+		write("merge-request", source, fmt.Sprintf("merge request !%d already open with these moves (opened before)", mr.IID), mr.WebURL)
+	case found:
 		if mr, err = repo.UpdateMergeRequest(ctx, pid, mr.IID, gitlab.MergeRequestUpdate{Title: &title, Description: &desc}); err != nil {
 			return done, writes, false, err
 		}
@@ -167,6 +170,8 @@ func (e *Engine) movePins(ctx context.Context, repo Repository, a Action, chainI
 			// Opened meanwhile (an earlier attempt whose answer was lost).
 			if mr, found, err = openPinsMR(ctx, repo, pid, source, target); err == nil && !found {
 				err = fmt.Errorf("open merge request %s → %s of %s: GitLab says one is open, and none is listed", source, target, project)
+			} else if err == nil {
+				write("merge-request", source, fmt.Sprintf("merge request !%d already open (opened before)", mr.IID), mr.WebURL)
 			}
 		} else if err == nil {
 			write("merge-request", source, fmt.Sprintf("opened merge request !%d: %s", mr.IID, title), mr.WebURL)

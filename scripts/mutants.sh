@@ -1290,6 +1290,20 @@ mutant "the merge's pipeline counts again once the member moved on" \
 	'case m.MergeSHA != "" && ev.SHA == m.MergeSHA:' \
 	-- go test -count=1 -run 'TestPinnedMemberGoesOnThroughItsMergeRequest' ./chain/
 
+mutant "a resend after a crash commits the pin moves again" \
+	chain/sendpins.go \
+	'err == nil && bytes.Equal(cur.Content, out) {' \
+	'err == nil && false && bytes.Equal(cur.Content, out) {' \
+	-- go test -count=1 -run 'TestPinnedMemberThroughItsMergeRequestAcrossSIGKILL' ./e2e/
+
+mutant "the merge's pipeline is never looked for: a merge while depsd is down stalls the chain" \
+	chain/pinwatch.go \
+	'		if p == nil {
+			continue // not created yet' \
+	'		if true || p == nil {
+			continue // not created yet' \
+	-- go test -count=1 -run 'TestPinnedMemberThroughItsMergeRequestAcrossSIGKILL' ./e2e/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
