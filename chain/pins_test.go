@@ -466,3 +466,156 @@ func TestPinsNeverWriteAProtectedBranch(t *testing.T) {
 		t.Errorf("the protected branch was written")
 	}
 }
+
+// TestPinsALaterChainUpdatesTheSameMergeRequest: ruby is rebuilt again
+// while app's merge request is open: app waits again, and once ruby's
+// newer image is verified the same branch and merge request move the pin
+// to it (one merge request, its description and file updated).
+func TestPinsALaterChainUpdatesTheSameMergeRequest(t *testing.T) {
+	t.Parallel()
+	const newer = "sha256:3c22aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	p := newPinsEnv(t, chain.Config{})
+	p.verifier.answers["g/ruby"] = append(p.verifier.answers["g/ruby"],
+		chain.Verification{State: chain.ImageFresh, Images: map[string]string{reg + "/g/ruby:3": newer}})
+	id := p.toApp()
+	first := p.srv.MergeRequests("g/app")
+	if len(first) != 1 {
+		t.Fatalf("merge requests %+v", first)
+	}
+	if again, err := p.engine.Rebuild(p.ctx, "g/ruby", chain.Reason{Kind: chain.ReasonRebuild, Detail: "again"}); err != nil || again != id {
+		t.Fatalf("rebuild of ruby: chain %d, %v; want merged into %d", again, err, id)
+	}
+	if a := member(p.states(id), "g/app"); a.State != chain.Waiting {
+		t.Errorf("app %s after ruby changed again, want waiting", a.State)
+	}
+	p.send()
+	p.end("g/ruby", "success")
+	p.verify()
+	p.send()
+	mrs := p.srv.MergeRequests("g/app")
+	if len(mrs) != 1 || mrs[0].IID != first[0].IID || mrs[0].State != "opened" || !strings.Contains(mrs[0].Description, newer) {
+		t.Fatalf("merge requests %+v: want the same one, moving to %s", mrs, newer)
+	}
+	if got := p.srv.Files("g/app", "depsd/pins")["Containerfile"]; !strings.Contains(got, "g/ruby:3@"+newer) || strings.Contains(got, pinNew) {
+		t.Errorf("depsd/pins holds:\n%s", got)
+	}
+	if a := member(p.states(id), "g/app"); a.State != chain.WaitingMerge || a.MergeRequest == "" {
+		t.Errorf("app %+v", a)
+	}
+}
+
+// TestPinnedMemberWaitsForItsOtherUpstreams: app pins ruby and is built
+// from tools too (unpinned); base → {ruby, tools} → app. app's merge
+// request is opened only once both succeeded.
+func TestPinnedMemberWaitsForItsOtherUpstreams(t *testing.T) {
+	t.Parallel()
+	p := newPinsEnv(t, chain.Config{})
+	// tools joins: FROM base, and app copies from it.
+	if _, err := p.srv.AddProject(gitlabtest.Project{Path: "g/tools", Files: map[string]string{"Containerfile": "FROM scratch\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := p.srv.Project("g/tools")
+	ps, err := p.store.Projects(p.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ps {
+		if ps[i].Path == "g/app" {
+			ps[i].Dependencies = append(ps[i].Dependencies, deps.Dependency{Kind: deps.KindCopyFrom, Line: 7, Image: reg + "/g/tools:latest",
+				Repository: reg + "/g/tools", Tag: "latest", Project: "g/tools"})
+		}
+	}
+	ps = append(ps, scan.Project{ID: info.ID, Path: "g/tools", DefaultBranch: "main", Dependencies: []deps.Dependency{{Kind: deps.KindGitLabDeps, Ref: "g/base", Project: "g/base"}}})
+	if err := p.store.ApplyScan(p.ctx, ps, scan.Meta{StartedAt: t0.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	p.verifier.answers["g/tools"] = []chain.Verification{{State: chain.ImageFresh}}
+	id, err := p.engine.Rebuild(p.ctx, "g/base", chain.Reason{Kind: chain.ReasonRebuild})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.send()
+	p.end("g/base", "success")
+	p.verify()
+	p.send()
+	p.end("g/ruby", "success")
+	p.verify()
+	p.send()
+	if a := member(p.states(id), "g/app"); a.State != chain.Waiting || a.Why != "waiting for g/tools" {
+		t.Fatalf("app %+v: want waiting for tools before its merge request", a)
+	}
+	if n := len(p.srv.MergeRequests("g/app")); n != 0 {
+		t.Fatalf("%d merge requests before tools succeeded", n)
+	}
+	p.end("g/tools", "success")
+	p.verify()
+	p.send()
+	if a := member(p.states(id), "g/app"); a.State != chain.WaitingMerge || len(p.srv.MergeRequests("g/app")) != 1 {
+		t.Fatalf("app %+v: want waiting for its merge request once both upstreams succeeded", a)
+	}
+}
+
+// TestPinsOnAMaintenanceBranch: app's maintenance branch stable is a node
+// of its own (refs:), pinning ruby as main does: its merge request comes
+// from depsd/pins-stable and targets stable, and its merge's pipeline on
+// stable is that node's build.
+func TestPinsOnAMaintenanceBranch(t *testing.T) {
+	t.Parallel()
+	p := newPinsEnv(t, chain.Config{})
+	if err := p.srv.CreateBranch("g/app", "stable"); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := p.store.Projects(p.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ps {
+		if ps[i].Path == "g/app" {
+			ps[i].Refs = []scan.Ref{{Node: "g/app@stable", Kind: deps.NodeBranch, Ref: "stable", File: "Containerfile",
+				Files: ps[i].Files, Dependencies: ps[i].Dependencies}}
+		}
+	}
+	if err := p.store.ApplyScan(p.ctx, ps, scan.Meta{StartedAt: t0.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	id := p.toApp()
+	var stable gitlabtest.MergeRequest
+	for _, mr := range p.srv.MergeRequests("g/app") {
+		if mr.TargetBranch == "stable" {
+			stable = mr
+		}
+	}
+	if stable.SourceBranch != "depsd/pins-stable" || len(p.srv.MergeRequests("g/app")) != 2 {
+		t.Fatalf("merge requests of app: %+v; want one into main and one from depsd/pins-stable into stable", p.srv.MergeRequests("g/app"))
+	}
+	if err := p.srv.MergeMR("g/app", stable.IID); err != nil {
+		t.Fatal(err)
+	}
+	p.reconcilePins()
+	var merged gitlabtest.MergeRequest
+	for _, mr := range p.srv.MergeRequests("g/app") {
+		if mr.IID == stable.IID {
+			merged = mr
+		}
+	}
+	var mp gitlabtest.Pipeline
+	for _, pl := range p.pipelinesOn("g/app", "stable", "push") {
+		if pl.SHA == merged.MergeCommitSHA {
+			mp = pl
+		}
+	}
+	if mp.ID == 0 {
+		t.Fatalf("no pipeline of the merge on stable")
+	}
+	if err := p.srv.SetPipelineStatus(mp.ID, "success"); err != nil {
+		t.Fatal(err)
+	}
+	p.deliver("g/app", mp, "success")
+	v := p.states(id)
+	if a := member(v, "g/app@stable"); (a.State != chain.Verifying && a.State != chain.Success) || a.PipelineID != mp.ID {
+		t.Fatalf("g/app@stable %+v: want built by the merge's pipeline on stable", a)
+	}
+	if a := member(v, "g/app"); a.State != chain.WaitingMerge {
+		t.Errorf("g/app (main) %s: its own merge request is still open", a.State)
+	}
+}
