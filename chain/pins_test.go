@@ -2,6 +2,7 @@ package chain_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -617,5 +618,64 @@ func TestPinsOnAMaintenanceBranch(t *testing.T) {
 	}
 	if a := member(v, "g/app"); a.State != chain.WaitingMerge {
 		t.Errorf("g/app (main) %s: its own merge request is still open", a.State)
+	}
+}
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestPinsReReadAFileChangedMeanwhile: someone changes app's Containerfile
+// on main between depsd's read and its commit: GitLab refuses the commit
+// (last_commit_id), depsd reads the file again and moves the pin in what
+// main holds now, once; changed again at each try, it gives up for now and
+// tries later.
+func TestPinsReReadAFileChangedMeanwhile(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		changes int // commits made under depsd's feet
+	}{{"once", 1}, {"at each try", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPinsEnv(t, chain.Config{})
+			commits, changed := 0, 0
+			hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/repository/commits") {
+					commits++
+					if changed < tc.changes {
+						changed++
+						if _, err := p.srv.SetFileOn("g/app", "main", "Containerfile", fmt.Sprintf("# edited %d\n", changed)+appFile); err != nil {
+							t.Error(err)
+						}
+					}
+				}
+				return http.DefaultTransport.RoundTrip(r)
+			})}
+			var err error
+			if p.client, err = gitlab.New(gitlab.Config{BaseURL: p.srv.URL, Token: p.srv.Token, RequestsPerMinute: -1, MaxRetries: -1, HTTPClient: hc}); err != nil {
+				t.Fatal(err)
+			}
+			p.engine = p.newEngine(p.store)
+			id := p.toApp()
+			a := member(p.states(id), "g/app")
+			switch tc.changes {
+			case 1:
+				want := "# edited 1\n" + strings.Replace(appFile, "g/ruby:3@"+pinOld, "g/ruby:3@"+pinNew, 1)
+				if got := p.srv.Files("g/app", "depsd/pins")["Containerfile"]; a.State != chain.WaitingMerge || commits != 2 || got != want {
+					t.Fatalf("app %s after %d commits; depsd/pins holds:\n%q\nwant main's new file with the pin moved:\n%q", a.State, commits, got, want)
+				}
+			case 2:
+				if a.State != chain.WaitingMerge || a.MergeRequest != "" || commits != 2 || !strings.Contains(a.Why, "changed on main of g/app while its pins were moved, twice") {
+					t.Fatalf("app %+v after %d commits: want still waiting, the move retried later", a, commits)
+				}
+				// Later, nobody in the way: the move goes through.
+				p.clock.Advance(time.Minute)
+				p.send()
+				if a := member(p.states(id), "g/app"); a.MergeRequest == "" || commits != 3 {
+					t.Fatalf("app %+v after %d commits: want its merge request", a, commits)
+				}
+			}
+		})
 	}
 }

@@ -1290,6 +1290,18 @@ mutant "the merge's pipeline counts again once the member moved on" \
 	'case m.MergeSHA != "" && ev.SHA == m.MergeSHA:' \
 	-- go test -count=1 -run 'TestPinnedMemberGoesOnThroughItsMergeRequest' ./chain/
 
+mutant "a pin commit overwrites a file changed on the target since it was read" \
+	chain/sendpins.go \
+	'Content: string(out), LastCommitID: f.LastCommitSHA}},' \
+	'Content: string(out)}},' \
+	-- go test -count=1 -run 'TestPinsReReadAFileChangedMeanwhile' ./chain/
+
+mutant "a file changed on the target since it was read is not read again" \
+	chain/sendpins.go \
+	'case errors.Is(err, gitlab.ErrConflict) && attempt == 1:' \
+	'case false && errors.Is(err, gitlab.ErrConflict) && attempt == 1:' \
+	-- go test -count=1 -run 'TestPinsReReadAFileChangedMeanwhile' ./chain/
+
 mutant "a resend after a crash commits the pin moves again" \
 	chain/sendpins.go \
 	'err == nil && bytes.Equal(cur.Content, out) {' \
