@@ -193,6 +193,16 @@ func (t *txn) enqueuePins(c *Chain, m *Member) (handled, done bool, err error) {
 	}
 	req := &PinsRequest{Mode: mode}
 	for _, u := range ups {
+		if len(u.Images) == 0 && u.Verified == "" && t.e.verifies(u.Project) {
+			// A root built before the chain started, or a success under
+			// images.verify: report: its verification is queued, and
+			// its new digest is what the pin moves to
+			// (applyVerification settles m again).
+			m.State, m.Why = Waiting, fmt.Sprintf("waiting for the new image of %s to be verified: its pin moves to that digest", u.Project)
+			c.changed(m)
+			c.touch(t.now)
+			return true, true, nil
+		}
 		if len(u.Images) == 0 {
 			return skip(fmt.Sprintf("it pins %s by digest, whose new image digest depsd did not read (its images were not verified), so the pin cannot move", u.Project))
 		}

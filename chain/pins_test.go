@@ -679,3 +679,42 @@ func TestPinsReReadAFileChangedMeanwhile(t *testing.T) {
 		})
 	}
 }
+
+// TestPinnedMemberOfAPushedRoot: a developer's push to ruby starts the
+// chain (ruby is its root, built already): app, pinning ruby, waits for
+// ruby's image to be verified, whose digest its pin moves to, then gets
+// its merge request.
+func TestPinnedMemberOfAPushedRoot(t *testing.T) {
+	t.Parallel()
+	p := newPinsEnv(t, chain.Config{})
+	plID, err := p.srv.RunPipeline("g/ruby", "main", "push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.srv.SetPipelineStatus(plID, "success"); err != nil {
+		t.Fatal(err)
+	}
+	var pl gitlabtest.Pipeline
+	for _, x := range p.srv.Pipelines("g/ruby") {
+		if x.ID == plID {
+			pl = x
+		}
+	}
+	p.deliver("g/ruby", pl, "success")
+	cs, err := p.engine.Chains(p.ctx, chain.Filter{})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("chains %+v, %v", cs, err)
+	}
+	id := cs[0].ID
+	if a := member(p.states(id), "g/app"); a.State != chain.Waiting || !strings.Contains(a.Why, "verified") {
+		t.Fatalf("app %+v: want waiting for ruby's image to be verified", a)
+	}
+	p.verify()
+	p.send()
+	if a := member(p.states(id), "g/app"); a.State != chain.WaitingMerge || a.MergeRequest == "" {
+		t.Fatalf("app %+v: want its merge request once ruby's image was verified", a)
+	}
+	if mrs := p.srv.MergeRequests("g/app"); len(mrs) != 1 || !strings.Contains(mrs[0].Description, pinNew) {
+		t.Errorf("merge requests %+v", mrs)
+	}
+}

@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -279,7 +280,9 @@ func (t *txn) applyVerification(task VerifyTask, res Verification) error {
 	m.Verified, m.VerifyDetail = res.State, res.Detail
 	m.Images = res.Images
 	if m.State == Success {
-		return nil // report: shown, never acted on
+		// Report: shown, never acted on; but a member pinning it waits
+		// for its digest (enqueuePins), and looks again.
+		return t.settlePinners(c, m)
 	}
 	switch {
 	case res.State != ImageStale || t.e.cfg.Verify != VerifyEnforce:
@@ -291,6 +294,22 @@ func (t *txn) applyVerification(task VerifyTask, res Verification) error {
 		}
 	default:
 		m.State, m.Why = Stale, "still stale after a rebuild without cache: "+res.Detail
+	}
+	return t.settle(c)
+}
+
+// settlePinners settles c again for the waiting members that pin u,
+// whose verdict just arrived: their pin moves to its digest.
+func (t *txn) settlePinners(c *Chain, u *Member) error {
+	found := false
+	for _, d := range c.Members {
+		if d.State == Waiting && slices.Contains(d.Pinned, u.Project) {
+			c.changed(d)
+			found = true
+		}
+	}
+	if !found {
+		return nil
 	}
 	return t.settle(c)
 }
