@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,6 +178,11 @@ func TestRealChain(t *testing.T) {
 	if res.State != verify.StateStale {
 		t.Errorf("app built on ruby@%s: verification %s (%s), want stale", ruby1, res.State, res.Detail)
 	}
+	// depsd verifies that success too (outside a chain, for the record).
+	rc.w.waitUntil("depsd's verdict on app built on ruby's earlier image", realTimeout, func() bool {
+		state, digest := rc.depsdVerdict(rcApp)
+		return state == verify.StateStale && digest == rc.digest(rcApp)
+	})
 
 	t.Run("stale rebuilt without cache", rc.staleRebuiltWithoutCache)
 }
@@ -222,8 +230,8 @@ func (rc *realChain) staleRebuiltWithoutCache(t *testing.T) {
 		t.Errorf("app's pipelines have DEPSD_NO_CACHE %q then %q, want none then 1",
 			apps[0].Variables["DEPSD_NO_CACHE"], apps[1].Variables["DEPSD_NO_CACHE"])
 	}
-	if m, ok := member(view, rcApp); !ok || m.State != chain.Success || m.Builds != 2 {
-		t.Errorf("depsd's chain member app = %+v, want success after 2 builds", m)
+	if m, ok := member(view, rcApp); !ok || m.State != chain.Success || m.Builds != 2 || m.Verified != chain.ImageFresh {
+		t.Errorf("depsd's chain member app = %+v, want success after 2 builds, its images fresh", m)
 	}
 	if res := rc.verify(rcApp, ruby); res.State != verify.StateFresh {
 		t.Errorf("app after the rebuild without cache: %s (%s), want fresh", res.State, res.Detail)
@@ -493,6 +501,16 @@ func (rc *realChain) assertChain(run chainRun) {
 		}
 	}
 	for _, p := range rcDownstream {
+		// depsd's own verdict, as its chain and its API show it: the
+		// member's images fresh, and the freshness row of the image the
+		// registry holds now.
+		if m, _ := member(run.view, p); m.Verified != chain.ImageFresh {
+			t.Errorf("depsd's verdict on %s in the chain: %q (%s), want fresh", p, m.Verified, m.VerifyDetail)
+		}
+		if state, digest := rc.depsdVerdict(p); state != verify.StateFresh || digest != rc.digest(p) {
+			t.Errorf("depsd freshness of %s: %s on %s, want fresh on the registry's %s", p, state, digest, rc.digest(p))
+		}
+		// The test's own judgement, from the registry, as a cross-check.
 		res := rc.verify(p, "")
 		if res.State != verify.StateFresh {
 			t.Errorf("%s: verification %s (%s), want fresh on %s's current image", p, res.State, res.Detail, rcFrom[p])
@@ -517,6 +535,29 @@ func (rc *realChain) verify(p, earlier string) verify.Result {
 		up.Earlier = []string{earlier}
 	}
 	return rc.v.Verify(context.Background(), verify.Request{Image: rc.ref(p), Platform: rcPlatform(), Upstreams: []verify.Upstream{up}})
+}
+
+// depsdVerdict is what depsd's API (GET /api/v1/freshness) says of p's
+// image: its state and the digest it judged; empty when it has none.
+func (rc *realChain) depsdVerdict(p string) (verify.State, string) {
+	rc.t.Helper()
+	resp, err := rc.w.client.Get(rc.w.url + "/api/v1/freshness?project=" + url.QueryEscape(p))
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep struct {
+		Images []verify.Row `json:"images"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != http.StatusOK {
+		rc.t.Fatalf("GET /api/v1/freshness?project=%s: %d, %v", p, resp.StatusCode, err)
+	}
+	for _, r := range rep.Images {
+		if r.Image == rc.ref(p) {
+			return r.State, r.Digest
+		}
+	}
+	return "", ""
 }
 
 // digest is the current manifest digest of p's image.
