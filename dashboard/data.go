@@ -80,7 +80,7 @@ type stateCount struct {
 func memberOrder() []chain.MemberState {
 	return []chain.MemberState{
 		chain.MemberRunning, chain.Verifying, chain.Triggered, chain.Pending, chain.Waiting,
-		chain.Failed, chain.Canceled, chain.Stale, chain.MemberBlocked, chain.MemberExpired, chain.Success,
+		chain.Failed, chain.Canceled, chain.Stale, chain.MemberBlocked, chain.MemberExpired, chain.MemberSkipped, chain.Success,
 	}
 }
 

@@ -664,6 +664,8 @@ func stateIcon(state any) string {
 		return "◎"
 	case "stale":
 		return "≠"
+	case "skipped":
+		return "↷"
 	case "expired":
 		return "⌛"
 	case "failing":

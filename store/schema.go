@@ -243,5 +243,8 @@ func migrations() []migration {
 		verifyMigration(),
 		builtMigration(),
 		hookSecretsMigration(),
+		reservedMigrations()[0],
+		reservedMigrations()[1],
+		signinMigration(),
 	}
 }
