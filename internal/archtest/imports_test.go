@@ -33,6 +33,7 @@ var allowed = map[string][]string{
 	"config":            {"chain", "deps", "gitlab", "scan", "scheduler", "verify", "webhook"},
 	"dashboard":         {"chain", "deps", "gitlab", "report", "scan", "scheduler", "verify"},
 	"store/pgtest":      {"internal/realtest"},
+	"signin":            {"gitlab"},
 }
 
 // imports maps each package directory (relative to the module root) to
