@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"dashboard":         {"chain", "deps", "gitlab", "report", "scan", "scheduler", "verify"},
 	"store/pgtest":      {"internal/realtest"},
 	"signin":            {"gitlab"},
+	"visible":           {"chain", "deps", "scan", "scheduler", "verify"},
 }
 
 // imports maps each package directory (relative to the module root) to
