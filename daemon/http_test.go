@@ -41,7 +41,7 @@ func TestAPIRejectsBadQuery(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{"state=bogus", http.StatusBadRequest, `state "bogus": want one of running, blocked, finished, expired, merged`},
+		{"state=bogus", http.StatusBadRequest, `state "bogus": want one of running, blocked, finished, expired, canceled, merged`},
 		{"limit=0", http.StatusBadRequest, "limit: want a positive number"},
 		{"state=running", http.StatusOK, `"chains"`},
 		{"", http.StatusOK, `"chains"`},
