@@ -163,7 +163,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.GitLab == nil {
 		return nil, errors.New("daemon: no GitLab client")
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(), gitlab: opts.GitLab}
+	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(opts.Config.Metrics.ProjectLabelsOn()), gitlab: opts.GitLab}
 	st, err := store.Open(ctx, cfg.State)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,7 @@ func TestAPIRejectsBadQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &api{store: st, engine: engine, webhook: http.NotFoundHandler(), metrics: newMetrics(), ready: func(context.Context) error { return nil }}
+	a := &api{store: st, engine: engine, webhook: http.NotFoundHandler(), metrics: newMetrics(true), ready: func(context.Context) error { return nil }}
 	h, _ := a.routes(false)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -70,7 +70,7 @@ func TestAPIRejectsBadQuery(t *testing.T) {
 
 // TestBuildInfoMetric: which build runs is visible in /metrics.
 func TestBuildInfoMetric(t *testing.T) {
-	m := newMetrics()
+	m := newMetrics(true)
 	srv := httptest.NewServer(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
