@@ -22,7 +22,7 @@ var signInTemplate = template.Must(template.New("signin").Parse(`<!doctype html>
 <h1>Sign in</h1>
 <p>depsd shows each person the projects they can read on GitLab.</p>
 {{if .Message}}<p class="why" role="alert" id="signin-message">{{.Message}}</p>{{end}}
-<p><a class="button" id="signin-gitlab" href="/auth/login?return={{.Return}}">Sign in with GitLab</a></p>
+<p><a class="button" id="signin-gitlab" href="/auth/login?return={{urlquery .Return}}">Sign in with GitLab</a></p>
 </main>
 </body>
 </html>
@@ -32,7 +32,10 @@ var signInTemplate = template.Must(template.New("signin").Parse(`<!doctype html>
 // brings the browser back to the page it asked for.
 func (s *Service) signInPage(w http.ResponseWriter, r *http.Request, code int, message string) {
 	ret := r.URL.RequestURI()
-	if r.Method != http.MethodGet || r.URL.Path == "/auth/signin" || r.URL.Path == "/auth/callback" {
+	switch {
+	case r.URL.Path == "/auth/signin":
+		ret = r.URL.Query().Get("return")
+	case r.Method != http.MethodGet || r.URL.Path == "/auth/callback":
 		ret = "/"
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -205,8 +205,9 @@ func NewPerson(id int64, username string, client *gitlab.Client, visible *Visibl
 // Handler serves the sign-in's routes (/auth/...) and authenticates every
 // other request before next sees it: a session cookie, or a personal
 // access token in Authorization: Bearer. A request without either gets
-// the sign-in page (401; JSON under /api/), except public ones (the
-// static assets) which next serves to anyone. ?refresh on any page reads
+// the sign-in page (JSON 401 under /api/), except public ones (the
+// static assets) which next serves to anyone; a browser's GET is sent to
+// the sign-in page (/auth/signin). ?refresh on any page reads
 // what the person may see again.
 func (s *Service) Handler(next http.Handler, public func(*http.Request) bool) http.Handler {
 	mux := http.NewServeMux()
@@ -251,6 +252,11 @@ func (s *Service) refuse(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="depsd"`)
 		w.WriteHeader(http.StatusUnauthorized)
 		json.NewEncoder(w).Encode(map[string]string{"error": "sign in: send a GitLab personal access token as Authorization: Bearer <token>"})
+		return
+	}
+	if errors.Is(err, errSignedOut) && r.Method == http.MethodGet {
+		// A browser goes to the sign-in page, which brings it back here.
+		http.Redirect(w, r, "/auth/signin?return="+url.QueryEscape(safeReturn(r.URL.RequestURI())), http.StatusSeeOther)
 		return
 	}
 	msg := ""

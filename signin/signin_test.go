@@ -177,13 +177,20 @@ func (w *world) withCookie(value, path string) int {
 	w.t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, w.depsd.URL+path, nil)
 	req.AddCookie(&http.Cookie{Name: signin.SessionCookie, Value: value})
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noRedirect.Do(req)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// noRedirect shows the sign-in's redirects instead of following them.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// refused is the answer to a page without a valid session: to the
+// sign-in page.
+const refused = http.StatusSeeOther
 
 func csrfOf(body string) string {
 	_, c, _ := strings.Cut(body, "csrf=")
@@ -198,7 +205,7 @@ func TestSignInRoundTrip(t *testing.T) {
 	w := newWorld(t)
 	c := w.browser()
 	code, body := w.get(c, "/graph?focus=g/mine")
-	if code != http.StatusUnauthorized || !strings.Contains(body, "Sign in with GitLab") || strings.Contains(body, "g/mine ") {
+	if code != http.StatusOK || !strings.Contains(body, "Sign in with GitLab") || strings.Contains(body, "g/mine ") {
 		t.Fatalf("an outsider got %d %q, want the sign-in page", code, body)
 	}
 	if code, _ := w.get(c, "/static/style.css"); code != http.StatusOK {
@@ -290,8 +297,8 @@ func TestReplayedForgedAndExpiredSessionsAreRefused(t *testing.T) {
 		"no signature":      value,
 		"garbage":           "x.y.z",
 	} {
-		if code := w.withCookie(forged, "/"); code != http.StatusUnauthorized {
-			t.Errorf("%s: %d, want 401", name, code)
+		if code := w.withCookie(forged, "/"); code != refused {
+			t.Errorf("%s: %d, want the sign-in page", name, code)
 		}
 	}
 	// Sign-out needs the CSRF token; then the cookie is worth nothing.
@@ -308,16 +315,16 @@ func TestReplayedForgedAndExpiredSessionsAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if code := w.withCookie(old, "/"); code != http.StatusUnauthorized {
-		t.Errorf("replayed cookie after sign-out: %d, want 401", code)
+	if code := w.withCookie(old, "/"); code != refused {
+		t.Errorf("replayed cookie after sign-out: %d, want the sign-in page", code)
 	}
 	// Expiry: a new session, the clock past its lifetime.
 	c = w.browser()
 	w.signIn(c, "/")
 	fresh := w.sessionCookie(c).Value
 	w.clock.Advance(12*time.Hour + time.Second)
-	if code := w.withCookie(fresh, "/"); code != http.StatusUnauthorized {
-		t.Errorf("expired session: %d, want 401", code)
+	if code := w.withCookie(fresh, "/"); code != refused {
+		t.Errorf("expired session: %d, want the sign-in page", code)
 	}
 	if n, err := w.svc.PruneSessions(t.Context()); err != nil || n != 1 {
 		t.Errorf("pruned %d sessions (%v), want 1", n, err)
@@ -381,7 +388,7 @@ func TestSessionsSurviveAReplica(t *testing.T) {
 	ask := func() int {
 		req, _ := http.NewRequest(http.MethodGet, second.URL+"/", nil)
 		req.AddCookie(cookie)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := noRedirect.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -399,8 +406,8 @@ func TestSessionsSurviveAReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if code := ask(); code != http.StatusUnauthorized {
-		t.Errorf("after sign-out: %d, want 401", code)
+	if code := ask(); code != refused {
+		t.Errorf("after sign-out: %d, want the sign-in page", code)
 	}
 }
 
