@@ -15,6 +15,7 @@ import (
 
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
+	"gitlab.com/depsd/depsd/store/pgtest"
 )
 
 // signinWorld is depsd serve with sign-in on, over a fake GitLab where
@@ -241,5 +242,123 @@ func TestSignedInPeopleSeeTheirProjectsAndDevelopersAct(t *testing.T) {
 	}
 	if log[0].Address != "127.0.0.1" {
 		t.Errorf("audit address %q", log[0].Address)
+	}
+}
+
+// TestSessionSurvivesItsReplica: two depsd serve replicas on one
+// PostgreSQL database; ann signs in on the first, which then stops, and
+// her session cookie is good on the second; her sign-out there ends it.
+func TestSessionSurvivesItsReplica(t *testing.T) {
+	srv := testGitLab(t, gitlabtest.Options{}, map[string]string{"g/app": "FROM debian:12\n"})
+	if _, err := srv.AddUser("ann"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AddMember("g", "ann", gitlabtest.AccessReporter); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SetBrowserUser("ann"); err != nil {
+		t.Fatal(err)
+	}
+	addrs := make([]string, 2)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = ln.Addr().String()
+		ln.Close()
+	}
+	// One OAuth application, one public address (a load balancer in
+	// front of both); the browser reaches each replica directly here.
+	app, err := srv.AddOAuthApp("http://"+addrs[0]+"/auth/callback", "read_api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := pgtest.Database(t)
+	start := func(addr string) (stop func()) {
+		cfg := testConfig(t, srv)
+		cfg.State = state
+		cfg.UI.URL, cfg.UI.OAuth.ClientID, cfg.UI.OAuth.ClientSecret = "http://"+addrs[0], app.ClientID, app.Secret
+		ctx, cancel := context.WithCancel(context.Background())
+		d, err := New(ctx, Options{Config: cfg, GitLab: testClient(t, srv), Listen: addr, PollInterval: 50 * time.Millisecond})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		var once bool
+		stop = func() {
+			if once {
+				return
+			}
+			once = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+		t.Cleanup(stop)
+		eventually(t, "replica "+addr+" to be ready", func() bool {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
+		return stop
+	}
+	stopFirst := start(addrs[0])
+	start(addrs[1])
+
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.Get("http://" + addrs[0] + "/auth/login?return=/graph")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	u, _ := url.Parse("http://" + addrs[0])
+	var cookie *http.Cookie
+	for _, c := range jar.Cookies(u) {
+		if c.Name == "depsd_session" {
+			cookie = c
+		}
+	}
+	if resp.StatusCode != 200 || cookie == nil {
+		t.Fatalf("sign-in on the first replica: %d, cookie %v", resp.StatusCode, cookie != nil)
+	}
+	stopFirst()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	ask := func(method, path string, body url.Values) (int, string) {
+		var rd io.Reader
+		if body != nil {
+			rd = strings.NewReader(body.Encode())
+		}
+		req, _ := http.NewRequest(method, "http://"+addrs[1]+path, rd)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		req.AddCookie(&http.Cookie{Name: cookie.Name, Value: cookie.Value})
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, page := ask("GET", "/", nil)
+	if code != 200 || !strings.Contains(page, `id="viewer-name">ann<`) {
+		t.Fatalf("the session on the second replica: %d %.300s", code, page)
+	}
+	_, csrf, _ := strings.Cut(page, `name="csrf" value="`)
+	csrf, _, _ = strings.Cut(csrf, `"`)
+	if code, _ := ask("POST", "/auth/logout", url.Values{"csrf": {csrf}}); code != http.StatusSeeOther {
+		t.Fatalf("sign-out: %d", code)
+	}
+	if code, _ := ask("GET", "/", nil); code != http.StatusSeeOther {
+		t.Errorf("the cookie after sign-out: %d, want a redirect to the sign-in page", code)
 	}
 }
