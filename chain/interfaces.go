@@ -176,6 +176,11 @@ type Tx interface {
 	// DoneVerify removes the verification of project's pipeline from the
 	// queue; none queued is not an error.
 	DoneVerify(ctx context.Context, project string, pipelineID int64) error
+
+	// AddAudit appends an entry to the audit log (its ID is the store's).
+	AddAudit(ctx context.Context, e AuditEntry) error
+	// Audit returns the entries f selects, newest first (f.Limit > 0).
+	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 }
 
 // Project is what the engine needs to know of a stored project.

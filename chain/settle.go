@@ -56,7 +56,9 @@ func (c *Chain) topoOrder() (order []*Member, down map[*Member][]*Member, cyclic
 // In full mode:
 //   - a member with a failed, canceled, stale, blocked or expired in-chain upstream
 //     is blocked, and says which project stopped it;
-//   - a member whose in-chain upstreams all succeeded is ready;
+//   - a member whose in-chain upstreams all ended skipped is skipped;
+//   - a member whose in-chain upstreams all succeeded or were skipped
+//     is ready;
 //   - any other is waiting, and says for whom.
 //
 // It then sets the chain's state. First-level chains have no in-chain
@@ -109,13 +111,17 @@ func (c *Chain) settleMember(m *Member, now time.Time) (changed, ready bool) {
 		return false, false
 	}
 	state, why := Waiting, ""
-	var waitFor []string
+	var waitFor, skipped []string
+	ups := 0
 	for _, u := range m.Upstreams {
 		um := c.member(u)
 		if um == nil {
 			continue
 		}
+		ups++
 		switch {
+		case um.State == MemberSkipped:
+			skipped = append(skipped, u)
 		case um.State == Failed || um.State == Canceled || um.State == Stale:
 			if state != MemberBlocked {
 				state, why = MemberBlocked, blockedBy(um)
@@ -132,6 +138,11 @@ func (c *Chain) settleMember(m *Member, now time.Time) (changed, ready bool) {
 	case state == MemberBlocked:
 	case len(waitFor) > 0:
 		why = "waiting for " + strings.Join(waitFor, ", ")
+	case ups > 0 && len(skipped) == ups:
+		// Settled and unchanged (docs/design/nodes.md): nothing it is
+		// built on was built in this chain.
+		state, why = MemberSkipped, "skipped: nothing it is built on changed in this chain ("+strings.Join(skipped, ", ")+" skipped)"
+		m.FinishedAt = now
 	default:
 		state, why = Pending, "queued"
 		ready = true

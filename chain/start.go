@@ -30,8 +30,8 @@ type rootSuccess struct {
 //     one queued build): when its pipeline ends it waits again and is
 //     triggered once more after its upstreams, and its descendants wait for
 //     that second build;
-//   - a member that already finished (success, failed, canceled, stale)
-//     or whose images are being verified is reset to waiting: the change
+//   - a member that already finished (success, failed, canceled, stale,
+//     skipped) or whose images are being verified is reset to waiting: the change
 //     needs a new build;
 //   - the root of a successful pipeline is left as it is if it is already a
 //     member (its success counts only when it is a build of the chain);
@@ -105,8 +105,9 @@ func (t *txn) startFull(root string, done *rootSuccess, reason Reason) (*Chain, 
 			}
 		case m.State.Building():
 			m.Requeued = true
-		case m.State == Success || m.State == Verifying || m.State == Failed || m.State == Canceled || m.State == Stale:
-			// Built (or being verified, or failed, canceled, stale):
+		case m.State == Success || m.State == Verifying || m.State == Failed || m.State == Canceled || m.State == Stale || m.State == MemberSkipped:
+			// Built (or being verified, or failed, canceled, stale,
+			// skipped):
 			// the change needs a new build.
 			m.reset()
 		}

@@ -148,7 +148,7 @@ func (b *book) count(s MemberState, d int) {
 	if s.Unfinished() {
 		b.unfinished += d
 	}
-	if s != Success {
+	if s != Success && s != MemberSkipped {
 		b.unsuccessful += d
 	}
 }
@@ -195,10 +195,10 @@ func (h *posHeap) Pop() any {
 }
 
 // seen is what a member's dependents see of it when they settle: one of
-// blocked (with the reason they repeat), succeeded or not yet.
+// blocked (with the reason they repeat), succeeded, skipped or not yet.
 type seen struct {
-	blocked, succeeded bool
-	why                string
+	blocked, succeeded, skipped bool
+	why                         string
 }
 
 // seenOf returns what m's dependents see of it (Chain.settleMember).
@@ -210,6 +210,8 @@ func seenOf(m *Member) seen {
 		return seen{blocked: true, why: m.Why}
 	case Success:
 		return seen{succeeded: true}
+	case MemberSkipped:
+		return seen{skipped: true}
 	}
 	return seen{}
 }

@@ -26,6 +26,7 @@ import (
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/signin"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/webhook"
 )
@@ -115,6 +116,9 @@ type Daemon struct {
 	// registries are the registries the verifier and the image watcher
 	// read (registries.go).
 	registries *registryPolicy
+	// signin signs people in to the dashboard and the API (nil: ui.auth
+	// none).
+	signin *signin.Service
 	// sharedSecret: hooks may still carry the shared webhook secret
 	// (hooks.secret_mode: per-project, before a hooks sync gave each its
 	// own; hooksecrets.go). Read from the store at start and with the
@@ -162,7 +166,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.GitLab == nil {
 		return nil, errors.New("daemon: no GitLab client")
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(), gitlab: opts.GitLab, rescanRequests: make(chan struct{}, 1)}
+	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(opts.Config.Metrics.ProjectLabelsOn()), gitlab: opts.GitLab, rescanRequests: make(chan struct{}, 1)}
 	st, err := store.Open(ctx, cfg.State)
 	if err != nil {
 		return nil, err
@@ -230,8 +234,12 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
+	if d.signin, err = d.newSignin(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
 	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready, status: d.Status, dashboard: dash,
-		freshness: d.freshness}
+		freshness: d.freshness, signin: d.signin, scope: d.scopeOf, logger: d.log.With("component", "http")}
 	mainMux, uiMux := a.routes(opts.UIListen != "")
 	d.server = d.newServer(mainMux)
 	if uiMux != nil {
@@ -292,11 +300,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return fmt.Errorf("listen on %s (ui): %w", d.opts.UIListen, err)
 		}
 		d.log.Info("serving the dashboard", "addr", uiLn.Addr().String())
+		d.warnOpenUI(uiLn.Addr().String())
 		if d.opts.UIListening != nil {
 			d.opts.UIListening(uiLn.Addr().String())
 		}
 	}
 	d.log.Info("serving", "addr", ln.Addr().String(), "mode", d.engine.Mode(), "store", string(d.store.Kind()))
+	if d.ui == nil {
+		d.warnOpenUI(ln.Addr().String())
+	}
 	if d.opts.Listening != nil {
 		d.opts.Listening(ln.Addr().String())
 	}

@@ -96,7 +96,7 @@ depsd_store_up 0
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newMetrics()
+			m := newMetrics(true)
 			for _, st := range tc.steps {
 				m.observeState(now, st.stats, st.ok, st.replicas, st.hooks, st.checked)
 			}

@@ -1268,6 +1268,70 @@ mutant "an unchanged project's refs are read again at every scan" \
 	'if unchanged[p.ID] && old.RefsRule == p.RefsRule {' \
 	'if false {' \
 	-- go test -count=1 -run 'TestScanReadsFollowedRefs' ./scan/
+# Issue 37 items 2-4 (sign-in, per-person visibility, actions with an
+# audit log).
+mutant "a dashboard page reads a chain without the person's scope" \
+	dashboard/reads.go \
+	'	v, ok := rd.v.Scope.Chain(c)' \
+	'	v, ok := c, true' \
+	-- go test -count=1 -run 'TestEveryRouteShowsOnlyWhatThePersonMaySee' ./dashboard/
+
+mutant "the dashboard's graph is the whole graph whoever asks" \
+	dashboard/reads.go \
+	'	if err != nil || rd.v.Scope.Everything() {
+		return all, err
+	}
+	return rd.d.scopedGraph(all, rd.v), nil' \
+	'	return all, err' \
+	-- go test -count=1 -run 'TestEveryRouteShowsOnlyWhatThePersonMaySee' ./dashboard/
+
+mutant "the API's chains skip the person's scope" \
+	daemon/http.go \
+	'	if views = scope.Chains(views); len(views) > want {' \
+	'	if len(views) > want {' \
+	-- go test -count=1 -run 'TestSignedInPeopleSeeTheirProjectsAndDevelopersAct' ./daemon/
+
+mutant "a hidden member keeps its name" \
+	visible/visible.go \
+	'		l := "hidden-" + strconv.Itoa(len(label)+1)' \
+	'		l := p + strconv.Itoa(0)[:0]' \
+	-- go test -count=1 ./visible/ ./dashboard/ ./daemon/ -run 'TestChainShowsHiddenMembers|TestEveryRoute|TestSignedInPeople'
+
+mutant "a Reporter may act (the role check takes Reporter for enough)" \
+	daemon/actions.go \
+	'		if role < gitlab.Developer {' \
+	'		if role < gitlab.Reporter {' \
+	-- go test -count=1 -run 'TestSignedInPeopleSeeTheirProjectsAndDevelopersAct' ./daemon/
+
+mutant "an action of a session without its CSRF token is carried out" \
+	signin/signin.go \
+	'	return got != "" && p.csrf != "" && constantEqual(got, p.csrf)' \
+	'	return true' \
+	-- go test -count=1 -run 'TestCSRF|TestReplayed|TestSignedInPeople' ./signin/ ./daemon/
+
+mutant "a signed-out session's cookie still works (sign-out leaves the session in the store)" \
+	signin/signin.go \
+	'			if err := s.cfg.Store.DeleteSession(r.Context(), p.sessionID); err != nil {' \
+	'			if err := error(nil); err != nil {' \
+	-- go test -count=1 -run 'TestReplayedForgedAndExpiredSessionsAreRefused|TestSessionsSurviveAReplica' ./signin/
+
+mutant "a forged session cookie is taken (the signature is not checked)" \
+	signin/cookie.go \
+	'	if err != nil || !hmac.Equal(got, s.mac(label, string(value))) {' \
+	'	if err != nil || got == nil {' \
+	-- go test -count=1 -run 'TestReplayedForgedAndExpiredSessionsAreRefused' ./signin/
+
+mutant "a descendant whose upstreams all ended skipped is built anyway" \
+	chain/settle.go \
+	'	case ups > 0 && len(skipped) == ups:' \
+	'	case false:' \
+	-- go test -count=1 -run 'TestSkip' ./chain/
+
+mutant "a skipped member keeps its chain unfinished" \
+	chain/track.go \
+	'	if s != Success && s != MemberSkipped {' \
+	'	if s != Success {' \
+	-- go test -count=1 -run 'TestSkip' ./chain/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
