@@ -266,37 +266,59 @@ func (d *Daemon) Engine() *chain.Engine { return d.engine }
 // returns.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.store.Close()
-	if err := d.loadGraph(ctx); err != nil {
+	// The run lock: another live run of this replica id on this host is
+	// refused at once; without one, every earlier run here is dead, and
+	// start drops its leases instead of waiting them out (runlock.go).
+	lockPath := runLockPath(d.opts.Config.State, d.opts.ReplicaID)
+	lock, err := lockRun(lockPath)
+	switch {
+	case errors.Is(err, errRunLocked):
+		inUse := &replicaIDInUseError{replica: d.opts.ReplicaID, lock: lockPath}
+		if leases, lerr := d.store.LiveLeases(ctx, alivePrefix+d.opts.ReplicaID+"/", d.opts.Now()); lerr == nil {
+			for _, l := range leases {
+				if sameHostRun(l.Holder, d.opts.ReplicaID) {
+					inUse.other = l.Holder
+				}
+			}
+		}
+		return inUse
+	case err != nil:
+		d.log.Warn("no run lock: an earlier run of this replica id is taken for dead only once its leases run out", "err", err)
+	default:
+		defer lock.release()
+		d.alive.earlierDead = true
+	}
+	// With a scan stored, the graph it gave is served at once and the
+	// start-up scan runs beside (a restart answers webhooks within a
+	// second); without one, serve cannot start before its first scan.
+	_, scanned, err := d.store.LastScan(ctx)
+	if err != nil {
+		return err
+	}
+	if scanned {
+		err = d.state.reload(ctx, d.store)
+	} else {
+		err = d.loadGraph(ctx)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: a normal shutdown
 		}
 		return err
 	}
-	d.readGitLabVersion(ctx)
 	// Checked here so that a bad schedule stops every replica at start;
 	// the leader builds its own for each term.
 	if _, err := d.newScheduler(); err != nil {
 		return err
 	}
-	// Another live process under this replica id is refused here, before
-	// this one serves, sends or leads; a dead earlier run's liveness lease
-	// is dropped (see liveness.start).
-	if err := d.alive.start(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while starting: a normal shutdown
-		}
-		return err
-	}
 	ln, err := net.Listen("tcp", d.opts.Listen)
 	if err != nil {
-		d.alive.release(ctx)
 		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
 	}
 	var uiLn net.Listener
 	if d.ui != nil {
 		if uiLn, err = net.Listen("tcp", d.opts.UIListen); err != nil {
 			ln.Close()
-			d.alive.release(ctx)
 			return fmt.Errorf("listen on %s (ui): %w", d.opts.UIListen, err)
 		}
 		d.log.Info("serving the dashboard", "addr", uiLn.Addr().String())
@@ -337,8 +359,33 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// another sender takes it over (see liveness).
 	g.Go(func() error { return d.recorder.Run(gctx) })
 	g.Go(func() error { return d.engine.RunInbox(gctx) })
-	g.Go(func() error { return d.alive.run(gctx, d.outbox) })
-	g.Go(func() error { return d.elector.run(gctx, d.lead) })
+	// Recording and applying webhooks need no lease; sending and leading
+	// wait until start has settled the other runs of this replica id:
+	// another live one is refused (the error stops this process), a dead
+	// one's leases are dropped (see liveness.start).
+	g.Go(func() error {
+		// The version decides whether creates may carry inputs: read
+		// before the first send.
+		d.readGitLabVersion(gctx)
+		if err := d.alive.start(gctx); err != nil {
+			if gctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		d.dropDeadLeader(gctx)
+		g.Go(func() error { return d.alive.run(gctx, d.outbox) })
+		g.Go(func() error { return d.elector.run(gctx, d.lead) })
+		return nil
+	})
+	if scanned {
+		g.Go(func() error {
+			if _, err := d.scan(gctx); err != nil && gctx.Err() == nil {
+				d.log.Warn("scan at start failed: serving the last stored scan", "err", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error { return d.followScans(gctx) })
 	g.Go(func() error { return d.exportState(gctx) })
 	g.Go(func() error { return d.exportFreshness(gctx) })
@@ -367,10 +414,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return err
 }
 
-// loadGraph scans at start (incremental: cheap when little changed, and it
-// picks up a scope edited while depsd was down). When GitLab cannot be
-// reached, the last stored scan is used if there is one; with none, serve
-// cannot start.
+// loadGraph scans at start when nothing was scanned yet (with a stored
+// scan, Run serves it and scans beside). When GitLab cannot be reached,
+// the last stored scan is used if there is one; with none, serve cannot
+// start.
 func (d *Daemon) loadGraph(ctx context.Context) error {
 	_, scanned, err := d.store.LastScan(ctx)
 	if err != nil {
