@@ -101,28 +101,15 @@ func (s *Server) jobByToken(token string) (*job, bool) {
 	return nil, false
 }
 
-// ciConfigAt reads and parses the CI configuration of a commit for a
-// pipeline with these inputs.
-func ciConfigAt(c *commit, inputs map[string]any) (ciConfig, error) {
-	src, ok := c.files[ciConfigFile]
-	if !ok {
-		return ciConfig{}, fmt.Errorf("Missing %s file", ciConfigFile)
-	}
-	return parseCIConfig(src, inputs)
-}
-
 // startJobs creates pl's jobs from its commit's CI configuration and
 // queues the first stage. A configuration the fake cannot run fails the
 // pipeline, as GitLab fails a push pipeline with yaml_errors. Callers
 // hold s.mu.
 func (s *Server) startJobs(p *project, pl *pipeline) {
-	c, ok := p.commits[pl.sha]
+	root, err := s.ciRootAt(s.ciContextOf(p, pl), pl.inputs)
 	var cfg ciConfig
-	var err error
-	if !ok {
-		err = fmt.Errorf("commit %s not found", pl.sha)
-	} else {
-		cfg, err = ciConfigAt(c, pl.inputs)
+	if err == nil {
+		cfg, err = parseCIRoot(root)
 	}
 	if err != nil {
 		pl.yamlErrors = err.Error()
@@ -348,6 +335,7 @@ func (s *Server) jobVariables(p *project, pl *pipeline, j *job) []jobVariable {
 		pub("CI", "true"),
 		pub("GITLAB_CI", "true"),
 		pub("CI_SERVER_URL", s.URL),
+		pub("CI_SERVER_FQDN", u.Host),
 		pub("CI_SERVER_HOST", u.Hostname()),
 		pub("CI_SERVER_PORT", u.Port()),
 		pub("CI_SERVER_PROTOCOL", u.Scheme),
