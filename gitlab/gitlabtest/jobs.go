@@ -324,7 +324,8 @@ func (s *Server) jobPayload(p *project, pl *pipeline, j *job, gitSHA string) job
 }
 
 // jobVariables are the predefined variables GitLab gives a job (the ones
-// a build uses), then the pipeline's variables, then the job's own from
+// a build uses: CI_COMMIT_REF_PROTECTED, and CI_OPEN_MERGE_REQUESTS in a
+// pipeline of a branch with open merge requests or of one of them), then the pipeline's variables, then the job's own from
 // .gitlab-ci.yml. Callers hold s.mu.
 func (s *Server) jobVariables(p *project, pl *pipeline, j *job) []jobVariable {
 	u, _ := url.Parse(s.URL)
@@ -366,6 +367,19 @@ func (s *Server) jobVariables(p *project, pl *pipeline, j *job) []jobVariable {
 		pub("CI_REGISTRY_IMAGE", image),
 		pub("CI_REGISTRY_USER", "gitlab-ci-token"),
 		{Key: "CI_REGISTRY_PASSWORD", Value: j.token, Masked: true},
+	}
+	protected := !pl.tag && p.isProtected(s.sourceRef(p, pl))
+	vars = append(vars, pub("CI_COMMIT_REF_PROTECTED", strconv.FormatBool(protected)))
+	if !pl.tag {
+		var open []string
+		for _, mr := range p.mrs {
+			if mr.state == mrOpened && mr.source == s.sourceRef(p, pl) && len(open) < 4 {
+				open = append(open, p.path+"!"+strconv.FormatInt(mr.iid, 10))
+			}
+		}
+		if len(open) > 0 {
+			vars = append(vars, pub("CI_OPEN_MERGE_REQUESTS", strings.Join(open, ",")))
+		}
 	}
 	switch mr := p.mr(pl.mrIID); {
 	case pl.tag:
