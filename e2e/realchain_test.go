@@ -61,29 +61,15 @@ func rcImage(env, def string) string {
 	return def
 }
 
-// rcCIYAML is every project's .gitlab-ci.yml: build with buildah (layer
-// cache on, --no-cache when depsd asks for a rebuild without cache) and
-// push to the project's image in the registry. RUBY_IMAGE, when set,
-// is passed as a build argument: how a job comes to build on an old
-// image, as a stale layer cache makes it; a rebuild without cache
-// (DEPSD_NO_CACHE=1, docs/verification.md) ignores it and pulls. vars are
-// the job's variables (YAML lines). The script's own time is printed for
-// the overhead figures.
-func rcCIYAML(jobImage string, vars ...string) string {
-	v := ""
-	if len(vars) > 0 {
-		v = "  variables:\n    " + strings.Join(vars, "\n    ") + "\n"
-	}
-	return `build:
-  stage: build
-  image: ` + jobImage + `
-` + v + `  script:
-    - start=$(date +%s%N)
-    - if [ "${DEPSD_NO_CACHE:-}" = 1 ]; then no_cache="--no-cache --pull=always"; RUBY_IMAGE=; else no_cache=; fi
-    - buildah build --layers --tls-verify=false $no_cache ${RUBY_IMAGE:+--build-arg RUBY_IMAGE=$RUBY_IMAGE} -t "$CI_REGISTRY_IMAGE:latest" .
-    - buildah push --tls-verify=false "$CI_REGISTRY_IMAGE:latest"
-    - echo "depsd-e2e-script-ms $(( ($(date +%s%N) - start) / 1000000 ))"
-`
+// rcCIYAML is every project's .gitlab-ci.yml: one include of the build
+// component (templates/image-build.yml, in the fake's project
+// demo.ComponentProject, as depsd demo --real has it) with the job image,
+// the registry over plain HTTP, and inputs (YAML lines). The component
+// builds with buildah (layer cache on; without cache and pulling when
+// depsd asks, DEPSD_NO_CACHE), pushes :latest on the default branch, and
+// prints its script's own time for the overhead figures.
+func rcCIYAML(jobImage string, inputs ...string) string {
+	return demo.BuildComponentCI(append([]string{"job_image: " + jobImage, "tls_verify: false"}, inputs...)...)
 }
 
 // rcContainerfiles are the projects' Containerfiles on registry host reg,
@@ -126,7 +112,7 @@ func TestRealChain(t *testing.T) {
 	rc.logFigures(first)
 	rc.assertChain(first)
 	t.Run("dashboard shows the chain fresh", rc.dashboardAfterChain(first))
-	ruby1 := rc.digest(rcRuby)
+	ruby1, left1 := rc.digest(rcRuby), rc.digest(rcLeft)
 
 	// 2. Another change, and depsd serve killed -9 once base succeeded
 	// and its downstream pipelines were created.
@@ -163,11 +149,13 @@ func TestRealChain(t *testing.T) {
 		t.Fatalf("ruby's image did not change between the chains (%s): the test cannot tell stale from fresh", ruby1)
 	}
 
-	// 3. app built on ruby's earlier image: stale.
+	// 3. app built on ruby's earlier image: stale. app's FROM names an
+	// ARG: the component passes the image depsd_build_contexts gives for
+	// it as that build argument.
 	ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
 	defer cancel()
 	pl, err := rc.gl.CreatePipeline(ctx, rc.ids[rcApp], "main", gitlab.CreateOptions{
-		Variables: map[string]string{"RUBY_IMAGE": rc.reg + "/" + rcRuby + "@" + ruby1}})
+		Variables: map[string]string{"DEPSD_BUILD_CONTEXTS": "RUBY_IMAGE=docker-image://" + rc.reg + "/" + rcRuby + "@" + ruby1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,22 +173,27 @@ func TestRealChain(t *testing.T) {
 	})
 
 	t.Run("stale rebuilt without cache", rc.staleRebuiltWithoutCache)
+	t.Run("a validation build on a candidate", rc.validationOnACandidate(left1))
 }
 
-// staleRebuiltWithoutCache: app's job pins ruby's current image (a stale
+// staleRebuiltWithoutCache: app's job uses the base image in its build
+// storage instead of pulling (the component's pull: "false", a stale
 // cache in the making), then ruby changes. depsd triggers app, which
 // builds on ruby's earlier image; depsd judges it stale and rebuilds it
-// once without cache, which builds on ruby's current image: fresh.
+// once without cache, which pulls ruby's current image: fresh.
 func (rc *realChain) staleRebuiltWithoutCache(t *testing.T) {
 	ruby := rc.digest(rcRuby)
-	pin := "RUBY_IMAGE: " + rc.reg + "/" + rcRuby + "@" + ruby
 	ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
 	defer cancel()
-	if _, err := rc.srv.SetFile(rcApp, ".gitlab-ci.yml", rcCIYAML(rcImage("DEPSD_BUILDAH_IMAGE", demo.DefaultJobImage), pin)); err != nil {
+	if _, err := rc.srv.SetFile(rcApp, ".gitlab-ci.yml", rcCIYAML(rcImage("DEPSD_BUILDAH_IMAGE", demo.DefaultJobImage), `pull: "false"`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := rc.srv.WaitIdle(ctx); err != nil { // app's push pipeline, on ruby's current image
-		t.Fatal(err)
+	pls := rc.srv.Pipelines(rcApp) // the last: app's push pipeline, on ruby's current image
+	if got, err := rc.srv.WaitPipeline(ctx, pls[len(pls)-1].ID); err != nil || got.Status != "success" {
+		t.Fatalf("app's push pipeline: %s %v\n%s", got.Status, err, rc.jobLog(got.ID))
+	}
+	if res := rc.verify(rcApp, ""); res.State != verify.StateFresh {
+		t.Fatalf("app built from its build storage before ruby changed: %s (%s), want fresh (ruby's current image is the one it holds)", res.State, res.Detail)
 	}
 	appBefore := len(rc.srv.Pipelines(rcApp))
 	earlier, err := rc.w.chains()
@@ -235,6 +228,41 @@ func (rc *realChain) staleRebuiltWithoutCache(t *testing.T) {
 	}
 	if res := rc.verify(rcApp, ruby); res.State != verify.StateFresh {
 		t.Errorf("app after the rebuild without cache: %s (%s), want fresh", res.State, res.Detail)
+	}
+}
+
+// validationOnACandidate: a validation build of bottom (FROM left:latest,
+// a literal image) on an earlier image of left, as depsd asks for one
+// (variables DEPSD_VALIDATE, DEPSD_BUILD_CONTEXTS with buildah's
+// --build-context form, DEPSD_VALIDATE_TAG): the job builds on that image
+// and pushes the validation tag only; bottom's :latest is untouched.
+func (rc *realChain) validationOnACandidate(candidate string) func(t *testing.T) {
+	return func(t *testing.T) {
+		latest := rc.digest(rcBottom)
+		ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
+		defer cancel()
+		left := rc.ref(rcLeft)
+		pl, err := rc.gl.CreatePipeline(ctx, rc.ids[rcBottom], "main", gitlab.CreateOptions{Variables: map[string]string{
+			"DEPSD_VALIDATE": "1", "DEPSD_VALIDATE_TAG": "depsd-validate-e2e",
+			"DEPSD_BUILD_CONTEXTS": left + "=docker-image://" + rc.reg + "/" + rcLeft + "@" + candidate}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rc.srv.WaitPipeline(ctx, pl.ID); err != nil || got.Status != "success" {
+			t.Fatalf("bottom's validation pipeline: %s %v\n%s", got.Status, err, rc.jobLog(pl.ID))
+		}
+		if d := rc.digest(rcBottom); d != latest {
+			t.Errorf("bottom:latest moved from %s to %s: a validation build published", latest, d)
+		}
+		img := rc.reg + "/" + rcBottom + ":depsd-validate-e2e"
+		res := rc.v.Verify(ctx, verify.Request{Image: img, Platform: rcPlatform(),
+			Upstreams: []verify.Upstream{{Image: left, Earlier: []string{candidate}}}})
+		if res.State != verify.StateStale {
+			t.Errorf("%s: %s (%s), want stale: built on left@%s, the candidate, not left's current image", img, res.State, res.Detail, candidate)
+		}
+		if rc.digest(rcLeft) == candidate {
+			t.Fatalf("left's current image is the candidate %s: the test cannot tell them apart", candidate)
+		}
 	}
 }
 
@@ -341,6 +369,9 @@ func startRealChain(t *testing.T) *realChain {
 	runnerToken := "glrt-" + randHex(t, 9) + "-e2e-real"
 	rc.srv = gitlabtest.New(gitlabtest.Options{Token: "glpat-e2e", RegistryHost: reg, RunnerToken: runnerToken})
 	t.Cleanup(rc.srv.Close)
+	if err := demo.AddBuildComponent(rc.srv); err != nil {
+		t.Fatal(err)
+	}
 	files := rcContainerfiles(reg, "v1")
 	for _, p := range append([]string{rcBase}, rcDownstream...) {
 		id, err := rc.srv.AddProject(gitlabtest.Project{Path: p, Files: map[string]string{
@@ -579,7 +610,8 @@ func (rc *realChain) jobLog(pipelineID int64) string {
 	return b.String()
 }
 
-var scriptMS = regexp.MustCompile(`depsd-e2e-script-ms (\d+)`)
+// scriptMS is the component's line of its script's own time.
+var scriptMS = regexp.MustCompile(`image-build: build and push took (\d+) ms`)
 
 // logFigures prints the chain's wall time (to the end of app, of bottom)
 // and, per job, the script's own time (build and push) against the rest:

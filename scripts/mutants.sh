@@ -1333,6 +1333,40 @@ mutant "a skipped member keeps its chain unfinished" \
 	'	if s != Success {' \
 	-- go test -count=1 -run 'TestSkip' ./chain/
 
+# Issue 39 item 4: the build component (templates/image-build.yml) and
+# the fake GitLab's include: component:.
+mutant "the build component ignores the depsd_no_cache input" \
+	templates/image-build.yml \
+	'no_cache=true) no_cache=true ;;' \
+	'no_cache=true) ;;' \
+	-- go test -count=1 -run 'TestImageBuild' ./templates/
+
+mutant "the build component ignores DEPSD_NO_CACHE" \
+	templates/image-build.yml \
+	'case ${DEPSD_NO_CACHE:-} in 1|true) no_cache=true ;; esac' \
+	'case ${DEPSD_NO_CACHE:-} in 1|true) ;; esac' \
+	-- go test -count=1 -run 'TestImageBuild' ./templates/
+
+mutant "a validation build publishes the release tags" \
+	templates/image-build.yml \
+	'if [ "$validate" = true ]; then' \
+	'if false; then' \
+	-- go test -count=1 -run 'TestImageBuild' ./templates/
+
+mutant "fake GitLab: an input interpolated alone loses its type (a forwarded boolean becomes a string)" \
+	gitlab/gitlabtest/ciconfig.go \
+	'm[0] == 0 && m[1] == len(n.Value)' \
+	'false' \
+	-- go test -count=1 -run 'TestIncludeComponent|TestParseCIConfig' ./gitlab/gitlabtest/
+
+mutant "fake GitLab: a component's keys win over the including file's" \
+	gitlab/gitlabtest/components.go \
+	'	deepMerge(merged, out)
+	return merged, nil' \
+	'	deepMerge(out, merged)
+	return out, nil' \
+	-- go test -count=1 -run 'TestIncludeComponent' ./gitlab/gitlabtest/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

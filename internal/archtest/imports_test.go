@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"deps":              {},
 	"buildinfo":         {},
 	"gitlab/gitlabtest": {},
+	"templates":         {},
 	"gitlab":            {"buildinfo"},
 	"chain":             {"deps", "gitlab"},
 	"scan":              {"deps", "gitlab"},
