@@ -165,7 +165,17 @@ func (s *Server) SetGraphQLAdmin(admin bool) {
 func (s *Server) SetOldGraphQL(old bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.gqlSchema = loadGraphQLSchema(old)
+	s.gqlSchema = loadGraphQLSchema(old, false)
+}
+
+// SetNoBranchNames makes the fake a GitLab whose Repository type has blobs
+// but no branchNames(searchPattern:, offset:, limit:): asking for it is a
+// validation error ("Field 'branchNames' doesn't exist on type
+// 'Repository'").
+func (s *Server) SetNoBranchNames(missing bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gqlSchema = loadGraphQLSchema(false, missing)
 }
 
 // SetGraphQLTimeouts makes the named fields ("Repository.blobs") time out
@@ -177,12 +187,20 @@ func (s *Server) SetGraphQLTimeouts(fields ...string) {
 	s.graphQLTimeouts = fields
 }
 
-func loadGraphQLSchema(old bool) *ast.Schema {
+// loadGraphQLSchema is graphQLSchema without Repository.blobs (noBlobs)
+// or Repository.branchNames (noBranchNames).
+func loadGraphQLSchema(noBlobs, noBranchNames bool) *ast.Schema {
 	sdl := graphQLSchema
-	if old {
-		i := strings.Index(sdl, "  blobs(")
+	drop := func(field string) {
+		i := strings.Index(sdl, "  "+field+"(")
 		j := strings.Index(sdl[i:], "\n")
 		sdl = sdl[:i] + sdl[i+j+1:]
+	}
+	if noBlobs {
+		drop("blobs")
+	}
+	if noBranchNames {
+		drop("branchNames")
 	}
 	return gqlparser.MustLoadSchema(&ast.Source{Name: "gitlab.graphql", Input: sdl})
 }
