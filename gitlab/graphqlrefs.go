@@ -197,9 +197,11 @@ type refsChunk struct {
 }
 
 // planRefs takes as many of refs, in order, as fit in a request whose
-// other fields cost used, with the branches of their RefsQuery.Branches;
-// the first project alone gets as many of its branches as fit, the rest
-// then being left unread. None when even one project's names do not fit.
+// other fields cost used, with the branches of their RefsQuery.Branches:
+// the first project alone gets as many of its branches as fit, and a
+// project whose branches do not all fit beside the others' joins with
+// those already asked, its others being left unread. None when even one
+// project's names do not fit.
 func (c *Client) planRefs(refs []RefsQuery, names, used int) refsChunk {
 	budget := c.complexityBudget() - used
 	var chunk refsChunk
@@ -211,6 +213,10 @@ func (c *Client) planRefs(refs []RefsQuery, names, used int) refsChunk {
 				branches = branches[:len(branches)-1]
 				cost = refsCost(1, len(branches), names)
 			}
+		}
+		if cost > budget && k > 0 {
+			branches = chunk.branches
+			cost = refsCost(k+1, len(branches), names)
 		}
 		if cost > budget {
 			break
