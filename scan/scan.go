@@ -272,22 +272,13 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		b = batchReader{gl: gl, br: br, blobs: blobs, names: names, containerfiles: opts.Containerfiles, listed: listed, needCI: needCI,
 			logger: opts.Logger, rules: jobs, refs: src}
 		src.b = b
-		refsOf := func(batch []int) []int {
-			var out []int
-			for _, i := range batch {
-				if len(jobs[i].Branches) > 0 {
-					out = append(out, i)
-				}
-			}
-			return out
-		}
+		hasRefs := func(i int) bool { return len(jobs[i].Branches) > 0 }
 		type part struct{ batch, refs []int }
 		var parts []part
-		for len(pending) > 0 {
-			batch := pending[:min(len(pending), gitlab.MaxFilesBatch)]
-			pending = pending[len(batch):]
-			parts = append(parts, part{batch, refsOf(batch)})
+		for _, batch := range spread(pending, hasRefs, gitlab.MaxFilesBatch) {
+			parts = append(parts, part{batch, slices.DeleteFunc(slices.Clone(batch), func(i int) bool { return !hasRefs(i) })})
 		}
+		pending = nil
 		var alone []int
 		inPart := map[int]bool{}
 		for _, p := range parts {
@@ -379,6 +370,33 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		"warnings", res.Warnings, "cycles", res.Cycles, "requests", res.Requests,
 		"files_fetched", res.FilesFetched, "graphql_batches", res.Batches, "unchanged", res.Unchanged, "duration", res.Duration)
 	return res, nil
+}
+
+// spread cuts pending into batches of size (the last one smaller), with
+// the projects whose branches a batch reads (hasRefs) dealt evenly over
+// them: a batch carries a few projects' branch names beside its default
+// branches within GitLab's complexity limit, and needs requests of its
+// own past them (gitlab.Client.ReadBatch), so projects a rule matches,
+// which sit together in a listing (a group, a team), are better spread.
+func spread(pending []int, hasRefs func(int) bool, size int) [][]int {
+	var refs, others []int
+	for _, i := range pending {
+		if hasRefs(i) {
+			refs = append(refs, i)
+		} else {
+			others = append(others, i)
+		}
+	}
+	batches := make([][]int, (len(pending)+size-1)/size)
+	for k, i := range refs {
+		batches[k%len(batches)] = append(batches[k%len(batches)], i)
+	}
+	for k := range batches {
+		n := min(size-len(batches[k]), len(others))
+		batches[k] = append(batches[k], others[:n]...)
+		others = others[n:]
+	}
+	return batches
 }
 
 func (o *Options) setDefaults() {
