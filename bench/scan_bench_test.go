@@ -199,7 +199,7 @@ func benchScan(b *testing.B, n int, restOnly bool, goalSeconds, goalPerProject f
 }
 
 // BenchmarkScan10000Refs is BenchmarkScan10000 with one extra followed
-// branch on 10 % of the projects (issue 36; refsRules): 11,000 nodes. It
+// branch on 10 % of the projects (issue 36; refsRules): 10,995 nodes. It
 // reports besides the requests for refs (refs-requests: the requests a
 // scan makes for refs apart from the default branches' batches) and per
 // followed branch. DEPSD_BENCH_SCALE=0.1 runs it at a tenth of the size.
