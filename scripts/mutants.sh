@@ -1367,6 +1367,31 @@ mutant "fake GitLab: a component's keys win over the including file's" \
 	return out, nil' \
 	-- go test -count=1 -run 'TestIncludeComponent' ./gitlab/gitlabtest/
 
+# Issue 36, item 1's scan cost: followed refs read through the GraphQL batches.
+mutant "a batch asks no followed branch's files (they are read apart, a request per 11 refs)" \
+	scan/batch.go \
+	'Branches: literalBranches(lp, rule)}' \
+	'Branches: nil}' \
+	-- go test -count=1 -run 'TestScanReadsFollowedRefs$|TestScanRefsRequestCounts' ./scan/ ./bench/
+
+mutant "a followed branch a project does not have becomes a node (GraphQL)" \
+	scan/refs.go \
+	'branches = append([]string{}, pr.Branches...)' \
+	'branches = append(literalBranches(listed[j.i], j.rule), pr.Branches...)' \
+	-- go test -count=1 -run 'TestScanReadsFollowedRefs$' ./scan/
+
+mutant "the projects a rule matches are not spread over the batches" \
+	scan/scan.go \
+	'batches[k%len(batches)] = append(batches[k%len(batches)], i)' \
+	'batches[k/size%len(batches)] = append(batches[k/size%len(batches)], i)' \
+	-- go test -count=1 -run 'TestScanRefsRequestCounts' ./bench/
+
+mutant "the plan prices branchNames below GitLab's 170" \
+	gitlab/graphqlrefs.go \
+	'c := float64(1 + 1 + 1 + 170 + branches*blobsCost(names) + 1)' \
+	'c := float64(1 + 1 + 1 + 100 + branches*blobsCost(names) + 1)' \
+	-- go test -count=1 -run 'TestReadBatchReadsBranches' ./gitlab/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
