@@ -1236,6 +1236,16 @@ mutant "GitLab's 401 to a merge the user may not make is taken for a rejected to
 	-- go test -count=1 -run 'TestMergeRequests$' ./gitlab/
 
 # Issue 36: nodes (a project at a ref), release tags and maintenance branches.
+mutant "an upgrade to nodes rebuilds what a newly followed ref built before it (catch-up)" \
+	chain/catchup.go \
+	'	if everyRef {
+		return -projectID
+	}' \
+	'	if everyRef && false {
+		return -projectID
+	}' \
+	-- go test -count=1 -run 'TestCatchUpOfFollowedRefs' ./chain/
+
 mutant "a release tag's pipeline is dropped by the webhook receiver (tags were ignored before nodes)" \
 	webhook/decode.go \
 	'case a.Tag && !follows.follows(p.Project.PathWithNamespace, a.Ref, true):' \
