@@ -187,6 +187,9 @@ type Project struct {
 	// GitLab's refusals and from the project's settings and CI
 	// configuration by scans ("" until then: variables).
 	Ident PipelineIdent
+	// Visibility is GitLab's (public, internal, private; "" when no scan
+	// recorded it): what the chain's commit status may name.
+	Visibility string
 	// Refs are the refs of its nodes besides the default branch, by node
 	// key (docs/design/nodes.md): a followed branch, or, for its release
 	// tags, the newest release tag. Nil: it follows its default branch

@@ -244,5 +244,6 @@ func migrations() []migration {
 		builtMigration(),
 		hookSecretsMigration(),
 		nodesMigration(),
+		chainStatusMigration(),
 	}
 }
