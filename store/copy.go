@@ -16,6 +16,7 @@ var copiedTables = []string{
 	"chains", "chain_reasons", "chain_members", "outbox", "events",
 	"schedules", "image_digests", "job_runs", "catch_up", "hook_checks",
 	"upstream_digests", "verifications", "verify_queue", "hook_secrets", "seen_publications",
+	"chain_statuses",
 }
 
 // ErrTargetNotEmpty: Copy refuses to write into a store that holds state.
