@@ -235,7 +235,7 @@ const (
 	StatusUnchanged = "unchanged" // GitLab showed it already, or cannot move there: nothing posted
 	StatusRetry     = "retry"     // a retryable error: posted again later
 	StatusRefused   = "refused"   // GitLab refused the transition: read back, tried again
-	StatusGaveUp    = "gave up"   // a permanent error, or refusals: this want is not shown
+	StatusGaveUp    = "gave_up"   // a permanent error, or refusals: this want is not shown
 )
 
 // RunStatuses sends the chains' commit statuses until ctx ends: when

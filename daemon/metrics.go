@@ -65,7 +65,7 @@ func newMetrics() *metrics {
 		}, []string{"outcome"}),
 		statuses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "depsd_commit_statuses_total",
-			Help: "Sends of the chains' commit statuses (gitlab.commit_status), by the state sent and the outcome: posted, unchanged (GitLab showed it already), retry, refused (an invalid transition), gave up.",
+			Help: "Sends of the chains' commit statuses (gitlab.commit_status), by the state sent and the outcome: posted, unchanged (GitLab showed it already), retry, refused (an invalid transition), gave_up.",
 		}, []string{"state", "outcome"}),
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "depsd_gitlab_api_errors_total", Help: "Errors from the GitLab API while sending actions, by whether they are retried.",
