@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
@@ -497,4 +498,68 @@ func TestChainStatusFirstLevelOnDepsdsPipeline(t *testing.T) {
 		t.Errorf("%d pipelines of web", n)
 	}
 	g.noRefusals()
+}
+
+// Why the pipelines depsd creates carry no status of their own: any
+// status takes part in the pipeline's status, which is what depsd reads
+// as the member's outcome (GitLab's Ci::Status::Composite, as the fake
+// computes it). Only a success posted after the pipeline ended in
+// success, failure or cancelation leaves it as it was.
+func TestAStatusChangesThePipelinesOutcome(t *testing.T) {
+	t.Parallel()
+	g := newGitLabEnv(t, nil, "base>app")
+	status := func(id int64) string {
+		t.Helper()
+		p, err := g.client.GetPipeline(g.ctx, g.srv.Pipelines("g/app")[0].ProjectID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Status
+	}
+	post := func(id int64, state string) {
+		t.Helper()
+		for _, p := range g.srv.Pipelines("g/app") {
+			if p.ID == id {
+				if _, err := g.client.SetCommitStatus(g.ctx, p.ProjectID, p.SHA, gitlab.StatusOptions{State: state, Name: "depsd", PipelineID: id}); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+		}
+	}
+	pipeline := func(own string) int64 {
+		t.Helper()
+		id, err := g.srv.AddPipeline("g/app", "main", "api", own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	for _, tc := range []struct {
+		name            string
+		own, post, then string // the pipeline's own status, the status posted, the pipeline's jobs after
+		want            string
+	}{
+		{"running keeps a finished pipeline running", "success", "running", "", "running"},
+		{"success makes a skipped pipeline a success", "skipped", "success", "", "success"},
+		{"failed outlives a retry that succeeds", "failed", "failed", "success", "failed"},
+		{"success on a success", "success", "success", "", "success"},
+		{"success on a failure", "failed", "success", "", "failed"},
+		{"success on a failure retried", "failed", "success", "success", "success"},
+		{"success on a cancelation", "canceled", "success", "", "canceled"},
+	} {
+		id := pipeline(tc.own)
+		post(id, tc.post)
+		if tc.then != "" {
+			if err := g.srv.SetPipelineStatus(id, "running"); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.srv.SetPipelineStatus(id, tc.then); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := status(id); got != tc.want {
+			t.Errorf("%s: pipeline %s, want %s", tc.name, got, tc.want)
+		}
+	}
 }
