@@ -181,8 +181,8 @@ func countForStatus(c *Chain) statusCounts {
 		case m.State.Building() || m.State == Verifying:
 			n.building++
 		}
-		if m.State.Unfinished() {
-			n.unfinished++
+		if m.State.Unfinished() || m.State == MemberExpired {
+			n.unfinished++ // an expired chain's unfinished members are expired
 		}
 		if m.State != Waiting && m.State != Pending {
 			n.started = true

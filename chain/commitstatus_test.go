@@ -82,9 +82,9 @@ func TestStatusDescription(t *testing.T) {
 		{"no failure may be named", chain.Blocked, []*chain.Member{m("apps/shop", chain.Failed)}, nil,
 			chain.CommitFailed, "0 of 1 rebuilt, 1 failed"},
 		{"expired with nothing failed", chain.Expired, []*chain.Member{m("g/a", chain.MemberExpired)}, nil,
-			chain.CommitCanceled, "expired: 0 of 1 rebuilt"},
+			chain.CommitCanceled, "expired: 0 of 1 rebuilt, 1 unfinished"},
 		{"expired with a failure", chain.Expired, []*chain.Member{m("g/a", chain.Failed), m("g/b", chain.MemberExpired)},
-			map[string]string{"g/a": "g/a"}, chain.CommitFailed, "expired: 0 of 2 rebuilt, 1 failed: g/a"},
+			map[string]string{"g/a": "g/a"}, chain.CommitFailed, "expired: 0 of 2 rebuilt, 1 failed: g/a, 1 unfinished"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &chain.Chain{ID: 1, State: tc.state, Reasons: started, Members: append([]*chain.Member{root}, tc.members...)}

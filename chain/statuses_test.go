@@ -563,3 +563,31 @@ func TestAStatusChangesThePipelinesOutcome(t *testing.T) {
 		}
 	}
 }
+
+// An expired chain's status is canceled (nothing failed: it stopped),
+// saying how much was left unfinished.
+func TestChainStatusOfAnExpiredChain(t *testing.T) {
+	t.Parallel()
+	g := newStatusEnv(t, "base>app", "app>web")
+	root := g.root("g/base")
+	g.deliver()
+	g.sendStatuses()
+	g.send()
+	g.finish("g/app", "success")
+	g.clock.Advance(7*24*time.Hour + time.Minute)
+	if _, err := g.engine.Reconcile(g.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := g.states(1); v.State != chain.Expired {
+		t.Fatalf("chain %s: %s", v.State, states(v))
+	}
+	g.sendStatuses()
+	if s := g.shown("g/base", root); s.Status != "canceled" || s.Description != "expired: 1 of 2 rebuilt, 1 unfinished" {
+		t.Fatalf("status = %+v", s)
+	}
+	g.deliver()
+	if n := g.chainCount(); n != 1 {
+		t.Errorf("%d chains", n)
+	}
+	g.noRefusals()
+}
