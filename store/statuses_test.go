@@ -123,7 +123,7 @@ func TestChainStatusRows(t *testing.T) {
 			t.Fatalf("after the want: %+v", got)
 		}
 		st, ok := due(t0)
-		if !ok || st.PipelineID != 70 {
+		if !ok || st.PipelineID != 70 || !st.Due(t0) {
 			t.Fatalf("due = %+v, %v", st, ok)
 		}
 		// Claimed: not due until its lease ran out.
