@@ -155,6 +155,9 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		if err != nil || c == nil {
 			return "no dependents", err
 		}
+		if err := t.addChainStatus(c, ev, p.ID); err != nil {
+			return "", err
+		}
 		return outcomeStarted, nil
 	case handled:
 		return outcomeAdvanced, nil
@@ -179,6 +182,9 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	}
 	if c == nil {
 		return "no dependents", nil
+	}
+	if err := t.addChainStatus(c, ev, p.ID); err != nil {
+		return "", err
 	}
 	if len(t.chains) > before {
 		return outcomeStarted, nil

@@ -72,9 +72,13 @@ type Config struct {
 	VerifyTimeout time.Duration
 	// VerifyConcurrency bounds the verifications in flight. Default 4.
 	VerifyConcurrency int
-	Now               func() time.Time // default time.Now
-	Logger            *slog.Logger     // default: discard
-	Observer          Observer         // default: none
+	// Statuses, when set, keeps each chain's progress as a commit status
+	// on the commit of every pipeline whose success started it
+	// (commitstatus.go); RunStatuses sends them. Nil: none.
+	Statuses *ChainStatusOptions
+	Now      func() time.Time // default time.Now
+	Logger   *slog.Logger     // default: discard
+	Observer Observer         // default: none
 }
 
 // Engine applies events and rebuild requests to the chains in the store and
@@ -120,7 +124,10 @@ type Engine struct {
 	inboxC   chan struct{}
 	outboxC  chan struct{}
 	verifyC  chan struct{}
+	statusC  chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
+	// statusHooks (tests) look into the commit status sender.
+	statusHooks statusHooks
 	// noInputs: the GitLab is older than 17.10 (no pipeline inputs), so a
 	// project refusing variables gets bare pipelines (SetPipelineInputs).
 	noInputs atomic.Bool
@@ -198,6 +205,14 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("chain engine: unknown verification mode " + strconv.Quote(string(cfg.Verify)))
 	}
 	def(&cfg.VerifyTimeout, time.Minute)
+	if st := cfg.Statuses; st != nil {
+		if st.GitLab == nil {
+			return nil, errors.New("chain engine: commit statuses without a GitLab client")
+		}
+		o := *st
+		def(&o.Interval, 5*time.Second)
+		cfg.Statuses = &o
+	}
 	if cfg.VerifyConcurrency <= 0 {
 		cfg.VerifyConcurrency = 4
 	}
@@ -218,6 +233,7 @@ func New(cfg Config) (*Engine, error) {
 		inboxC:  make(chan struct{}, 1),
 		outboxC: make(chan struct{}, 1),
 		verifyC: make(chan struct{}, 1),
+		statusC: make(chan struct{}, 1),
 	}, nil
 }
 

@@ -191,7 +191,20 @@ type GitLab struct {
 	// only (a tree listing and a blob read per project) instead of in
 	// batches of 50 projects through GitLab's GraphQL API. Default true.
 	GraphQL *bool `yaml:"graphql"`
+	// CommitStatus is CommitStatusOn (default) or CommitStatusOff: whether
+	// a chain started by a pipeline's success shows its progress on that
+	// pipeline's commit, as the commit status depsd/chain (docs/chains.md).
+	CommitStatus string `yaml:"commit_status"`
+	// CommitStatusInterval is the least time between two updates of one
+	// chain's status: the changes in between are sent as one. Default 5s.
+	CommitStatusInterval time.Duration `yaml:"commit_status_interval"`
 }
+
+// The values of gitlab.commit_status.
+const (
+	CommitStatusOn  = "on"
+	CommitStatusOff = "off"
+)
 
 // Scope is the part of the instance depsd watches.
 type Scope struct {
@@ -291,6 +304,9 @@ func Defaults() Config {
 			RequestsPerMinute: 2000,
 			MaxRetries:        5,
 			Timeout:           30 * time.Second,
+
+			CommitStatus:         CommitStatusOn,
+			CommitStatusInterval: 5 * time.Second,
 		},
 		Containerfiles:  []string{"Containerfile", "Dockerfile"},
 		Platform:        deps.DefaultPlatform,
@@ -621,6 +637,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Hooks.Mode == HooksGroup && len(c.Scope.Groups) == 0 {
 		c.warnf("hooks.mode: group has no effect without scope.groups: every project gets a project hook")
+	}
+	if c.GitLab.CommitStatus != CommitStatusOn && c.GitLab.CommitStatus != CommitStatusOff {
+		errs = append(errs, fmt.Errorf("gitlab.commit_status %q: want %s or %s", c.GitLab.CommitStatus, CommitStatusOn, CommitStatusOff))
+	}
+	if c.GitLab.CommitStatusInterval < time.Second {
+		errs = append(errs, fmt.Errorf("gitlab.commit_status_interval %s: want at least 1s, such as 5s", c.GitLab.CommitStatusInterval))
 	}
 	errs = append(errs, c.checkSigningTokens()...)
 	errs = append(errs, c.Images.problems()...)

@@ -196,7 +196,10 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		// urgent, and its limits keep the rest of the traffic safe.
 		SendConcurrency: cfg.GitLab.Concurrency,
 		Verifier:        iv, Verify: chain.VerifyMode(cfg.Images.Verify), VerifyTimeout: verifyTimeout(cfg.Images.Timeout),
-		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
+		// Every replica writes what a chain's commit status should show;
+		// the leader sends them (lead).
+		Statuses: cfg.ChainStatuses(d.gitlab),
+		Now:      opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
 	if err != nil {
 		st.Close()

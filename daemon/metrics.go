@@ -23,6 +23,7 @@ type metrics struct {
 	events        *prometheus.CounterVec   // webhook deliveries by kind and outcome
 	applied       *prometheus.CounterVec   // events applied by the engine by kind and result
 	triggers      *prometheus.CounterVec   // pipeline creations by outcome
+	statuses      *prometheus.CounterVec   // chains' commit status sends by state and outcome
 	apiErrors     *prometheus.CounterVec   // GitLab errors by retryable
 	chainDuration *prometheus.HistogramVec // chains by final state
 	queueDepth    *prometheus.GaugeVec     // pending inbox events and outbox actions
@@ -67,6 +68,10 @@ func newMetrics(projectLabels bool) *metrics {
 		triggers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "depsd_pipeline_triggers_total", Help: "Pipelines depsd created (outcome created), or adopted after a crash (adopted).",
 		}, []string{"outcome"}),
+		statuses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depsd_commit_statuses_total",
+			Help: "Sends of the chains' commit statuses (gitlab.commit_status), by the state sent and the outcome: posted, unchanged (GitLab showed it already), retry, refused (an invalid transition), gave_up.",
+		}, []string{"state", "outcome"}),
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "depsd_gitlab_api_errors_total", Help: "Errors from the GitLab API while sending actions, by whether they are retried.",
 		}, []string{"retryable"}),
@@ -139,6 +144,11 @@ func newMetrics(projectLabels bool) *metrics {
 	m.triggers.WithLabelValues("adopted")
 	m.apiErrors.WithLabelValues("true")
 	m.apiErrors.WithLabelValues("false")
+	for _, state := range chain.CommitStates() {
+		for _, outcome := range []string{chain.StatusPosted, chain.StatusRefused, chain.StatusGaveUp} {
+			m.statuses.WithLabelValues(string(state), outcome)
+		}
+	}
 	m.chainDuration.WithLabelValues(string(chain.Finished))
 	m.chainDuration.WithLabelValues(string(chain.Expired))
 	m.queueDepth.WithLabelValues("inbox")
@@ -158,7 +168,7 @@ func newMetrics(projectLabels bool) *metrics {
 		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion},
 	})
 	buildInfo.Set(1)
-	m.registry.MustRegister(buildInfo, m.fires, m.verifications, m.imagesByState, m.imageStale, m.staleSeconds, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
+	m.registry.MustRegister(buildInfo, m.fires, m.verifications, m.imagesByState, m.imageStale, m.staleSeconds, m.events, m.applied, m.triggers, m.statuses, m.apiErrors, m.chainDuration, m.queueDepth,
 		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
 		m.chains, m.blockedLongest, m.storeUp, m.replicas, m.webhooks, m.jobRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

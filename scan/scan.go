@@ -222,7 +222,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		prev, hadPrev := prevByID[lp.ID]
 		projects[i] = Project{
 			ID: lp.ID, Path: lp.Path, DefaultBranch: lp.DefaultBranch, RegistryPrefix: lp.RegistryPrefix,
-			WebURL: lp.WebURL, LastActivity: lp.LastActivityAt, ScannedAt: started,
+			WebURL: lp.WebURL, Visibility: lp.Visibility, LastActivity: lp.LastActivityAt, ScannedAt: started,
 		}
 		if hadPrev && gl.Unchanged(lp, known[lp.ID]) && slices.Equal(prev.SearchedFiles, opts.Containerfiles) {
 			p := &projects[i]

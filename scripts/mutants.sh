@@ -1402,6 +1402,31 @@ mutant "the plan prices branchNames below GitLab's 170" \
 	'c := float64(1 + 1 + 1 + 100 + branches*blobsCost(names) + 1)' \
 	-- go test -count=1 -run 'TestReadBatchReadsBranches' ./gitlab/
 
+# Issue 37 item 1: the chains' commit statuses.
+mutant "a status whose last post's outcome is unknown is posted again without reading GitLab (pending twice: 400)" \
+	chain/statussend.go \
+	'if wasInDoubt {' \
+	'if false && wasInDoubt {' \
+	-- go test -count=1 -run 'TestChainStatusAcrossCrashes' ./chain/
+
+mutant "a status claim is not marked in doubt before its post" \
+	chain/statussend.go \
+	's.Doubt, s.LeaseUntil, s.ClaimedBy = true, now.Add(e.cfg.Lease), e.cfg.Owner' \
+	's.Doubt, s.LeaseUntil, s.ClaimedBy = s.Doubt, now.Add(e.cfg.Lease), e.cfg.Owner' \
+	-- go test -count=1 -run 'TestChainStatusAcrossCrashes' ./chain/
+
+mutant "a running status is posted running again (GitLab refuses it)" \
+	chain/commitstatus.go \
+	'case have == CommitRunning && (want == CommitPending || want == CommitRunning):' \
+	'case have == CommitRunning && want == CommitPending:' \
+	-- go test -count=1 -run 'TestCommitStep|TestChainStatus' ./chain/
+
+mutant "a chain's status is posted at every change (not coalesced)" \
+	chain/statussend.go \
+	's.NextSendAt = s.SentAt.Add(e.cfg.Statuses.Interval)' \
+	's.NextSendAt = s.SentAt' \
+	-- go test -count=1 -run 'TestChainStatusIsCoalesced' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

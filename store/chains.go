@@ -461,8 +461,8 @@ func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool,
 	}
 	p, found := chain.Project{Path: path}, true
 	var ident string
-	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch, pipeline_ident FROM projects WHERE path = $1`, path).
-		Scan(&p.ID, &p.DefaultBranch, &ident)
+	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch, pipeline_ident, visibility FROM projects WHERE path = $1`, path).
+		Scan(&p.ID, &p.DefaultBranch, &ident, &p.Visibility)
 	p.Ident = chain.PipelineIdent(ident)
 	if errIsNotFound(err) {
 		p, found, err = chain.Project{}, false, nil

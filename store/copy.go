@@ -18,6 +18,7 @@ var copiedTables = []string{
 	"schedules", "image_digests", "job_runs", "catch_up", "hook_checks",
 	"upstream_digests", "verifications", "verify_queue", "hook_secrets", "seen_publications",
 	"audit_log",
+	"chain_statuses",
 }
 
 // ErrTargetNotEmpty: Copy refuses to write into a store that holds state.

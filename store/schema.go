@@ -245,5 +245,6 @@ func migrations() []migration {
 		hookSecretsMigration(),
 		nodesMigration(),
 		signinMigration(),
+		chainStatusMigration(),
 	}
 }
