@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
+	"gitlab.com/depsd/depsd/config"
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 )
 
@@ -53,6 +55,31 @@ func BenchmarkRebuildBase10000(b *testing.B) {
 	rebuild(b, func(srv *gitlabtest.Server) { seedBase(b, srv, levels...) }, "images/base")
 }
 
+// BenchmarkRebuildBase10000Refs is BenchmarkRebuildBase10000 with one
+// extra followed branch on 10 % of the projects (issue 36): every project
+// of each level whose index ends in 3 has a bookworm branch with a
+// Containerfile of its own, FROM the same upstream as its default
+// branch's, and `refs:` follows it. The graph has 11,000 nodes (at full
+// size), all downstream of the base, so the chain creates 11,000
+// pipelines, a tenth of them on bookworm (rate-floor-s: 330 s at the
+// default 2,000 creates a minute). DEPSD_BENCH_SCALE shrinks it as it
+// does BenchmarkRebuildBase10000.
+func BenchmarkRebuildBase10000Refs(b *testing.B) {
+	levels := []int{20, 200, 1000, 2000, 6780}
+	for i := range levels {
+		levels[i] = scaled(b, levels[i])
+	}
+	rules := deps.RefRules{{Projects: []string{"*/l*-*3"}, Branches: []string{refsBranch}}}
+	rebuildWith(b, func(srv *gitlabtest.Server) {
+		seedBase(b, srv, levels...)
+		if n := seedRefs(b, srv, rules); n == 0 {
+			b.Fatal("no project with a followed branch")
+		}
+	}, "images/base", func(cfg *config.Config) {
+		cfg.Refs = []config.Refs{{Projects: rules[0].Projects, Branches: rules[0].Branches}}
+	})
+}
+
 // seedBase seeds one base, and below it levels of projects each building
 // FROM one project of the level above.
 func seedBase(b *testing.B, srv *gitlabtest.Server, levels ...int) {
@@ -80,6 +107,12 @@ func seedBase(b *testing.B, srv *gitlabtest.Server, levels ...int) {
 }
 
 func rebuild(b *testing.B, seed func(*gitlabtest.Server), root string) {
+	rebuildWith(b, seed, root, nil)
+}
+
+// rebuildWith is rebuild with configure changing the daemon's
+// configuration (serveWith).
+func rebuildWith(b *testing.B, seed func(*gitlabtest.Server), root string, configure func(*config.Config)) {
 	for b.Loop() {
 		b.StopTimer()
 		const latency, pipeline = 20 * time.Millisecond, 100 * time.Millisecond
@@ -87,7 +120,7 @@ func rebuild(b *testing.B, seed func(*gitlabtest.Server), root string) {
 		srv, clk := newFake(gitlabtest.Options{Token: "bench", OnRequest: arrivals.add,
 			Pipelines: gitlabtest.Behavior{Duration: pipeline, Outcome: "success"}})
 		seed(srv)
-		s := serve(b, srv, clk, []string{"images", "apps"}, chain.Full)
+		s := serveWith(b, srv, clk, []string{"images", "apps"}, chain.Full, configure)
 		srv.SetLatency(latency)
 		ctx := context.Background()
 		graph, err := s.d.Graph(ctx)
@@ -96,6 +129,7 @@ func rebuild(b *testing.B, seed func(*gitlabtest.Server), root string) {
 		}
 		affected := len(graph.Affected(root))
 		levels := len(graph.Waves(root))
+		b.ReportMetric(float64(len(graph.Projects())), "nodes")
 		// Long enough for the creates at the rate limit, three times over.
 		timeout := max(5*time.Minute, 3*time.Duration(affected+1)*time.Minute/time.Duration(max(s.cfg.GitLab.RequestsPerMinute, 1)))
 		b.StartTimer()
@@ -155,15 +189,24 @@ func rebuild(b *testing.B, seed func(*gitlabtest.Server), root string) {
 		others, othersBy := arrivals.whileDue(createPath, dueIntervals(srv, graph, root, start), finishes(srv))
 		b.ReportMetric(float64(others), "other-requests-while-creates-due")
 		b.Logf("requests other than creates while a create was due: %d, goal 0 (%s)", others, strings.Join(othersBy, ", "))
-		created := 0
+		created, onBranches := 0, 0
 		var requested []time.Time
 		for _, p := range srv.Projects() {
 			for _, pl := range srv.Pipelines(p) {
 				if pl.Source == "api" {
 					created++
 					requested = append(requested, pl.Requested)
+					if graph.Has(p + "@" + pl.Ref) {
+						onBranches++
+					}
 				}
 			}
+		}
+		if branchNodes := len(graph.Projects()) - len(srv.Projects()); onBranches != branchNodes {
+			b.Fatalf("%d pipelines on followed branches, want one for each of the %d branch nodes", onBranches, branchNodes)
+		}
+		if onBranches > 0 {
+			b.ReportMetric(float64(onBranches), "pipelines-on-followed-branches")
 		}
 		// The longest time without a create: a level's pipelines (0.1 s)
 		// at most, unless something stalled.
@@ -281,17 +324,25 @@ func finishes(srv *gitlabtest.Server) []time.Time {
 }
 
 // dueIntervals are the times at which a create of the chain was due: for
-// each pipeline depsd created, from when its upstream's pipeline finished
+// each pipeline depsd created (its node's), from when its upstream's pipeline finished
 // (the root's: from start) until the create reached GitLab; sorted and
 // merged. (The upstream's webhook reaches depsd a little after its
 // pipeline finished, so the intervals are if anything too wide.)
-func dueIntervals(srv *gitlabtest.Server, graph interface{ Upstream(string) []string }, root string, start time.Time) []interval {
+func dueIntervals(srv *gitlabtest.Server, graph interface {
+	Upstream(string) []string
+	Has(string) bool
+}, root string, start time.Time) []interval {
 	finished := map[string]time.Time{}
 	requested := map[string]time.Time{}
 	for _, p := range srv.Projects() {
 		for _, pl := range srv.Pipelines(p) {
 			if pl.Source == "api" {
-				finished[p], requested[p] = pl.FinishedAt, pl.Requested
+				// A pipeline on a followed branch is its node's.
+				node := p
+				if graph.Has(p + "@" + pl.Ref) {
+					node = p + "@" + pl.Ref
+				}
+				finished[node], requested[node] = pl.FinishedAt, pl.Requested
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/scan"
@@ -79,22 +80,82 @@ func BenchmarkScan2000REST(b *testing.B) { benchScan(b, 2000, true, 90, 1.5) }
 // per 100 projects).
 func BenchmarkScan10000(b *testing.B) { benchScan(b, 10000, false, 60, 0.15) }
 
+// The refs benchmarks' followed branch: every tenth app (those whose
+// index ends in 3) has a maintenance branch, bookworm, with a
+// Containerfile of its own, and refsRules follow it on them (issue 36:
+// one extra followed branch on 10 % of the projects).
+const refsBranch = "bookworm"
+
+var refsRules = deps.RefRules{{Projects: []string{"apps/*/app-*3"}, Branches: []string{refsBranch}}}
+
+// seedRefs gives every project of srv that rules match a refsBranch
+// branch whose dependency file is its default branch's with a line more
+// (a Containerfile FROM debian:bookworm for a project with none), and
+// returns how many it gave one.
+func seedRefs(tb testing.TB, srv *gitlabtest.Server, rules deps.RefRules) int {
+	tb.Helper()
+	n := 0
+	for _, p := range srv.Projects() {
+		if _, ok := rules.For(p); !ok {
+			continue
+		}
+		if err := srv.CreateBranch(p, refsBranch); err != nil {
+			tb.Fatal(err)
+		}
+		files := srv.Files(p, refsBranch)
+		name, content := "Containerfile", "FROM debian:bookworm\n"
+		for _, f := range []string{"Dockerfile", "Containerfile"} {
+			if c, ok := files[f]; ok {
+				name, content = f, c+"LABEL branch="+refsBranch+"\n"
+			}
+		}
+		if _, err := srv.SetFileOn(p, refsBranch, name, content); err != nil {
+			tb.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
 // scanRun is one first scan and one unchanged rescan of a seeded fake.
 type scanRun struct {
 	first, again         scan.Result
 	firstWall, againWall time.Duration
+	followed             int // projects with a followed branch (seedRefs)
+}
+
+// scanSetup says what runScans seeds and how it scans.
+type scanSetup struct {
+	n         int
+	restOnly  bool
+	latency   time.Duration
+	perMinute int
+	// refs are the followed refs (scan.Options.Refs); seedRefs gives the
+	// projects branchesOn matches a followed branch.
+	refs, branchesOn deps.RefRules
 }
 
 // runScans seeds n projects, sets the latency, and scans twice at the
 // client's defaults.
 func runScans(tb testing.TB, n int, restOnly bool, latency time.Duration, perMinute int) scanRun {
+	return runScansWith(tb, scanSetup{n: n, restOnly: restOnly, latency: latency, perMinute: perMinute})
+}
+
+func runScansWith(tb testing.TB, s scanSetup) scanRun {
 	now := time.Now()
 	clock := func() time.Time { return now }
 	srv := gitlabtest.New(gitlabtest.Options{Token: "bench", Now: clock})
 	defer srv.Close()
-	seedInstance(tb, srv, n)
-	srv.SetLatency(latency)
-	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "bench", Now: clock, RequestsPerMinute: perMinute})
+	seedInstance(tb, srv, s.n)
+	var r scanRun
+	if s.branchesOn != nil {
+		r.followed = seedRefs(tb, srv, s.branchesOn)
+		// The pushes are older than GitLab's hour of last_activity_at,
+		// so that the rescan can tell nothing moved.
+		now = now.Add(2 * time.Hour)
+	}
+	srv.SetLatency(s.latency)
+	gl, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: "bench", Now: clock, RequestsPerMinute: s.perMinute})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -103,9 +164,8 @@ func runScans(tb testing.TB, n int, restOnly bool, latency time.Duration, perMin
 		tb.Fatal(err)
 	}
 	defer st.Close()
-	opts := scan.Options{Scope: gitlab.Scope{Groups: []string{"images", "apps"}}, Now: clock, RESTOnly: restOnly}
+	opts := scan.Options{Scope: gitlab.Scope{Groups: []string{"images", "apps"}}, Now: clock, RESTOnly: s.restOnly, Refs: s.refs}
 	ctx := context.Background()
-	var r scanRun
 	start := time.Now()
 	r.first, err = scan.Run(ctx, gl, st, opts)
 	if err != nil {
@@ -119,16 +179,39 @@ func runScans(tb testing.TB, n int, restOnly bool, latency time.Duration, perMin
 		tb.Fatal(err)
 	}
 	r.againWall = time.Since(start)
-	if r.first.Projects != n || r.again.Edges != r.first.Edges || r.again.FilesFetched != 0 {
+	if r.first.Projects != s.n || r.again.Edges != r.first.Edges || r.again.FilesFetched != 0 {
 		tb.Fatalf("first %+v, rescan %+v", r.first, r.again)
+	}
+	if s.branchesOn != nil {
+		g, err := st.Graph(ctx)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if nodes := len(g.Projects()); nodes != s.n+r.followed {
+			tb.Fatalf("%d nodes, want %d projects and %d followed branches", nodes, s.n, r.followed)
+		}
 	}
 	return r
 }
 
 func benchScan(b *testing.B, n int, restOnly bool, goalSeconds, goalPerProject float64) {
+	benchScanWith(b, scanSetup{n: n, restOnly: restOnly}, goalSeconds, goalPerProject)
+}
+
+// BenchmarkScan10000Refs is BenchmarkScan10000 with one extra followed
+// branch on 10 % of the projects (issue 36; refsRules): 10,995 nodes. It
+// reports besides the requests for refs (refs-requests: the requests a
+// scan makes for refs apart from the default branches' batches) and per
+// followed branch. DEPSD_BENCH_SCALE=0.1 runs it at a tenth of the size.
+func BenchmarkScan10000Refs(b *testing.B) {
+	benchScanWith(b, scanSetup{n: scaled(b, 10000), refs: refsRules, branchesOn: refsRules}, 60, 0.15)
+}
+
+func benchScanWith(b *testing.B, s scanSetup, goalSeconds, goalPerProject float64) {
 	for b.Loop() {
 		b.StopTimer()
-		r := runScans(b, n, restOnly, 20*time.Millisecond, 0)
+		s.latency = 20 * time.Millisecond
+		r := runScansWith(b, s)
 		first, again := r.first, r.again
 		b.ReportMetric(r.firstWall.Seconds(), "scan-s")
 		b.ReportMetric(float64(first.Requests), "scan-requests")
@@ -144,6 +227,12 @@ func benchScan(b *testing.B, n int, restOnly bool, goalSeconds, goalPerProject f
 		b.ReportMetric(goalPerProject, "scan-goal-requests/project")
 		b.ReportMetric(1, "rescan-goal-requests/100-projects")
 		b.ReportMetric(float64(first.BlobsRead), "blobs-read")
+		if s.branchesOn != nil {
+			b.ReportMetric(float64(r.followed), "followed-branches")
+			b.ReportMetric(float64(first.RefRequests), "refs-requests")
+			b.ReportMetric(float64(first.RefRequests)/float64(max(r.followed, 1)), "refs-requests/followed-branch")
+			b.ReportMetric(float64(again.RefRequests), "rescan-refs-requests")
+		}
 		b.StartTimer()
 	}
 }
@@ -168,5 +257,50 @@ func TestScanRequestCounts(t *testing.T) {
 	}
 	if r.first.Edges != rest.first.Edges || r.first.External != rest.first.External || r.first.Warnings != rest.first.Warnings {
 		t.Errorf("GraphQL scan %+v differs from the REST scan %+v", r.first.Meta, rest.first.Meta)
+	}
+}
+
+// TestScanRefsRequestCounts holds BenchmarkScan10000Refs's instance to its
+// request counts at a small scale (counts do not depend on latency or
+// rate): one extra followed branch on 10 % of 1,000 projects costs no
+// request beyond the default branches' (the branch names and the
+// branch's files ride in the batches, 5 such projects in each), and its
+// unchanged rescan the listing alone. Through REST each followed branch
+// costs a branch listing and a tree (and its blobs). A rule following the
+// branch on every app, 10 % having it, costs two requests more per batch
+// of 50 (its 47 or 48 apps' branch names: 9 beside the default branches,
+// then 29 and the rest in requests of their own). docs/scale.md quotes
+// these figures.
+func TestScanRefsRequestCounts(t *testing.T) {
+	const n = 1000
+	base := runScans(t, n, false, 0, -1)
+	refs := runScansWith(t, scanSetup{n: n, perMinute: -1, refs: refsRules, branchesOn: refsRules})
+	rest := runScansWith(t, scanSetup{n: n, restOnly: true, perMinute: -1, refs: refsRules, branchesOn: refsRules})
+	every := deps.RefRules{{Projects: []string{"apps/*/*"}, Branches: []string{refsBranch}}}
+	all := runScansWith(t, scanSetup{n: n, perMinute: -1, refs: every, branchesOn: refsRules})
+	const followed = 95 // apps 0-949 whose index ends in 3
+	pages := int64(1 + (n-50+99)/100)
+	t.Logf("first scan: %d requests without refs; %d with one followed branch on %d projects (%d for refs), %d through REST (%d for refs), %d with the rule on every app (%d for refs)",
+		base.first.Requests, refs.first.Requests, refs.followed, refs.first.RefRequests, rest.first.Requests, rest.first.RefRequests,
+		all.first.Requests, all.first.RefRequests)
+	if refs.followed != followed || all.followed != followed {
+		t.Fatalf("%d and %d followed branches, want %d", refs.followed, all.followed, followed)
+	}
+	if refs.first.Requests != base.first.Requests || refs.first.RefRequests != 0 || refs.first.Batches != n/50 {
+		t.Errorf("refs on 10 %%: %d requests (%d for refs, %d batches); want the %d of the scan without refs, none for refs",
+			refs.first.Requests, refs.first.RefRequests, refs.first.Batches, base.first.Requests)
+	}
+	if refs.again.Requests != pages || all.again.Requests != pages || rest.again.Requests != pages {
+		t.Errorf("unchanged rescans: %d, %d, %d requests; want the %d pages of the listing", refs.again.Requests, all.again.Requests, rest.again.Requests, pages)
+	}
+	if rest.first.RefRequests != 2*followed {
+		t.Errorf("REST: %d requests for refs, want %d (a branch listing and a tree each)", rest.first.RefRequests, 2*followed)
+	}
+	if all.first.RefRequests != 2*n/50 || all.first.Requests != base.first.Requests+int64(all.first.RefRequests) {
+		t.Errorf("rule on every app: %d requests, %d for refs; want %d for refs (two more per batch)", all.first.Requests, all.first.RefRequests, 2*n/50)
+	}
+	if refs.first.Edges != rest.first.Edges || refs.first.External != rest.first.External || refs.first.Warnings != rest.first.Warnings ||
+		all.first.Edges != refs.first.Edges {
+		t.Errorf("GraphQL scan %+v, REST scan %+v, rule on every app %+v: want the same graph", refs.first.Meta, rest.first.Meta, all.first.Meta)
 	}
 }

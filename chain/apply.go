@@ -181,6 +181,9 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		if err != nil || c == nil {
 			return "no dependents", err
 		}
+		if err := t.addChainStatus(c, ev, p.ID); err != nil {
+			return "", err
+		}
 		return outcomeStarted, nil
 	case handled:
 		return outcomeAdvanced, nil
@@ -205,6 +208,9 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	}
 	if c == nil {
 		return "no dependents", nil
+	}
+	if err := t.addChainStatus(c, ev, p.ID); err != nil {
+		return "", err
 	}
 	if len(t.chains) > before {
 		return outcomeStarted, nil

@@ -51,17 +51,22 @@ func (e *Engine) CatchUp(ctx context.Context) (CatchUpResult, error) {
 	}
 	var roots []root
 	now := e.now()
+	// The projects to read, and whether a node besides the default
+	// branch of each has something downstream.
+	var paths []string
+	others := map[string]bool{}
+	for _, node := range g.Projects() {
+		if len(g.Downstream(node)) == 0 {
+			continue
+		}
+		path := deps.NodeProject(node)
+		if _, seen := others[path]; !seen {
+			paths = append(paths, path)
+		}
+		others[path] = others[path] || node != path
+	}
 	err = e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
-		index := map[string]int{}
-		for _, node := range g.Projects() {
-			if len(g.Downstream(node)) == 0 {
-				continue
-			}
-			path := deps.NodeProject(node)
-			if i, ok := index[path]; ok {
-				roots[i].others = roots[i].others || node != path
-				continue
-			}
+		for _, path := range paths {
 			p, ok, err := tx.Project(ctx, path)
 			if err != nil {
 				return err
@@ -69,12 +74,11 @@ func (e *Engine) CatchUp(ctx context.Context) (CatchUpResult, error) {
 			if !ok {
 				continue
 			}
-			at, known, err := tx.CatchUpCursor(ctx, p.ID)
+			at, known, err := tx.CatchUpCursor(ctx, cursorKey(p.ID, others[path]))
 			if err != nil {
 				return err
 			}
-			index[path] = len(roots)
-			roots = append(roots, root{p, at, known, node != path})
+			roots = append(roots, root{p, at, known, others[path]})
 		}
 		return nil
 	})
@@ -163,7 +167,7 @@ func (e *Engine) CatchUp(ctx context.Context) (CatchUpResult, error) {
 			cursor = ps[len(ps)-1].UpdatedAt.Truncate(time.Second).Add(-time.Second)
 		}
 		if !r.known || cursor.After(r.cursor) {
-			if err := e.setCursor(ctx, r.p.ID, cursor); err != nil {
+			if err := e.setCursor(ctx, cursorKey(r.p.ID, r.others), cursor); err != nil {
 				return res, err
 			}
 		}
@@ -177,6 +181,20 @@ func (e *Engine) setCursor(ctx context.Context, projectID int64, at time.Time) e
 		return fmt.Errorf("catch up: %w", err)
 	}
 	return nil
+}
+
+// cursorKey is where the catch-up keeps how far it read a project: under
+// its id while it reads the default branch alone, under the negated id
+// (no GitLab id is negative) once it reads every ref. A project that
+// starts to be read at every ref (refs: was added, an upgrade from before
+// nodes) is then read for the first time, which only notes where it
+// stands: the successes of its other refs from before are never taken
+// for missed ones, and nothing is rebuilt because of the change.
+func cursorKey(projectID int64, everyRef bool) int64 {
+	if everyRef {
+		return -projectID
+	}
+	return projectID
 }
 
 // releaseTag tells whether a listed pipeline of p (lists do not say) ran

@@ -22,6 +22,10 @@ const (
 	// Merged: the chain was merged into an older one (MergedInto) and has
 	// no members of its own any more. Kept so that its id still resolves.
 	Merged State = "merged"
+	// ChainCanceled: a person canceled the chain (Engine.Cancel): its
+	// unsent actions were withdrawn, its running pipelines left running
+	// and no longer waited for. It no longer reacts. Kept for history.
+	ChainCanceled State = "canceled"
 )
 
 // Active reports whether a chain in state s still reacts to events.
@@ -56,13 +60,15 @@ const (
 	// Stale: the member's images were still built on an older image of an
 	// upstream after a rebuild without cache; its descendants are blocked.
 	Stale MemberState = "stale"
-	// MemberSkipped: settled and unchanged (docs/design/nodes.md): the
-	// member's pin merge request was closed unmerged or not merged in
-	// time, or every in-chain upstream of a waiting or blocked member
-	// ended skipped ("nothing it is built on changed in this chain").
-	// Final: no status moves it; its descendants wait for it no more.
-	// Neither Broken nor Unfinished: a chain whose members all succeeded
-	// or were skipped is finished.
+	// MemberSkipped: settled and unchanged (docs/design/nodes.md). A
+	// person skipped the failed, canceled, stale or blocked member with a
+	// reason (Engine.Skip), its pin merge request was closed unmerged or
+	// not merged within Config.PinTimeout (pins.go), or every in-chain
+	// upstream of a waiting or
+	// blocked member ended skipped ("nothing it is built on changed in
+	// this chain"). Final: no status moves it; its descendants wait for it
+	// no more. Neither Broken nor Unfinished: a chain whose members all
+	// succeeded or were skipped is finished.
 	MemberSkipped MemberState = "skipped"
 )
 

@@ -89,6 +89,10 @@ type Config struct {
 	// ChainURL, when set, is the link to a chain's page that a pin merge
 	// request's description gives.
 	ChainURL func(chainID int64) string
+	// Statuses, when set, keeps each chain's progress as a commit status
+	// on the commit of every pipeline whose success started it
+	// (commitstatus.go); RunStatuses sends them. Nil: none.
+	Statuses *ChainStatusOptions
 	Now      func() time.Time // default time.Now
 	Logger   *slog.Logger     // default: discard
 	Observer Observer         // default: none
@@ -150,7 +154,10 @@ type Engine struct {
 	outboxC  chan struct{}
 	verifyC  chan struct{}
 	pinsC    chan struct{}
+	statusC  chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
+	// statusHooks (tests) look into the commit status sender.
+	statusHooks statusHooks
 	// noInputs: the GitLab is older than 17.10 (no pipeline inputs), so a
 	// project refusing variables gets bare pipelines (SetPipelineInputs).
 	noInputs atomic.Bool
@@ -241,6 +248,14 @@ func New(cfg Config) (*Engine, error) {
 			return nil, errors.New("chain engine: unknown pins mode " + strconv.Quote(string(m)))
 		}
 	}
+	if st := cfg.Statuses; st != nil {
+		if st.GitLab == nil {
+			return nil, errors.New("chain engine: commit statuses without a GitLab client")
+		}
+		o := *st
+		def(&o.Interval, 5*time.Second)
+		cfg.Statuses = &o
+	}
 	if cfg.VerifyConcurrency <= 0 {
 		cfg.VerifyConcurrency = 4
 	}
@@ -262,6 +277,7 @@ func New(cfg Config) (*Engine, error) {
 		outboxC: make(chan struct{}, 1),
 		verifyC: make(chan struct{}, 1),
 		pinsC:   make(chan struct{}, 1),
+		statusC: make(chan struct{}, 1),
 	}, nil
 }
 

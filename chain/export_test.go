@@ -56,3 +56,28 @@ func CreateOptionsOf(a Action) gitlab.CreateOptions { return a.createOptions(a.C
 func (e *Engine) CreatePipelineOf(ctx context.Context, a Action) (gitlab.Pipeline, error) {
 	return e.create(ctx, e.log, &a, a.ChainID)
 }
+
+// SetStatusHooks makes the commit status sender call claimed after it
+// claimed a status (before GitLab is read or posted to) and posted after
+// GitLab accepted a post (before its outcome is recorded).
+func SetStatusHooks(e *Engine, claimed, posted func(ChainStatus)) {
+	e.statusHooks = statusHooks{claimed: claimed, posted: posted}
+}
+
+// CommitStep is commitStep: what to post to move a status from have to want.
+func CommitStep(have CommitState, haveDesc string, want CommitState, wantDesc string) (CommitState, bool) {
+	return commitStep(have, haveDesc, want, wantDesc)
+}
+
+// MayName is mayName.
+func MayName(root, v string) bool { return mayName(root, v) }
+
+// StatusOf is what c's commit status says: its state and its description,
+// naming a broken member by labels (absent: not to be shown).
+func StatusOf(c *Chain, labels map[string]string) (CommitState, string) {
+	n := countForStatus(c)
+	return commitStateOf(c, n), statusDescription(c, n, func(m *Member) (string, bool) {
+		l, ok := labels[m.Project]
+		return l, ok
+	})
+}

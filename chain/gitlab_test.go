@@ -46,6 +46,9 @@ type glOptions struct {
 	// GitLab's created_at too.
 	sharedClock bool
 	cfg         chain.Config // the engines' Mode, SendConcurrency, ...
+	// visibility is every project's, on GitLab and as scanned ("": the
+	// fake's default, private, and none recorded).
+	visibility string
 }
 
 // newGitLabEnvWith is newGitLabEnv with options.
@@ -95,7 +98,12 @@ func newGitLabEnvWith(t *testing.T, o glOptions, edges ...string) *glEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := scan.Project{ID: id, Path: n, DefaultBranch: "main"}
+		p := scan.Project{ID: id, Path: n, DefaultBranch: "main", Visibility: o.visibility}
+		if o.visibility != "" {
+			if err := srv.SetVisibility(n, o.visibility); err != nil {
+				t.Fatal(err)
+			}
+		}
 		for _, u := range ups[n] {
 			p.Dependencies = append(p.Dependencies, deps.Dependency{Kind: deps.KindGitLabDeps, Ref: u, Project: u})
 		}
@@ -112,6 +120,11 @@ func newGitLabEnvWith(t *testing.T, o glOptions, edges ...string) *glEnv {
 func (g *glEnv) newEngine(s *store.Store) *chain.Engine {
 	cfg := g.cfg
 	cfg.Store, cfg.GitLab, cfg.Graph, cfg.Now = s, g.client, s.Graph, g.clock.Now
+	if cfg.Statuses != nil && cfg.Statuses.GitLab == nil {
+		st := *cfg.Statuses
+		st.GitLab = g.client
+		cfg.Statuses = &st
+	}
 	en, err := chain.New(cfg)
 	if err != nil {
 		g.t.Fatal(err)

@@ -24,6 +24,7 @@ func (o *outcomes) EventApplied(kind, outcome string) {
 func (o *outcomes) PipelineCreated(string, bool)          {}
 func (o *outcomes) ActionError(string, bool)              {}
 func (o *outcomes) ChainEnded(chain.State, time.Duration) {}
+func (o *outcomes) CommitStatus(string, string)           {}
 
 // TestInboxAppliesABacklogAsOneByOne: a backlog of events recorded before
 // the processor runs (which it applies several to a transaction) has the

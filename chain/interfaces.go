@@ -200,6 +200,40 @@ type Tx interface {
 	// (moving pins); Writes returns a chain's, oldest first.
 	AddWrite(ctx context.Context, w Write) error
 	Writes(ctx context.Context, chainID int64) ([]Write, error)
+	// AddAudit appends an entry to the audit log (its ID is the store's).
+	AddAudit(ctx context.Context, e AuditEntry) error
+	// Audit returns the entries f selects, newest first (f.Limit > 0).
+	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+	// AddChainStatus records the commit status to keep on the commit of
+	// a pipeline that started a chain (commitstatus.go), in the
+	// transaction that starts the chain; one already recorded for the
+	// pipeline is kept as it is.
+	AddChainStatus(ctx context.Context, s ChainStatus) error
+	// WantChainStatus sets what the status of the root pipeline
+	// pipelineID should show: the chain holding it, the state and the
+	// description. When any of them changed, the status's WantSeq grows
+	// (its sender is due). A pipeline with no status recorded is left
+	// alone: nothing is written.
+	WantChainStatus(ctx context.Context, pipelineID, chainID int64, want CommitState, desc string) error
+	// ChainStatus returns the status of a root pipeline.
+	ChainStatus(ctx context.Context, pipelineID int64) (ChainStatus, bool, error)
+	// ChainStatuses returns the statuses of a chain's root pipelines, by
+	// pipeline id.
+	ChainStatuses(ctx context.Context, chainID int64) ([]ChainStatus, error)
+	// DueChainStatus returns the status due first at now (ChainStatus.Due,
+	// earliest NextSendAt first) whose claim, if any, ran out: its lease
+	// ended, or its ClaimedBy owner is no longer alive (as DueAction).
+	DueChainStatus(ctx context.Context, now time.Time) (ChainStatus, bool, error)
+	// NextChainStatusDue returns when the earliest status with a want not
+	// yet dealt with falls due (its NextSendAt or the end of its lease,
+	// whichever is later).
+	NextChainStatusDue(ctx context.Context) (time.Time, bool, error)
+	// SaveChainStatusSend writes the sender's part of s (DoneSeq, Have,
+	// HaveDesc, Doubt, NextSendAt, LeaseUntil, ClaimedBy, Attempts,
+	// LastError, SentAt), never what the chain wants (Want, WantDesc,
+	// WantSeq, ChainID), which a chain transaction may have changed since
+	// the sender read it.
+	SaveChainStatusSend(ctx context.Context, s ChainStatus) error
 }
 
 // Project is what the engine needs to know of a stored project.
@@ -211,6 +245,10 @@ type Project struct {
 	// GitLab's refusals and from the project's settings and CI
 	// configuration by scans ("" until then: variables).
 	Ident PipelineIdent
+	// Visibility is GitLab's (public, internal, private; "" when no scan
+	// recorded it): what the chain's commit status may name
+	// (commitstatus.go).
+	Visibility string
 	// Refs are the refs of its nodes besides the default branch, by node
 	// key (docs/design/nodes.md): a followed branch, or, for its release
 	// tags, the newest release tag. Nil: it follows its default branch

@@ -18,6 +18,11 @@ type Observer interface {
 	ActionError(project string, permanent bool)
 	// ChainEnded: a chain finished or expired (state) after running d.
 	ChainEnded(state State, d time.Duration)
+	// CommitStatus: a chain's commit status was sent toward state
+	// (pending, running, success, failed, canceled) with an outcome:
+	// StatusPosted, StatusUnchanged, StatusRetry, StatusRefused or
+	// StatusGaveUp.
+	CommitStatus(state, outcome string)
 }
 
 type nopObserver struct{}
@@ -26,3 +31,4 @@ func (nopObserver) EventApplied(string, string)     {}
 func (nopObserver) PipelineCreated(string, bool)    {}
 func (nopObserver) ActionError(string, bool)        {}
 func (nopObserver) ChainEnded(State, time.Duration) {}
+func (nopObserver) CommitStatus(string, string)     {}

@@ -368,6 +368,7 @@ func (o *signalObserver) EventApplied(string, string)            {}
 func (o *signalObserver) PipelineCreated(project string, _ bool) { o.created <- project }
 func (o *signalObserver) ActionError(string, bool)               {}
 func (o *signalObserver) ChainEnded(chain.State, time.Duration)  {}
+func (o *signalObserver) CommitStatus(string, string)            {}
 
 // A failed member whose retry succeeds while the webhook is lost: the
 // reconciler sees the retried pipeline (same id) succeed and unblocks.

@@ -33,6 +33,12 @@ var ErrUnknownProject = errors.New("project not in the dependency graph")
 // GitLab client's background requests wait meanwhile (holdNormal), as they
 // do while the outbox then sends.
 func (e *Engine) Rebuild(ctx context.Context, project string, reason Reason) (int64, error) {
+	return e.rebuild(ctx, project, reason, nil)
+}
+
+// rebuild is Rebuild, writing audit (when not nil) with the chain it
+// starts or merges into.
+func (e *Engine) rebuild(ctx context.Context, project string, reason Reason, audit *AuditEntry) (int64, error) {
 	e.holdNormal(true)
 	defer e.holdNormal(false)
 	g, err := e.cfg.Graph(ctx)
@@ -75,6 +81,12 @@ func (e *Engine) Rebuild(ctx context.Context, project string, reason Reason) (in
 			return err
 		}
 		id = c.ID
+		if audit != nil {
+			audit.ChainID, audit.At, audit.Outcome = id, t.now, OutcomeDone
+			if err := t.tx.AddAudit(t.ctx, *audit); err != nil {
+				return fmt.Errorf("write the audit entry: %w", err)
+			}
+		}
 		t.after = append(t.after, func() {
 			e.log.Info("rebuild requested", "project", project, "chain_id", id, "reason", string(reason.Kind))
 		})

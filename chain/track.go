@@ -43,6 +43,11 @@ type book struct {
 	// unsettled (changed since the last settle).
 	settled   bool
 	unsettled map[*Member]struct{}
+
+	// statuses are the commit statuses last written for the chain's root
+	// pipelines, by pipeline (wantStatuses): unchanged ones are not
+	// written again.
+	statuses map[int64]statusWant
 }
 
 // bk returns c's book, creating an empty one.

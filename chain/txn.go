@@ -29,6 +29,9 @@ type txn struct {
 	// over once committed, or gives the slots back.
 	handed []handedAction
 	out    *senders // the outbox they are for
+	// statusesWanted: a chain's commit status changed (wantStatuses); the
+	// status sender is woken once committed.
+	statusesWanted bool
 }
 
 type handedAction struct {
@@ -88,6 +91,9 @@ func (e *Engine) update(ctx context.Context, g *deps.Graph, fn func(*txn) error)
 	}
 	if t.actions > len(t.handed) {
 		e.NotifyOutbox()
+	}
+	if t.statusesWanted {
+		e.NotifyStatuses()
 	}
 	return nil
 }
@@ -182,6 +188,9 @@ func (t *txn) flush() error {
 		if !c.dirty {
 			c.end()
 			continue
+		}
+		if err := t.wantStatuses(c); err != nil {
+			return err
 		}
 		if was, ok := t.was[c.ID]; ok && was.Active() && !c.State.Active() {
 			c.rewrite()

@@ -27,7 +27,11 @@ type ChainView struct {
 
 // MemberView is one project of a ChainView.
 type MemberView struct {
-	Project     string      `json:"project"`
+	Project string `json:"project"`
+	// Hidden: the person asking may not see the member's project; Project
+	// is then a label ("hidden-1") and only its state is shown
+	// (visible.Scope).
+	Hidden      bool        `json:"hidden,omitempty"`
 	State       MemberState `json:"state"`
 	PipelineID  int64       `json:"pipeline_id,omitempty"`
 	PipelineURL string      `json:"pipeline_url,omitempty"`

@@ -71,6 +71,11 @@ type Config struct {
 	// Pins say what a project that pins a rebuilt upstream by digest gets
 	// (docs/chains.md, "Pinned bases move through a merge request").
 	Pins Pins `yaml:"pins"`
+	// UI is who may use the dashboard and the API, and how they sign in
+	// (docs/dashboard.md).
+	UI UI `yaml:"ui"`
+	// Metrics says what /metrics may carry (docs/monitoring.md).
+	Metrics Metrics `yaml:"metrics"`
 	// Warnings are notes for the user about the configuration, such as a
 	// deprecated spelling, collected by Validate; commands print them.
 	Warnings []string `yaml:"-"`
@@ -156,6 +161,49 @@ func (p Pins) problems() Problems {
 	return errs
 }
 
+// UI is the dashboard's and the API's sign-in.
+type UI struct {
+	// Auth is UIAuthGitLab (people sign in with their GitLab account and
+	// see only the projects they can read) or UIAuthNone (anyone who
+	// reaches the listener sees everything, read-only). Default: gitlab
+	// when ui.oauth.client_id is set, else none.
+	Auth string `yaml:"auth"`
+	// URL is depsd's address as browsers reach it
+	// (https://depsd.example.com): the OAuth redirect URI is URL +
+	// "/auth/callback", and an https URL makes the cookies Secure.
+	URL string `yaml:"url"`
+	// SessionLifetime ends a session this long after sign-in. Default 12h.
+	SessionLifetime time.Duration `yaml:"session_lifetime"`
+	// VisibilityTTL is how long what GitLab lists for a person is reused
+	// before it is asked again (a page's ?refresh asks at once). Default 5m.
+	VisibilityTTL time.Duration `yaml:"visibility_ttl"`
+	OAuth         UIOAuth       `yaml:"oauth"`
+}
+
+// UIOAuth is the OAuth application registered on GitLab for depsd.
+type UIOAuth struct {
+	ClientID         string `yaml:"client_id"`
+	ClientSecretFile string `yaml:"client_secret_file"`
+	ClientSecret     string `yaml:"-"` // never read from the file
+}
+
+// The values of ui.auth.
+const (
+	UIAuthGitLab = "gitlab"
+	UIAuthNone   = "none"
+)
+
+// Metrics says what /metrics may carry.
+type Metrics struct {
+	// ProjectLabels: "on" keeps the series labelled with a project path
+	// (depsd_image_stale{project,image}); "off" (default) drops the
+	// project label and aggregates over it, so /metrics names no project.
+	ProjectLabels string `yaml:"project_labels"`
+}
+
+// ProjectLabelsOn reports whether metrics may name projects.
+func (m Metrics) ProjectLabelsOn() bool { return m.ProjectLabels == "on" }
+
 // ImagesOverride is what some projects publish instead of images.publish.
 type ImagesOverride struct {
 	// Match is a project path, or a glob of paths (* within a segment).
@@ -194,7 +242,20 @@ type GitLab struct {
 	// only (a tree listing and a blob read per project) instead of in
 	// batches of 50 projects through GitLab's GraphQL API. Default true.
 	GraphQL *bool `yaml:"graphql"`
+	// CommitStatus is CommitStatusOn (default) or CommitStatusOff: whether
+	// a chain started by a pipeline's success shows its progress on that
+	// pipeline's commit, as the commit status depsd/chain (docs/chains.md).
+	CommitStatus string `yaml:"commit_status"`
+	// CommitStatusInterval is the least time between two updates of one
+	// chain's status: the changes in between are sent as one. Default 5s.
+	CommitStatusInterval time.Duration `yaml:"commit_status_interval"`
 }
+
+// The values of gitlab.commit_status.
+const (
+	CommitStatusOn  = "on"
+	CommitStatusOff = "off"
+)
 
 // Scope is the part of the instance depsd watches.
 type Scope struct {
@@ -294,6 +355,9 @@ func Defaults() Config {
 			RequestsPerMinute: 2000,
 			MaxRetries:        5,
 			Timeout:           30 * time.Second,
+
+			CommitStatus:         CommitStatusOn,
+			CommitStatusInterval: 5 * time.Second,
 		},
 		Containerfiles:  []string{"Containerfile", "Dockerfile"},
 		Platform:        deps.DefaultPlatform,
@@ -303,6 +367,8 @@ func Defaults() Config {
 		Hooks:           Hooks{Mode: HooksProject, Signing: webhook.SigningAuto, SecretMode: webhook.SecretPerProject},
 		Images:          Images{Verify: VerifyEnforce, Timeout: verify.DefaultTimeout},
 		Pins:            Pins{Mode: string(chain.PinMergeRequest), Timeout: 7 * 24 * time.Hour},
+		UI:              UI{SessionLifetime: 12 * time.Hour, VisibilityTTL: 5 * time.Minute},
+		Metrics:         Metrics{ProjectLabels: "off"},
 	}
 }
 
@@ -430,6 +496,12 @@ func applyEnv(cfg *Config, env func(string) (string, bool)) {
 	set("DEPSD_HOOKS_MODE", &cfg.Hooks.Mode)
 	set("DEPSD_HOOKS_SECRET_MODE", &cfg.Hooks.SecretMode)
 	set("DEPSD_MODE", &cfg.Mode)
+	set("DEPSD_UI_AUTH", &cfg.UI.Auth)
+	set("DEPSD_UI_URL", &cfg.UI.URL)
+	set("DEPSD_UI_OAUTH_CLIENT_ID", &cfg.UI.OAuth.ClientID)
+	set("DEPSD_UI_OAUTH_CLIENT_SECRET", &cfg.UI.OAuth.ClientSecret)
+	set("DEPSD_UI_OAUTH_CLIENT_SECRET_FILE", &cfg.UI.OAuth.ClientSecretFile)
+	set("DEPSD_METRICS_PROJECT_LABELS", &cfg.Metrics.ProjectLabels)
 }
 
 // ResolveSecrets reads the token and webhook secret files when the values
@@ -462,6 +534,9 @@ func (c *Config) ResolveSecrets(readFile func(string) ([]byte, error)) error {
 		return err
 	}
 	if err := read("hooks.signing_token_previous_file", c.Hooks.SigningTokenPreviousFile, &c.Hooks.SigningTokenPrevious); err != nil {
+		return err
+	}
+	if err := read("ui.oauth.client_secret_file", c.UI.OAuth.ClientSecretFile, &c.UI.OAuth.ClientSecret); err != nil {
 		return err
 	}
 	return c.checkSigningTokens().orNil()
@@ -523,6 +598,17 @@ func (c *Config) RequireServe() error {
 	}
 	if c.Hooks.Secret == "" {
 		errs = append(errs, errors.New("no webhook secret: depsd serve refuses to accept unauthenticated webhooks (set DEPSD_WEBHOOK_SECRET, DEPSD_WEBHOOK_SECRET_FILE, --webhook-secret-file or hooks.secret_file)"))
+	}
+	if c.UIAuth() == UIAuthGitLab {
+		if c.UI.OAuth.ClientID == "" {
+			errs = append(errs, errors.New("ui.auth is gitlab but ui.oauth.client_id is not set: register an OAuth application on GitLab (docs/dashboard.md) and set its id"))
+		}
+		if c.UI.OAuth.ClientSecret == "" {
+			errs = append(errs, errors.New("ui.auth is gitlab but the OAuth application's secret is not set (ui.oauth.client_secret_file, DEPSD_UI_OAUTH_CLIENT_SECRET_FILE or DEPSD_UI_OAUTH_CLIENT_SECRET)"))
+		}
+		if c.UI.URL == "" {
+			errs = append(errs, errors.New("ui.auth is gitlab but ui.url is not set: the address browsers reach depsd at, such as https://depsd.example.com (the redirect URI is ui.url + /auth/callback)"))
+		}
 	}
 	return errs.orNil()
 }
@@ -604,6 +690,12 @@ func (c *Config) Validate() error {
 	if c.Hooks.Mode == HooksGroup && len(c.Scope.Groups) == 0 {
 		c.warnf("hooks.mode: group has no effect without scope.groups: every project gets a project hook")
 	}
+	if c.GitLab.CommitStatus != CommitStatusOn && c.GitLab.CommitStatus != CommitStatusOff {
+		errs = append(errs, fmt.Errorf("gitlab.commit_status %q: want %s or %s", c.GitLab.CommitStatus, CommitStatusOn, CommitStatusOff))
+	}
+	if c.GitLab.CommitStatusInterval < time.Second {
+		errs = append(errs, fmt.Errorf("gitlab.commit_status_interval %s: want at least 1s, such as 5s", c.GitLab.CommitStatusInterval))
+	}
 	errs = append(errs, c.checkSigningTokens()...)
 	errs = append(errs, c.Images.problems()...)
 	errs = append(errs, c.refsProblems()...)
@@ -613,7 +705,43 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("hooks.url %q: want the http(s) URL GitLab should post to", c.Hooks.URL))
 		}
 	}
+	errs = append(errs, c.uiProblems()...)
 	return errs.orNil()
+}
+
+// UIAuth is ui.auth as it applies: as set, else gitlab when an OAuth
+// application is configured, else none.
+func (c Config) UIAuth() string {
+	switch {
+	case c.UI.Auth != "":
+		return c.UI.Auth
+	case c.UI.OAuth.ClientID != "":
+		return UIAuthGitLab
+	}
+	return UIAuthNone
+}
+
+// uiProblems checks the ui and metrics sections.
+func (c Config) uiProblems() Problems {
+	var errs Problems
+	if a := c.UI.Auth; a != "" && a != UIAuthGitLab && a != UIAuthNone {
+		errs = append(errs, fmt.Errorf("ui.auth %q: want %s or %s", a, UIAuthGitLab, UIAuthNone))
+	}
+	if c.UI.URL != "" {
+		if u, err := url.Parse(c.UI.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			errs = append(errs, fmt.Errorf("ui.url %q: want the http(s) address browsers reach depsd at, such as https://depsd.example.com (no path)", c.UI.URL))
+		}
+	}
+	if c.UI.SessionLifetime < time.Minute {
+		errs = append(errs, fmt.Errorf("ui.session_lifetime %s: want a duration of at least 1m, such as 12h", c.UI.SessionLifetime))
+	}
+	if c.UI.VisibilityTTL <= 0 {
+		errs = append(errs, fmt.Errorf("ui.visibility_ttl %s: want a positive duration, such as 5m", c.UI.VisibilityTTL))
+	}
+	if p := c.Metrics.ProjectLabels; p != "on" && p != "off" {
+		errs = append(errs, fmt.Errorf("metrics.project_labels %q: want on or off", p))
+	}
+	return errs
 }
 
 // problems checks the images section.

@@ -264,3 +264,51 @@ func TestInstanceScopeAndGraphQLSwitch(t *testing.T) {
 		}
 	}
 }
+
+// gitlab.commit_status turns the chains' commit statuses on (the
+// default) or off, and their link is the chain's page at hooks.url's
+// origin.
+func TestCommitStatusSetting(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		on      bool
+		link    string
+		problem string
+	}{
+		{"mode: full\n", true, "", ""},
+		{"hooks: {url: https://depsd.example.com/hooks/gitlab}\n", true, "https://depsd.example.com/chains/42", ""},
+		{"gitlab: {commit_status: off}\nhooks: {url: https://depsd.example.com/hooks/gitlab}\n", false, "", ""},
+		{"gitlab: {commit_status: on, commit_status_interval: 30s}\n", true, "", ""},
+		{"gitlab: {commit_status: sometimes}\n", false, "", `gitlab.commit_status "sometimes": want on or off`},
+		{"gitlab: {commit_status_interval: 10ms}\n", false, "", "gitlab.commit_status_interval 10ms: want at least 1s"},
+	} {
+		cfg, err := Load(Source{ReadFile: fakeFS{"depsd.yaml": tc.file}.read})
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if tc.problem != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.problem) {
+				t.Errorf("%q: error %v, want %q", tc.file, err, tc.problem)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.file, err)
+		}
+		o := cfg.ChainStatuses(nil)
+		if (o != nil) != tc.on {
+			t.Errorf("%q: statuses %+v, want on %v", tc.file, o, tc.on)
+			continue
+		}
+		if o == nil {
+			continue
+		}
+		link := ""
+		if o.ChainURL != nil {
+			link = o.ChainURL(42)
+		}
+		if link != tc.link || o.Interval < time.Second {
+			t.Errorf("%q: link %q, interval %s; want link %q", tc.file, link, o.Interval, tc.link)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,4 +83,34 @@ func (c Config) GitLabClient(log *slog.Logger) (*gitlab.Client, error) {
 		HTTPClient:        &http.Client{Timeout: c.GitLab.Timeout},
 		Logger:            log,
 	})
+}
+
+// PublicURL is depsd's address as people reach it, without a trailing
+// slash: ui.url, else the origin of hooks.url (https://depsd.example.com
+// for https://depsd.example.com/hooks/gitlab), "" when neither is set.
+// The links depsd puts into GitLab (the chains' commit statuses) point
+// there.
+func (c Config) PublicURL() string {
+	if c.UI.URL != "" {
+		return strings.TrimSuffix(c.UI.URL, "/")
+	}
+	u, err := url.Parse(c.Hooks.URL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// ChainStatuses are the chain engine's commit status options, nil when
+// gitlab.commit_status is off; gl posts them. A chain's status links to
+// its page under PublicURL, and to nothing without one.
+func (c Config) ChainStatuses(gl chain.StatusGitLab) *chain.ChainStatusOptions {
+	if c.GitLab.CommitStatus == CommitStatusOff {
+		return nil
+	}
+	o := &chain.ChainStatusOptions{GitLab: gl, Interval: c.GitLab.CommitStatusInterval}
+	if base := c.PublicURL(); base != "" {
+		o.ChainURL = func(id int64) string { return base + "/chains/" + strconv.FormatInt(id, 10) }
+	}
+	return o
 }

@@ -44,6 +44,7 @@ var notInFile = map[string]string{
 	"hooks.secret":                 "hooks.secret is never read from the file: write secret_file: /path/to/secret, or set DEPSD_WEBHOOK_SECRET",
 	"webhook":                      "webhook is not a known key: the webhook settings are under hooks: (hooks.signing, hooks.signing_token_file, hooks.mode)",
 	"hooks.signing_token":          "hooks.signing_token is never read from the file: write signing_token_file: /path/to/token, or set DEPSD_WEBHOOK_SIGNING_TOKEN",
+	"ui.oauth.client_secret":       "ui.oauth.client_secret is never read from the file: write client_secret_file: /path/to/secret, or set DEPSD_UI_OAUTH_CLIENT_SECRET",
 	"hooks.signing_token_previous": "hooks.signing_token_previous is never read from the file: write signing_token_previous_file: /path/to/token, or set DEPSD_WEBHOOK_SIGNING_TOKEN_PREVIOUS",
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"gitlab.com/depsd/depsd/scheduler"
@@ -15,11 +16,18 @@ import (
 // alivePrefix prefixes the liveness lease of each process incarnation.
 const alivePrefix = "alive:"
 
-// newIncarnation names one run of a replica.
+// newIncarnation names one run of a replica: replica/<host mark>-<random>
+// (hostMark: which host it runs on).
 func newIncarnation(replica string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return replica + "/" + hex.EncodeToString(b[:])
+	return replica + "/" + hostMark() + "-" + hex.EncodeToString(b[:])
+}
+
+// sameHostRun reports whether incarnation is a run of replica on this
+// host (newIncarnation).
+func sameHostRun(incarnation, replica string) bool {
+	return strings.HasPrefix(incarnation, replica+"/"+hostMark()+"-")
 }
 
 // aliveStore is what the liveness lease needs of the store (*store.Store).
@@ -38,13 +46,23 @@ type aliveStore interface {
 // --replica-id), which `depsd serve` refuses to run with.
 type replicaIDInUseError struct {
 	replica string // the id both were given
-	other   string // the other process's incarnation
+	other   string // the other process's incarnation, if known
+	// lock is the run lock the other holds on this host (runlock.go);
+	// empty when the other was told by its renewed liveness lease.
+	lock string
 }
 
 func (e *replicaIDInUseError) Error() string {
-	return fmt.Sprintf("replica id %q is already used by another running depsd serve (its run %s keeps renewing "+
-		"its liveness lease); refusing to start, nothing was sent: give each replica its own --replica-id, "+
-		"or leave it unset for the default (host name and listen port)", e.replica, e.other)
+	how := fmt.Sprintf("its run %s keeps renewing its liveness lease", e.other)
+	if e.lock != "" {
+		how = fmt.Sprintf("it holds the run lock %s on this host", e.lock)
+		if e.other != "" {
+			how = fmt.Sprintf("its run %s holds the run lock %s on this host", e.other, e.lock)
+		}
+	}
+	return fmt.Sprintf("replica id %q is already used by another running depsd serve (%s); refusing to start, "+
+		"nothing was sent: give each replica its own --replica-id, or leave it unset for the default (host name "+
+		"and listen port)", e.replica, how)
 }
 
 // liveness keeps this process's liveness lease "alive:<incarnation>" and
@@ -81,6 +99,10 @@ type liveness struct {
 	ttl     time.Duration
 	clock   scheduler.Clock
 	log     *slog.Logger
+	// earlierDead: this run holds the run lock of its replica id on this
+	// host (runlock.go), so every earlier run here is dead: their leases
+	// are dropped at once instead of watched.
+	earlierDead bool
 }
 
 // margin is how long before its lease can run out the work is stopped.
@@ -181,6 +203,9 @@ func (l *liveness) settle(ctx context.Context, watched map[string]store.Lease, n
 	if watched == nil {
 		watched = current
 		for _, o := range watched {
+			if l.earlierDead && sameHostRun(o.Holder, l.replica) {
+				continue // dropped below
+			}
 			l.log.Info("another run of this replica id holds a live liveness lease: waiting to see whether it is renewed",
 				"holder", o.Holder, "expires", o.ExpiresAt, "decide_at", o.ExpiresAt.Add(-l.margin()))
 		}
@@ -193,10 +218,11 @@ func (l *liveness) settle(ctx context.Context, watched map[string]store.Lease, n
 			delete(watched, n) // released, or run out
 		case cur.Holder != seen.Holder || !cur.ExpiresAt.Equal(seen.ExpiresAt):
 			return nil, wake, &replicaIDInUseError{replica: l.replica, other: cur.Holder}
-		case !now.Before(deadline):
-			// Not renewed in time: dead, or no longer sending. A
-			// renewal landing now keeps the lease in place, and the
-			// next look sees it.
+		case !now.Before(deadline) || l.earlierDead && sameHostRun(seen.Holder, l.replica):
+			// Not renewed in time: dead, or no longer sending; or an
+			// earlier run on this host, which the run lock says is
+			// dead. A renewal landing now keeps the lease in place,
+			// and the next look sees it.
 			dropped, err := l.st.DropLease(ctx, seen)
 			switch {
 			case err != nil:
@@ -326,4 +352,25 @@ func (c wallClock) Now() time.Time { return c.now() }
 func (wallClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 	t := time.NewTimer(d)
 	return t.C, t.Stop
+}
+
+// dropDeadLeader drops the leader lease when the run lock says its holder
+// is a dead earlier run of this replica on this host (a crash while
+// leading), so that a replica leads at once instead of after the lease
+// ran out. A renewal landing meanwhile keeps it (DropLease checks).
+func (d *Daemon) dropDeadLeader(ctx context.Context) {
+	if !d.alive.earlierDead {
+		return
+	}
+	leases, err := d.store.LiveLeases(ctx, leaderLease, d.opts.Now())
+	if err != nil {
+		return
+	}
+	for _, l := range leases {
+		if l.Name == leaderLease && l.Holder != d.incarnation && sameHostRun(l.Holder, d.opts.ReplicaID) {
+			if dropped, err := d.store.DropLease(ctx, l); err == nil && dropped {
+				d.log.Info("the leader was a dead earlier run of this replica id: its lease is dropped", "holder", l.Holder)
+			}
+		}
+	}
 }

@@ -28,6 +28,7 @@ import (
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/signin"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/webhook"
 )
@@ -117,6 +118,9 @@ type Daemon struct {
 	// registries are the registries the verifier and the image watcher
 	// read (registries.go).
 	registries *registryPolicy
+	// signin signs people in to the dashboard and the API (nil: ui.auth
+	// none).
+	signin *signin.Service
 	// sharedSecret: hooks may still carry the shared webhook secret
 	// (hooks.secret_mode: per-project, before a hooks sync gave each its
 	// own; hooksecrets.go). Read from the store at start and with the
@@ -164,7 +168,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.GitLab == nil {
 		return nil, errors.New("daemon: no GitLab client")
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(), gitlab: opts.GitLab, rescanRequests: make(chan struct{}, 1)}
+	d := &Daemon{opts: opts, log: opts.Logger, metrics: newMetrics(opts.Config.Metrics.ProjectLabelsOn()), gitlab: opts.GitLab, rescanRequests: make(chan struct{}, 1)}
 	st, err := store.Open(ctx, cfg.State)
 	if err != nil {
 		return nil, err
@@ -196,7 +200,10 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		Verifier:        iv, Verify: chain.VerifyMode(cfg.Images.Verify), VerifyTimeout: verifyTimeout(cfg.Images.Timeout),
 		Pins: cfg.PinRules(), PinTimeout: cfg.Pins.Timeout, PinInterval: opts.ReconcileInterval,
 		DepsOptions: cfg.Analysis(), ChainURL: chainURL(cfg.Hooks.URL, opts.UIListen),
-		Now: opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
+		// Every replica writes what a chain's commit status should show;
+		// the leader sends them (lead).
+		Statuses: cfg.ChainStatuses(d.gitlab),
+		Now:      opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
 	if err != nil {
 		st.Close()
@@ -234,8 +241,12 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
+	if d.signin, err = d.newSignin(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
 	a := &api{store: st, engine: d.engine, webhook: hook, metrics: d.metrics, ready: d.ready, status: d.Status, dashboard: dash,
-		freshness: d.freshness}
+		freshness: d.freshness, signin: d.signin, scope: d.scopeOf, logger: d.log.With("component", "http")}
 	mainMux, uiMux := a.routes(opts.UIListen != "")
 	d.server = d.newServer(mainMux)
 	if uiMux != nil {
@@ -273,45 +284,71 @@ func chainURL(hooksURL, uiListen string) func(int64) string {
 // returns.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.store.Close()
-	if err := d.loadGraph(ctx); err != nil {
+	// The run lock: another live run of this replica id on this host is
+	// refused at once; without one, every earlier run here is dead, and
+	// start drops its leases instead of waiting them out (runlock.go).
+	lockPath := runLockPath(d.opts.Config.State, d.opts.ReplicaID)
+	lock, err := lockRun(lockPath)
+	switch {
+	case errors.Is(err, errRunLocked):
+		inUse := &replicaIDInUseError{replica: d.opts.ReplicaID, lock: lockPath}
+		if leases, lerr := d.store.LiveLeases(ctx, alivePrefix+d.opts.ReplicaID+"/", d.opts.Now()); lerr == nil {
+			for _, l := range leases {
+				if sameHostRun(l.Holder, d.opts.ReplicaID) {
+					inUse.other = l.Holder
+				}
+			}
+		}
+		return inUse
+	case err != nil:
+		d.log.Warn("no run lock: an earlier run of this replica id is taken for dead only once its leases run out", "err", err)
+	default:
+		defer lock.release()
+		d.alive.earlierDead = true
+	}
+	// With a scan stored, the graph it gave is served at once and the
+	// start-up scan runs beside (a restart answers webhooks within a
+	// second); without one, serve cannot start before its first scan.
+	_, scanned, err := d.store.LastScan(ctx)
+	if err != nil {
+		return err
+	}
+	if scanned {
+		err = d.state.reload(ctx, d.store)
+	} else {
+		err = d.loadGraph(ctx)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: a normal shutdown
 		}
 		return err
 	}
-	d.readGitLabVersion(ctx)
 	// Checked here so that a bad schedule stops every replica at start;
 	// the leader builds its own for each term.
 	if _, err := d.newScheduler(); err != nil {
 		return err
 	}
-	// Another live process under this replica id is refused here, before
-	// this one serves, sends or leads; a dead earlier run's liveness lease
-	// is dropped (see liveness.start).
-	if err := d.alive.start(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped while starting: a normal shutdown
-		}
-		return err
-	}
 	ln, err := net.Listen("tcp", d.opts.Listen)
 	if err != nil {
-		d.alive.release(ctx)
 		return fmt.Errorf("listen on %s: %w", d.opts.Listen, err)
 	}
 	var uiLn net.Listener
 	if d.ui != nil {
 		if uiLn, err = net.Listen("tcp", d.opts.UIListen); err != nil {
 			ln.Close()
-			d.alive.release(ctx)
 			return fmt.Errorf("listen on %s (ui): %w", d.opts.UIListen, err)
 		}
 		d.log.Info("serving the dashboard", "addr", uiLn.Addr().String())
+		d.warnOpenUI(uiLn.Addr().String())
 		if d.opts.UIListening != nil {
 			d.opts.UIListening(uiLn.Addr().String())
 		}
 	}
 	d.log.Info("serving", "addr", ln.Addr().String(), "mode", d.engine.Mode(), "store", string(d.store.Kind()))
+	if d.ui == nil {
+		d.warnOpenUI(ln.Addr().String())
+	}
 	if d.opts.Listening != nil {
 		d.opts.Listening(ln.Addr().String())
 	}
@@ -340,8 +377,33 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// another sender takes it over (see liveness).
 	g.Go(func() error { return d.recorder.Run(gctx) })
 	g.Go(func() error { return d.engine.RunInbox(gctx) })
-	g.Go(func() error { return d.alive.run(gctx, d.outbox) })
-	g.Go(func() error { return d.elector.run(gctx, d.lead) })
+	// Recording and applying webhooks need no lease; sending and leading
+	// wait until start has settled the other runs of this replica id:
+	// another live one is refused (the error stops this process), a dead
+	// one's leases are dropped (see liveness.start).
+	g.Go(func() error {
+		// The version decides whether creates may carry inputs: read
+		// before the first send.
+		d.readGitLabVersion(gctx)
+		if err := d.alive.start(gctx); err != nil {
+			if gctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		d.dropDeadLeader(gctx)
+		g.Go(func() error { return d.alive.run(gctx, d.outbox) })
+		g.Go(func() error { return d.elector.run(gctx, d.lead) })
+		return nil
+	})
+	if scanned {
+		g.Go(func() error {
+			if _, err := d.scan(gctx); err != nil && gctx.Err() == nil {
+				d.log.Warn("scan at start failed: serving the last stored scan", "err", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error { return d.followScans(gctx) })
 	g.Go(func() error { return d.exportState(gctx) })
 	g.Go(func() error { return d.exportFreshness(gctx) })
@@ -370,10 +432,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	return err
 }
 
-// loadGraph scans at start (incremental: cheap when little changed, and it
-// picks up a scope edited while depsd was down). When GitLab cannot be
-// reached, the last stored scan is used if there is one; with none, serve
-// cannot start.
+// loadGraph scans at start when nothing was scanned yet (with a stored
+// scan, Run serves it and scans beside). When GitLab cannot be reached,
+// the last stored scan is used if there is one; with none, serve cannot
+// start.
 func (d *Daemon) loadGraph(ctx context.Context) error {
 	_, scanned, err := d.store.LastScan(ctx)
 	if err != nil {

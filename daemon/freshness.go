@@ -10,6 +10,7 @@ import (
 	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/verify"
+	"gitlab.com/depsd/depsd/visible"
 )
 
 // FreshnessQuery selects the rows of a freshness report.
@@ -27,6 +28,9 @@ type FreshnessQuery struct {
 	// freshness and the metrics want).
 	After string
 	Limit int
+	// Scope is what the person asking may see: only their projects' rows
+	// are counted and paged (nil: every row).
+	Scope *visible.Scope
 }
 
 // DefaultMaxAge is how long an image may be stale before `depsd freshness`
@@ -92,7 +96,7 @@ func Freshness(ctx context.Context, src FreshnessSources, q FreshnessQuery) (Fre
 			return FreshnessReport{}, err
 		}
 	}
-	rows := verify.Freshness(records, history)
+	rows := q.Scope.Rows(verify.Freshness(records, history))
 	page, err := verify.Paginate(rows, verify.PageQuery{State: q.State, After: q.After, Limit: q.Limit})
 	if err != nil {
 		return FreshnessReport{}, err
@@ -103,6 +107,7 @@ func Freshness(ctx context.Context, src FreshnessSources, q FreshnessQuery) (Fre
 			return FreshnessReport{}, err
 		}
 		verify.Fixes(page.Rows, fix)
+		page.Rows = q.Scope.Rows(page.Rows) // what fixes them, as the person may see it
 	}
 	now := time.Now
 	if src.Now != nil {

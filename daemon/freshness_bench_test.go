@@ -57,7 +57,7 @@ func BenchmarkFreshness2000(b *testing.B) {
 			}
 		}
 	})
-	a := &api{store: st, engine: engine, metrics: newMetrics(), webhook: http.NotFoundHandler(), ready: func(context.Context) error { return nil },
+	a := &api{store: st, engine: engine, metrics: newMetrics(true), webhook: http.NotFoundHandler(), ready: func(context.Context) error { return nil },
 		freshness: func(ctx context.Context, q FreshnessQuery) (FreshnessReport, error) { return Freshness(ctx, src, q) }}
 	h, _ := a.routes(false)
 	srv := httptest.NewServer(h)

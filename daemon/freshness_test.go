@@ -101,7 +101,7 @@ func TestFreshnessAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := e.now.Add(3 * time.Hour)
-	a := &api{store: e.st, engine: e.engine, webhook: http.NotFoundHandler(), metrics: newMetrics(), ready: func(context.Context) error { return nil },
+	a := &api{store: e.st, engine: e.engine, webhook: http.NotFoundHandler(), metrics: newMetrics(true), ready: func(context.Context) error { return nil },
 		freshness: func(ctx context.Context, q FreshnessQuery) (FreshnessReport, error) {
 			return Freshness(ctx, FreshnessSources{Store: e.st, Chains: e.engine, Now: func() time.Time { return e.now },
 				Schedules: func(context.Context) ([]scheduler.Entry, error) {
@@ -209,7 +209,7 @@ func TestFreshnessAPI(t *testing.T) {
 // apps/docs (unknown), base/ruby (fresh).
 func TestFreshnessAPIPages(t *testing.T) {
 	e := newFreshnessEnv(t)
-	a := &api{store: e.st, engine: e.engine, webhook: http.NotFoundHandler(), metrics: newMetrics(), ready: func(context.Context) error { return nil },
+	a := &api{store: e.st, engine: e.engine, webhook: http.NotFoundHandler(), metrics: newMetrics(true), ready: func(context.Context) error { return nil },
 		freshness: func(ctx context.Context, q FreshnessQuery) (FreshnessReport, error) {
 			return Freshness(ctx, FreshnessSources{Store: e.st, Chains: e.engine, Now: func() time.Time { return e.now }}, q)
 		}}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,8 +20,10 @@ import (
 	"gitlab.com/depsd/depsd/report"
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
+	"gitlab.com/depsd/depsd/signin"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/verify"
+	"gitlab.com/depsd/depsd/visible"
 )
 
 // api is what the HTTP endpoints read.
@@ -35,6 +38,19 @@ type api struct {
 	freshness func(ctx context.Context, q FreshnessQuery) (FreshnessReport, error)
 	// dashboard is the web UI over the same reads.
 	dashboard *dashboard.Dashboard
+	// signin authenticates the dashboard's and the API's requests (nil:
+	// ui.auth none, no sign-in and no actions); scope is what the
+	// person asking may see.
+	signin *signin.Service
+	scope  func(r *http.Request) *visible.Scope
+	logger *slog.Logger
+}
+
+func (a *api) log() *slog.Logger {
+	if a.logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return a.logger
 }
 
 // routes is depsd's HTTP surface: the webhook and health checks on the
@@ -62,17 +78,31 @@ func (a *api) health(mux *http.ServeMux) {
 	mux.HandleFunc("GET /readyz", a.readyz)
 }
 
-// views are the read-only views: metrics, the JSON API, the dashboard.
+// views are the metrics (their own rules: no sign-in, no project names
+// unless metrics.project_labels is on) and, behind the sign-in when it is
+// on, the JSON API, the dashboard and the actions. Every view reads
+// through the person's scope (a.scope).
 func (a *api) views(mux *http.ServeMux) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /api/v1/graph", a.graph)
-	mux.HandleFunc("GET /api/v1/chains", a.chains)
-	mux.HandleFunc("GET /api/v1/chains/{id}", a.chain)
-	mux.HandleFunc("GET /api/v1/status", a.statusHandler)
-	mux.HandleFunc("GET /api/v1/freshness", a.freshnessHandler)
-	if a.dashboard != nil {
-		a.dashboard.Register(mux)
+	if a.scope == nil {
+		a.scope = func(*http.Request) *visible.Scope { return visible.All() }
 	}
+	inner := http.NewServeMux()
+	inner.HandleFunc("GET /api/v1/graph", a.graph)
+	inner.HandleFunc("GET /api/v1/chains", a.chains)
+	inner.HandleFunc("GET /api/v1/chains/{id}", a.chain)
+	inner.HandleFunc("GET /api/v1/status", a.statusHandler)
+	inner.HandleFunc("GET /api/v1/freshness", a.freshnessHandler)
+	if a.dashboard != nil {
+		a.dashboard.Register(inner)
+	}
+	if a.signin == nil {
+		mux.Handle("/", inner)
+		return
+	}
+	inner.HandleFunc("GET /api/v1/audit", a.auditHandler)
+	a.actionRoutes(inner)
+	mux.Handle("/", a.signin.Handler(inner, public))
 }
 
 // newDashboard builds the dashboard over the daemon's store, engine,
@@ -94,6 +124,8 @@ func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
 			st, err := d.Status(ctx)
 			return replicasView(st), err
 		},
+		Viewer: d.viewer,
+		Audit:  d.engine.Audit,
 	})
 }
 
@@ -129,6 +161,7 @@ func (a *api) graph(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
+	projects = a.scope(r).Projects(projects)
 	writeJSON(w, http.StatusOK, report.Build(projects, scan.GraphOf(projects)))
 }
 
@@ -146,10 +179,21 @@ func (a *api) chains(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
+	scope := a.scope(r)
+	want := f.Limit
+	if want == 0 {
+		want = 100 // the engine's default
+	}
+	if !scope.Everything() {
+		f.Limit = want * 5 // hidden chains take no place in the answer
+	}
 	views, err := a.engine.Chains(r.Context(), f)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
+	}
+	if views = scope.Chains(views); len(views) > want {
+		views = views[:want]
 	}
 	if views == nil {
 		views = []chain.ChainView{} // [] rather than null: no chains
@@ -164,6 +208,12 @@ func (a *api) chain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	view, err := a.engine.Chain(r.Context(), id)
+	if err == nil {
+		var ok bool
+		if view, ok = a.scope(r).Chain(view); !ok {
+			err = fmt.Errorf("chain %d: %w", id, chain.ErrNotFound)
+		}
+	}
 	switch {
 	case errors.Is(err, chain.ErrNotFound):
 		writeError(w, http.StatusNotFound, err)
@@ -203,6 +253,10 @@ func (a *api) statusHandler(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, err)
 		return
 	}
+	scope := a.scope(r)
+	for i := range st.Jobs {
+		st.Jobs[i].Error = scope.Text(st.Jobs[i].Error)
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -219,6 +273,7 @@ func (a *api) freshnessHandler(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
+	q.Scope = a.scope(r)
 	rep, err := a.freshness(r.Context(), q)
 	if errors.Is(err, verify.ErrCursor) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("after: %w (take the next of the page before)", err))
@@ -262,4 +317,42 @@ func freshnessQuery(v url.Values) (FreshnessQuery, error) {
 		q.Limit = n // Freshness caps it at verify.MaxPageLimit, as GitLab caps per_page
 	}
 	return q, nil
+}
+
+// auditHandler answers the audit log the person may see, newest first
+// (?chain=ID for one chain's, ?limit= up to 1,000, default 100): what
+// `depsd audit --json` prints.
+func (a *api) auditHandler(w http.ResponseWriter, r *http.Request) {
+	f := chain.AuditFilter{Limit: 100}
+	if s := r.URL.Query().Get("chain"); s != "" {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, errors.New("chain: want a number"))
+			return
+		}
+		f.ChainID = id
+	}
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, errors.New("limit: want 1 to 1000"))
+			return
+		}
+		f.Limit = n
+	}
+	es, err := a.engine.Audit(r.Context(), f)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	scope := a.scope(r)
+	es = scope.Audit(es, func(id int64) bool {
+		c, err := a.engine.Chain(r.Context(), id)
+		if err != nil {
+			return false
+		}
+		_, ok := scope.Chain(c)
+		return ok
+	})
+	writeJSON(w, http.StatusOK, map[string]any{"audit": es})
 }

@@ -32,7 +32,7 @@ func TestAPIRejectsBadQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &api{store: st, engine: engine, webhook: http.NotFoundHandler(), metrics: newMetrics(), ready: func(context.Context) error { return nil }}
+	a := &api{store: st, engine: engine, webhook: http.NotFoundHandler(), metrics: newMetrics(true), ready: func(context.Context) error { return nil }}
 	h, _ := a.routes(false)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -41,7 +41,7 @@ func TestAPIRejectsBadQuery(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{"state=bogus", http.StatusBadRequest, `state "bogus": want one of running, blocked, finished, expired, merged`},
+		{"state=bogus", http.StatusBadRequest, `state "bogus": want one of running, blocked, finished, expired, canceled, merged`},
 		{"limit=0", http.StatusBadRequest, "limit: want a positive number"},
 		{"state=running", http.StatusOK, `"chains"`},
 		{"", http.StatusOK, `"chains"`},
@@ -70,7 +70,7 @@ func TestAPIRejectsBadQuery(t *testing.T) {
 
 // TestBuildInfoMetric: which build runs is visible in /metrics.
 func TestBuildInfoMetric(t *testing.T) {
-	m := newMetrics()
+	m := newMetrics(true)
 	srv := httptest.NewServer(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)

@@ -22,8 +22,9 @@ const (
 )
 
 // lead is the leader's work for one term: the schedules and maintenance
-// (a scheduler built for the term), the reconciler, the catch-up and the
-// verification of successful builds' images. It
+// (a scheduler built for the term), the reconciler, the catch-up, the
+// verification of successful builds' images and the chains' commit
+// statuses. It
 // returns when ctx ends (leadership lost or shutdown).
 func (d *Daemon) lead(ctx context.Context) error {
 	sched, err := d.newScheduler()
@@ -39,6 +40,10 @@ func (d *Daemon) lead(ctx context.Context) error {
 	// two replicas read the same images (the store queues them; a leader
 	// that dies leaves them to the next).
 	g.Go(func() error { return d.engine.RunVerify(gctx) })
+	// The chains' commit statuses are posted by the leader alone: one
+	// sender, whose claims a leader that dies leaves to the next once
+	// their owner's liveness lease runs out (chain/statussend.go).
+	g.Go(func() error { return d.engine.RunStatuses(gctx) })
 	g.Go(func() error { d.watchVerifyQueue(gctx); return nil })
 	// The pin merge requests of waiting members: merged, closed, timed out.
 	g.Go(func() error { return d.engine.RunPins(gctx) })

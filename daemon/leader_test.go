@@ -148,7 +148,7 @@ func TestEveryGivesUpAfterFailuresInARow(t *testing.T) {
 		defer clockMu.Unlock()
 		return now
 	}
-	d := &Daemon{opts: Options{Now: clock, ReplicaID: "r", LeaderLease: 15 * time.Second}, store: st, log: slog.New(slog.DiscardHandler), metrics: newMetrics()}
+	d := &Daemon{opts: Options{Now: clock, ReplicaID: "r", LeaderLease: 15 * time.Second}, store: st, log: slog.New(slog.DiscardHandler), metrics: newMetrics(true)}
 	outcomes := []bool{false, false, true, false, false, false, false, false, false, false} // false: the run fails
 	runs := 0
 	done := make(chan error, 1)

@@ -23,6 +23,7 @@ type metrics struct {
 	events        *prometheus.CounterVec   // webhook deliveries by kind and outcome
 	applied       *prometheus.CounterVec   // events applied by the engine by kind and result
 	triggers      *prometheus.CounterVec   // pipeline creations by outcome
+	statuses      *prometheus.CounterVec   // chains' commit status sends by state and outcome
 	apiErrors     *prometheus.CounterVec   // GitLab errors by retryable
 	chainDuration *prometheus.HistogramVec // chains by final state
 	queueDepth    *prometheus.GaugeVec     // pending inbox events and outbox actions
@@ -43,7 +44,8 @@ type metrics struct {
 	jobRuns        *prometheus.CounterVec // leader jobs' runs by task and outcome
 	verifications  *prometheus.CounterVec // image verifications by result
 	imagesByState  *prometheus.GaugeVec   // images per verification state
-	imageStale     *prometheus.GaugeVec   // 1 for an image stale on some platform
+	imageStale     *prometheus.GaugeVec   // 1 for an image stale on some platform (off: how many are)
+	projectLabels  bool                   // metrics.project_labels: on
 	staleSeconds   *prometheus.GaugeVec   // how long an image has been stale
 }
 
@@ -51,7 +53,11 @@ type metrics struct {
 // that a state with no hook reads 0 rather than nothing.
 var hookStates = []string{"ok", "missing", "disabled", "failing"}
 
-func newMetrics() *metrics {
+// newMetrics builds the metrics. projectLabels (metrics.project_labels:
+// on) keeps a series per project and image where a metric is about one
+// (depsd_image_stale, depsd_image_stale_seconds); otherwise those are
+// aggregated into one series each and /metrics names no project.
+func newMetrics(projectLabels bool) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -63,6 +69,10 @@ func newMetrics() *metrics {
 		triggers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "depsd_pipeline_triggers_total", Help: "Pipelines depsd created (outcome created), or adopted after a crash (adopted).",
 		}, []string{"outcome"}),
+		statuses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "depsd_commit_statuses_total",
+			Help: "Sends of the chains' commit statuses (gitlab.commit_status), by the state sent and the outcome: posted, unchanged (GitLab showed it already), retry, refused (an invalid transition), gave_up.",
+		}, []string{"state", "outcome"}),
 		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "depsd_gitlab_api_errors_total", Help: "Errors from the GitLab API while sending actions, by whether they are retried.",
 		}, []string{"retryable"}),
@@ -94,12 +104,9 @@ func newMetrics() *metrics {
 		imagesByState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "depsd_images", Help: "Images as last verified, by state (stale, pinned, unknown, fresh): an image counts once, in its stalest platform's state.",
 		}, []string{"state"}),
-		imageStale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "depsd_image_stale", Help: "1 when the image a project publishes was built on an older image of an upstream (on any platform), 0 otherwise, as last verified.",
-		}, []string{"project", "image"}),
-		staleSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "depsd_image_stale_seconds", Help: "How long the image has been stale: since its upstream moved away from the image's base (0 when not stale).",
-		}, []string{"project", "image"}),
+		imageStale:    staleGauge(projectLabels),
+		staleSeconds:  staleSecondsGauge(projectLabels),
+		projectLabels: projectLabels,
 		chains: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "depsd_chains", Help: "Active chains, by state (running, blocked).",
 		}, []string{"state"}),
@@ -141,6 +148,11 @@ func newMetrics() *metrics {
 	m.triggers.WithLabelValues("adopted")
 	m.apiErrors.WithLabelValues("true")
 	m.apiErrors.WithLabelValues("false")
+	for _, state := range chain.CommitStates() {
+		for _, outcome := range []string{chain.StatusPosted, chain.StatusRefused, chain.StatusGaveUp} {
+			m.statuses.WithLabelValues(string(state), outcome)
+		}
+	}
 	m.chainDuration.WithLabelValues(string(chain.Finished))
 	m.chainDuration.WithLabelValues(string(chain.Expired))
 	m.queueDepth.WithLabelValues("inbox")
@@ -160,7 +172,7 @@ func newMetrics() *metrics {
 		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion},
 	})
 	buildInfo.Set(1)
-	m.registry.MustRegister(buildInfo, m.fires, m.verifications, m.imagesByState, m.imageStale, m.staleSeconds, m.events, m.applied, m.triggers, m.apiErrors, m.chainDuration, m.queueDepth,
+	m.registry.MustRegister(buildInfo, m.fires, m.verifications, m.imagesByState, m.imageStale, m.staleSeconds, m.events, m.applied, m.triggers, m.statuses, m.apiErrors, m.chainDuration, m.queueDepth,
 		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
 		m.chains, m.members, m.blockedLongest, m.storeUp, m.replicas, m.webhooks, m.jobRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -287,12 +299,45 @@ func (m *metrics) observeFreshness(rows []verify.Row, now time.Time) {
 	for _, s := range verify.States() {
 		m.imagesByState.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
+	var staleImages, longest float64
 	for k, s := range since {
 		stale, seconds := 0.0, 0.0
 		if !s.IsZero() {
 			stale, seconds = 1, max(now.Sub(s).Seconds(), 0)
 		}
-		m.imageStale.WithLabelValues(k.project, k.image).Set(stale)
-		m.staleSeconds.WithLabelValues(k.project, k.image).Set(seconds)
+		staleImages, longest = staleImages+stale, max(longest, seconds)
+		if m.projectLabels {
+			m.imageStale.WithLabelValues(k.project, k.image).Set(stale)
+			m.staleSeconds.WithLabelValues(k.project, k.image).Set(seconds)
+		}
 	}
+	if !m.projectLabels {
+		m.imageStale.WithLabelValues().Set(staleImages)
+		m.staleSeconds.WithLabelValues().Set(longest)
+	}
+}
+
+// staleGauge is depsd_image_stale: per project and image, or one series.
+func staleGauge(projectLabels bool) *prometheus.GaugeVec {
+	if projectLabels {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_image_stale", Help: "1 when the image a project publishes was built on an older image of an upstream (on any platform), 0 otherwise, as last verified.",
+		}, []string{"project", "image"})
+	}
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "depsd_image_stale", Help: "How many of the images projects publish were built on an older image of an upstream (on any platform), as last verified (metrics.project_labels: on gives a series per project and image).",
+	}, nil)
+}
+
+// staleSecondsGauge is depsd_image_stale_seconds: per project and image,
+// or the longest.
+func staleSecondsGauge(projectLabels bool) *prometheus.GaugeVec {
+	if projectLabels {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_image_stale_seconds", Help: "How long the image has been stale: since its upstream moved away from the image's base (0 when not stale).",
+		}, []string{"project", "image"})
+	}
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "depsd_image_stale_seconds", Help: "How long the image stale the longest has been: since its upstream moved away from the image's base (0 when none is stale; metrics.project_labels: on gives a series per project and image).",
+	}, nil)
 }

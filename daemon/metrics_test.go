@@ -96,7 +96,7 @@ depsd_store_up 0
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newMetrics()
+			m := newMetrics(true)
 			for _, st := range tc.steps {
 				m.observeState(now, st.stats, st.ok, st.replicas, st.hooks, st.checked)
 			}
@@ -189,7 +189,7 @@ func TestStoreDownIsExported(t *testing.T) {
 // chains' members counted by state: a member waiting for its pin merge
 // request shows up as waiting-merge.
 func TestMemberStatesAreExported(t *testing.T) {
-	m := newMetrics()
+	m := newMetrics(false)
 	m.observeState(time.Now(), chain.Stats{ActiveChains: 1, Members: map[chain.MemberState]int{chain.WaitingMerge: 2, chain.Success: 3}},
 		true, 1, dashboard.HookStatus{}, false)
 	for _, s := range chain.MemberStates() {

@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
 	"gitlab.com/depsd/depsd/verify"
@@ -14,7 +17,7 @@ import (
 // image no longer verified leaves the gauges.
 func TestImageStaleGauges(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	m := newMetrics()
+	m := newMetrics(true)
 	gauge := func(v interface{ Write(*dto.Metric) error }) float64 {
 		var out dto.Metric
 		if err := v.Write(&out); err != nil {
@@ -62,6 +65,30 @@ func TestImageStaleGauges(t *testing.T) {
 			if f.GetName() == "depsd_image_stale" && len(f.GetMetric()) > 0 {
 				t.Errorf("depsd_image_stale keeps %d images no longer verified", len(f.GetMetric()))
 			}
+		}
+	}
+}
+
+// TestMetricsNameNoProjectByDefault: with metrics.project_labels off (the
+// default), /metrics carries no project path: the stale images are
+// counted and the longest staleness kept, in one series each.
+func TestMetricsNameNoProjectByDefault(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	m := newMetrics(false)
+	m.observeFreshness([]verify.Row{
+		{Project: "apps/shop", Image: "r/apps/shop:latest", Platform: "linux/amd64", State: verify.StateStale, StaleSince: now.Add(-time.Hour)},
+		{Project: "apps/cart", Image: "r/apps/cart:latest", Platform: "linux/amd64", State: verify.StateStale, StaleSince: now.Add(-2 * time.Hour)},
+		{Project: "apps/web", Image: "r/apps/web:latest", Platform: "linux/amd64", State: verify.StateFresh},
+	}, now)
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	if strings.Contains(body, "apps/") || strings.Contains(body, "project=") {
+		t.Errorf("/metrics names a project:\n%s", body)
+	}
+	for _, want := range []string{"\ndepsd_image_stale 2\n", "\ndepsd_image_stale_seconds 7200\n"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no %q", strings.TrimSpace(want))
 		}
 	}
 }

@@ -52,14 +52,21 @@ func (d *Daemon) newScheduler() (*scheduler.Scheduler, error) {
 }
 
 // maintenance is the periodic job an operator would otherwise put in a
-// systemd timer: an incremental scan, then hooks sync so disabled or
-// drifted hooks are repaired.
+// systemd timer: an incremental scan, expired sign-in sessions pruned,
+// then hooks sync so disabled or drifted hooks are repaired.
 func (d *Daemon) maintenance(ctx context.Context) error {
 	res, err := d.scan(ctx)
 	if err != nil {
 		return fmt.Errorf("rescan: %w", err)
 	}
 	d.log.Info("maintenance scan done", "projects", res.Projects, "warnings", res.Warnings, "requests", res.Requests, "duration", res.Duration)
+	if d.signin != nil {
+		if n, err := d.signin.PruneSessions(ctx); err != nil {
+			d.log.Warn("expired sessions not pruned", "err", err)
+		} else if n > 0 {
+			d.log.Info("expired sessions pruned", "sessions", n)
+		}
+	}
 	hooks := d.opts.Config.Hooks
 	if hooks.URL == "" {
 		d.log.Info("no hooks.url configured: hooks are not repaired")

@@ -151,6 +151,10 @@ func (o observer) ActionError(_ string, permanent bool) {
 	o.m.apiErrors.WithLabelValues("true").Inc()
 }
 
+func (o observer) CommitStatus(state, outcome string) {
+	o.m.statuses.WithLabelValues(state, outcome).Inc()
+}
+
 func (o observer) ChainEnded(state chain.State, d time.Duration) {
 	o.m.chainDuration.WithLabelValues(string(state)).Observe(d.Seconds())
 }

@@ -98,6 +98,14 @@ func serve(t testing.TB, projects []gitlabtest.Project, past map[string][]int, h
 // serveOn is serve on a fake GitLab the test seeded itself with projects.
 func serveOn(t testing.TB, srv *gitlabtest.Server, projects []gitlabtest.Project, hooks map[string]string, sched scheduler.Config) *served {
 	t.Helper()
+	return serveWith(t, srv, projects, hooks, sched, nil)
+}
+
+// serveWith is serveOn with mod changing the configuration once depsd's
+// address (addr, host:port) is chosen.
+func serveWith(t testing.TB, srv *gitlabtest.Server, projects []gitlabtest.Project, hooks map[string]string, sched scheduler.Config,
+	mod func(cfg *config.Config, addr string)) *served {
+	t.Helper()
 	// depsd's address is chosen first, so that its hooks exist before it
 	// starts and it finds them in their states.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -153,6 +161,9 @@ func serveOn(t testing.TB, srv *gitlabtest.Server, projects []gitlabtest.Project
 	}
 	if hooks != nil {
 		cfg.Hooks.URL = hookURL
+	}
+	if mod != nil {
+		mod(&cfg, addr)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := daemon.New(ctx, daemon.Options{

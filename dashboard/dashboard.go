@@ -119,8 +119,13 @@ type Options struct {
 	// MaxFullGraph is the most projects the graph page draws whole; larger
 	// graphs get an overview and focus views. Default 150.
 	MaxFullGraph int
-	Now          func() time.Time
-	Logger       *slog.Logger
+	// Viewer says who asks for a page and what they may see (sign-in);
+	// nil: nobody in particular, who sees everything and no action.
+	Viewer func(r *http.Request) Viewer
+	// Audit reads the audit log (chain.Engine.Audit); nil shows none.
+	Audit  func(ctx context.Context, f chain.AuditFilter) ([]chain.AuditEntry, error)
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Dashboard serves the pages. Build it with New.
@@ -129,7 +134,16 @@ type Dashboard struct {
 	pages   map[string]*template.Template
 	log     *slog.Logger
 	graph   graphCache
+	scoped  scopedGraphs
 	history historyCache
+}
+
+// scopedGraphs keeps the graphs of people's scopes (reads.graph), for the
+// graph of the last stored scan (of).
+type scopedGraphs struct {
+	mu    sync.Mutex
+	of    *graphData
+	byKey map[string]*graphData
 }
 
 // New parses the templates; a template error is a bug caught by the tests.
@@ -164,17 +178,44 @@ func New(opts Options) (*Dashboard, error) {
 
 // Register adds the dashboard's routes to mux: /, /chains/{id}, /graph,
 // /graph.svg, /graph/projects, /projects/{path}, /health, /freshness and /static/.
+// Every page reads through reads (the viewer's scope); view_test.go's
+// TestEveryRouteShowsOnlyWhatThePersonMaySee asks each of these routes as
+// a person who may not see everything, and fails on a route it does not
+// know.
 func (d *Dashboard) Register(mux *http.ServeMux) {
 	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
-	mux.HandleFunc("GET /{$}", d.chainsPage)
-	mux.HandleFunc("GET /chains/{id}", d.chainPage)
-	mux.HandleFunc("GET /graph", d.graphPage)
-	mux.HandleFunc("GET /graph.svg", d.graphSVG)
-	mux.HandleFunc("GET /graph/projects", d.graphProjects)
-	mux.HandleFunc("GET /projects/{path...}", d.projectPage)
-	mux.HandleFunc("GET /health", d.healthPage)
-	mux.HandleFunc("GET /freshness", d.freshnessPage)
+	mux.Handle(StaticRoute, http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
+	for _, rt := range d.routes() {
+		mux.HandleFunc(rt.pattern, rt.handler)
+	}
+}
+
+// StaticRoute serves the embedded assets (style, scripts): public, also
+// to people who have not signed in.
+const StaticRoute = "GET /static/"
+
+type route struct {
+	pattern string
+	handler http.HandlerFunc
+}
+
+// routes are the pages, each reading through the viewer's scope.
+func (d *Dashboard) routes() []route {
+	return []route{
+		{"GET /{$}", d.chainsPage},
+		{"GET /chains/{id}", d.chainPage},
+		{"GET /graph", d.graphPage},
+		{"GET /graph.svg", d.graphSVG},
+		{"GET /graph/projects", d.graphProjects},
+		{"GET /projects/{path...}", d.projectPage},
+		{"GET /health", d.healthPage},
+		{"GET /freshness", d.freshnessPage},
+	}
+}
+
+// Fail renders the error page (for the daemon's action handlers).
+func (d *Dashboard) Fail(w http.ResponseWriter, r *http.Request, code int, err error) {
+	d.fail(w, r, code, err)
 }
 
 func cacheFor(d time.Duration, h http.Handler) http.Handler {

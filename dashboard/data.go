@@ -21,6 +21,8 @@ type graphData struct {
 	doc     report.Graph
 	byPath  map[string]*report.Project
 	targets map[string]report.HistoryTarget
+	// projects are those the graph was built of.
+	projects []scan.Project
 }
 
 // loadGraph returns the graph of the newest stored scan, from the cache
@@ -39,16 +41,7 @@ func (d *Dashboard) loadGraph(ctx context.Context) (*graphData, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := scan.GraphOf(projects)
-	data := &graphData{scan: meta, scanned: ok, g: g, doc: report.Build(projects, g),
-		targets: make(map[string]report.HistoryTarget, len(projects))}
-	data.byPath = make(map[string]*report.Project, len(data.doc.Projects))
-	for i := range data.doc.Projects {
-		data.byPath[data.doc.Projects[i].Path] = &data.doc.Projects[i]
-	}
-	for _, p := range projects {
-		data.targets[p.Path] = report.HistoryTarget{Path: p.Path, ID: p.ID, Ref: p.DefaultBranch}
-	}
+	data := newGraphData(meta, ok, projects)
 	d.graph.data, d.graph.scan = data, meta.StartedAt
 	return data, nil
 }
@@ -64,6 +57,12 @@ type chainView struct {
 	// Images is the verdict on each member's images since its build in
 	// the chain (the chain page only; none before a verification).
 	Images map[string]*imageSummary
+	// CSRF is the action forms' token, and Actions whether to show them
+	// (a signed-in person, an active chain); Audit is the chain's audit
+	// log (the chain page only).
+	CSRF    string
+	Actions bool
+	Audit   []chain.AuditEntry
 }
 
 type waveView struct {

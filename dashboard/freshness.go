@@ -63,13 +63,10 @@ func (d *Dashboard) freshnessPage(w http.ResponseWriter, r *http.Request) {
 		}
 		pq.Limit = n
 	}
-	var rows []verify.Row
-	if d.opts.Freshness != nil {
-		var err error
-		if rows, err = d.opts.Freshness(r.Context()); err != nil {
-			d.fail(w, r, http.StatusInternalServerError, err)
-			return
-		}
+	rows, err := d.reads(r).freshness()
+	if err != nil {
+		d.fail(w, r, http.StatusInternalServerError, err)
+		return
 	}
 	if v.Project != "" {
 		rows = slices.DeleteFunc(rows, func(row verify.Row) bool { return !strings.Contains(row.Project, v.Project) })
@@ -150,7 +147,7 @@ func summarize(rows []verify.Row, since func(project string) (time.Time, bool)) 
 // verifications made since the member's build; none for a member not built
 // yet. A live chain's page, refreshed every few seconds, reads only the
 // chain.
-func (d *Dashboard) memberImages(r *http.Request, c chain.ChainView) map[string]*imageSummary {
+func (rd *reads) memberImages(c chain.ChainView) map[string]*imageSummary {
 	out := map[string]*imageSummary{}
 	built := map[string]time.Time{}
 	for _, m := range c.Members {
@@ -161,10 +158,10 @@ func (d *Dashboard) memberImages(r *http.Request, c chain.ChainView) map[string]
 			built[m.Project] = *m.TriggeredAt
 		}
 	}
-	if len(built) > 0 && d.opts.Freshness != nil {
-		rows, err := d.opts.Freshness(r.Context(), slices.Sorted(maps.Keys(built))...)
+	if len(built) > 0 {
+		rows, err := rd.freshness(slices.Sorted(maps.Keys(built))...)
 		if err != nil {
-			d.log.Warn("verifications not read", "chain_id", c.ID, "err", err)
+			rd.d.log.Warn("verifications not read", "chain_id", c.ID, "err", err)
 		}
 		maps.Copy(out, summarize(rows, func(p string) (time.Time, bool) { t, ok := built[p]; return t, ok }))
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
-	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/report"
 	"gitlab.com/depsd/depsd/scan"
@@ -25,15 +24,19 @@ import (
 
 // page is what every template gets: the page's own data and the layout's.
 type page struct {
-	Title string
-	Nav   string // the nav entry to mark current
-	Data  any
+	Title  string
+	Nav    string // the nav entry to mark current
+	Data   any
+	Viewer Viewer // who asks (sign-in); zero when sign-in is off
 }
 
 // render writes the whole page, or only the template named by ?part= (the
 // live parts the script refreshes), buffered so that a template error
 // becomes a clean 500 rather than half a page.
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, code int, name string, p page, parts ...string) {
+	if d.opts.Viewer != nil {
+		p.Viewer = d.opts.Viewer(r)
+	}
 	tmpl, data := "layout", any(p)
 	if part := r.URL.Query().Get("part"); part != "" {
 		if !slices.Contains(parts, part) {
@@ -60,7 +63,11 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, code int, err e
 		d.log.Error("dashboard page failed", "path", r.URL.Path, "err", err)
 	}
 	var buf bytes.Buffer
-	if terr := d.pages["error"].ExecuteTemplate(&buf, "layout", page{Title: http.StatusText(code), Data: map[string]any{"Code": code, "Err": err.Error()}}); terr != nil {
+	p := page{Title: http.StatusText(code), Data: map[string]any{"Code": code, "Err": err.Error()}}
+	if d.opts.Viewer != nil {
+		p.Viewer = d.opts.Viewer(r)
+	}
+	if terr := d.pages["error"].ExecuteTemplate(&buf, "layout", p); terr != nil {
 		http.Error(w, err.Error(), code)
 		return
 	}
@@ -71,8 +78,7 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, code int, err e
 
 // chainsPage: the active chains first (refreshed live), then history.
 func (d *Dashboard) chainsPage(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	all, err := d.opts.Chains.Chains(ctx, chain.Filter{Limit: 50})
+	all, err := d.reads(r).chains(chain.Filter{Limit: 50})
 	if err != nil {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
@@ -110,9 +116,10 @@ func (d *Dashboard) chainPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusBadRequest, fmt.Errorf("chain id %q: want a number", r.PathValue("id")))
 		return
 	}
-	c, err := d.opts.Chains.Chain(r.Context(), id)
+	rd := d.reads(r)
+	c, err := rd.chain(id)
 	switch {
-	case errors.Is(err, chain.ErrNotFound):
+	case notFound(err):
 		d.fail(w, r, http.StatusNotFound, fmt.Errorf("there is no chain %d", id))
 		return
 	case err != nil:
@@ -120,7 +127,12 @@ func (d *Dashboard) chainPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := viewChain(c)
-	v.Images = d.memberImages(r, c)
+	v.Images = rd.memberImages(c)
+	v.CSRF = rd.v.CSRF
+	v.Actions = v.CSRF != "" && c.State.Active()
+	if v.Audit, err = rd.audit(id); err != nil {
+		d.log.Warn("audit log not read", "chain_id", id, "err", err)
+	}
 	d.render(w, r, http.StatusOK, "chain", page{Title: fmt.Sprintf("Chain %d", id), Nav: "chains", Data: v}, "chain")
 }
 
@@ -154,7 +166,7 @@ type graphView struct {
 // projects most others build on when it is large, and the focus view of
 // one project (?focus=P&depth=N) at any size.
 func (d *Dashboard) graphPage(w http.ResponseWriter, r *http.Request) {
-	data, err := d.loadGraph(r.Context())
+	data, err := d.reads(r).graph()
 	if err != nil {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
@@ -217,7 +229,7 @@ const inlineSearch = 1000
 // graphProjects is the search box's list of a large graph: an <option>
 // per project, which static/search.js puts in the page's datalist.
 func (d *Dashboard) graphProjects(w http.ResponseWriter, r *http.Request) {
-	data, err := d.loadGraph(r.Context())
+	data, err := d.reads(r).graph()
 	if err != nil {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
@@ -331,7 +343,7 @@ func ancestors(data *graphData, p string) []string {
 // graphSVG is the picture alone, as `depsd graph --format svg [--around]`
 // writes it.
 func (d *Dashboard) graphSVG(w http.ResponseWriter, r *http.Request) {
-	data, err := d.loadGraph(r.Context())
+	data, err := d.reads(r).graph()
 	if err != nil {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
@@ -379,18 +391,17 @@ type projectView struct {
 	Images    []verify.Row
 	ImagesErr string
 	Verifying bool // the dashboard reads verifications
+	// HiddenDownstream counts what a rebuild builds that the person may
+	// not see (and the estimate leaves out).
+	HiddenDownstream int
+	CSRF             string // the action forms' token; "" shows none
 }
 
 func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	rd := d.reads(r)
 	path := strings.Trim(r.PathValue("path"), "/")
-	p, err := d.opts.Store.Project(ctx, deps.NodeProject(path))
-	if err == nil {
-		var ok bool
-		if p, ok = p.At(path); !ok { // a ref the project no longer has
-			err = scan.ErrNotFound
-		}
-	}
+	p, err := rd.project(path)
 	switch {
 	case errors.Is(err, scan.ErrNotFound):
 		d.fail(w, r, http.StatusNotFound, fmt.Errorf("project %s is not in the scanned graph", path))
@@ -399,38 +410,39 @@ func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	data, err := d.loadGraph(ctx)
+	data, err := rd.graph()
 	if err != nil {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	v := projectView{Project: p, Files: viewFiles(p), Upstream: data.g.Upstream(path), Downstream: data.g.Downstream(path)}
+	v := projectView{Project: p, Files: viewFiles(p), Upstream: data.g.Upstream(path), Downstream: data.g.Downstream(path), CSRF: rd.v.CSRF}
+	if full, err := rd.fullGraph(); err == nil && full != data {
+		v.HiddenDownstream = len(full.g.Affected(path)) - len(data.g.Affected(path))
+	}
 	if rp, ok := data.byPath[path]; ok {
 		v.External, v.Pins = rp.External, rp.UpstreamPins
 	}
 	for _, c := range data.doc.Cycles {
 		v.OnCycle = v.OnCycle || slices.Contains(c, path)
 	}
-	chains, err := d.opts.Chains.Chains(ctx, chain.Filter{Project: path, Limit: 20})
+	chains, err := rd.chains(chain.Filter{Project: path, Limit: 20})
 	if err != nil {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
 	v.Pipelines = projectPipelines(chains, path)
-	if d.opts.Schedules != nil {
-		entries, err := d.opts.Schedules(ctx)
-		if err != nil {
-			d.log.Warn("schedules not listed", "err", err)
-		}
-		for _, e := range entries {
-			if e.Target == path || slices.Contains(e.Projects, path) {
-				v.Schedules = append(v.Schedules, e)
-			}
+	entries, err := rd.schedules()
+	if err != nil {
+		d.log.Warn("schedules not listed", "err", err)
+	}
+	for _, e := range entries {
+		if e.Target == path || slices.Contains(e.Projects, path) {
+			v.Schedules = append(v.Schedules, e)
 		}
 	}
 	if d.opts.Freshness != nil {
 		v.Verifying = true
-		if v.Images, err = d.opts.Freshness(ctx, path); err != nil {
+		if v.Images, err = rd.freshness(path); err != nil {
 			v.ImagesErr = err.Error()
 		}
 	}
@@ -523,25 +535,19 @@ type healthView struct {
 }
 
 func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	data, err := d.loadGraph(ctx)
+	rd := d.reads(r)
+	data, err := rd.graph()
 	if err != nil {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
 	v := healthView{Scan: data.scan, Scanned: data.scanned, HookCount: map[string]int{}}
-	if v.Stats, err = d.opts.Chains.Stats(ctx); err != nil {
+	if v.Stats, err = rd.stats(); err != nil {
 		v.StatsErr = err.Error()
 	}
-	if d.opts.Hooks != nil {
-		v.Hooks = d.opts.Hooks(ctx)
-	}
-	if d.opts.Replicas != nil {
-		r, err := d.opts.Replicas(ctx)
-		if err != nil {
-			v.ReplicasErr = err.Error()
-		}
-		v.Replicas = &r
+	v.Hooks = rd.hooks()
+	if v.Replicas, err = rd.replicas(); err != nil {
+		v.ReplicasErr = err.Error()
 	}
 	found := map[string]hookRow{}
 	for _, c := range v.Hooks.Report.Changes {
@@ -562,17 +568,15 @@ func (d *Dashboard) healthPage(w http.ResponseWriter, r *http.Request) {
 	// Problems first, then by path.
 	rank := map[string]int{"disabled": 0, "failing": 1, "missing": 2, "unknown": 3, "ok": 4}
 	slices.SortStableFunc(v.HookRows, func(a, b hookRow) int { return rank[a.State] - rank[b.State] })
-	if d.opts.Schedules != nil {
-		entries, err := d.opts.Schedules(ctx)
-		if err != nil {
-			v.SchedErr = err.Error()
-		}
-		for _, e := range entries {
-			if e.Kind == scheduler.KindWatch {
-				v.Watches = append(v.Watches, e)
-			} else {
-				v.Schedules = append(v.Schedules, e)
-			}
+	entries, err := rd.schedules()
+	if err != nil {
+		v.SchedErr = err.Error()
+	}
+	for _, e := range entries {
+		if e.Kind == scheduler.KindWatch {
+			v.Watches = append(v.Watches, e)
+		} else {
+			v.Schedules = append(v.Schedules, e)
 		}
 	}
 	d.render(w, r, http.StatusOK, "health", page{Title: "Health", Nav: "health", Data: v})
@@ -619,8 +623,9 @@ func templateFuncs(now func() time.Time) template.FuncMap {
 			}
 			return report.FormatDuration(d) + " ago"
 		},
-		"dur":  report.FormatDuration,
-		"join": strings.Join,
+		"dur":    report.FormatDuration,
+		"join":   strings.Join,
+		"hidden": func(project string) bool { return strings.HasPrefix(project, "hidden-") },
 		"short": func(s string, n int) string {
 			if len(s) <= n {
 				return s

@@ -26,6 +26,7 @@ import (
 	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 	"gitlab.com/depsd/depsd/registry"
+	"gitlab.com/depsd/depsd/templates"
 )
 
 // The real demo (depsd demo --real): the sample chain built for real on
@@ -165,17 +166,45 @@ func realProjects(reg string) map[string]string {
 	}
 }
 
-// realCIConfig is every project's .gitlab-ci.yml: build with buildah
-// (--no-cache when depsd asks for a rebuild without cache) and push.
+// The build component (templates/image-build.yml) lives in a project of
+// the simulated GitLab, outside depsd's scope, at a release tag; every
+// project's .gitlab-ci.yml includes it in one line, as a project of a
+// real instance does (docs/build-component.md).
+const (
+	ComponentProject = "ci/components"
+	ComponentVersion = "1.0.0"
+)
+
+// AddBuildComponent adds the component project to srv: a README and
+// templates/image-build.yml, tagged ComponentVersion, public (any
+// pipeline's user may include it).
+func AddBuildComponent(srv *gitlabtest.Server) error {
+	if _, err := srv.AddProject(gitlabtest.Project{Path: ComponentProject, Files: map[string]string{
+		"README.md":                 "# CI/CD components\n\n- image-build: build and push an image with buildah (depsd's docs/build-component.md)\n",
+		"templates/image-build.yml": templates.ImageBuild,
+	}}); err != nil {
+		return fmt.Errorf("add the build component's project: %w", err)
+	}
+	if err := srv.CreateTag(ComponentProject, ComponentVersion, "main"); err != nil {
+		return err
+	}
+	return srv.SetVisibility(ComponentProject, gitlabtest.VisibilityPublic)
+}
+
+// BuildComponentCI is a project's .gitlab-ci.yml: the component included
+// at ComponentVersion with these inputs (YAML lines "name: value").
+func BuildComponentCI(inputs ...string) string {
+	s := "include:\n  - component: $CI_SERVER_FQDN/" + ComponentProject + "/" + templates.ImageBuildName + "@" + ComponentVersion + "\n"
+	if len(inputs) > 0 {
+		s += "    inputs:\n      " + strings.Join(inputs, "\n      ") + "\n"
+	}
+	return s
+}
+
+// realCIConfig is every project's .gitlab-ci.yml: the build component in
+// the job image, pushing to the demo's registry over plain HTTP.
 func realCIConfig(jobImage string) string {
-	return `build:
-  stage: build
-  image: ` + jobImage + `
-  script:
-    - if [ "${DEPSD_NO_CACHE:-}" = 1 ]; then no_cache=--no-cache; else no_cache=; fi
-    - buildah build --layers --tls-verify=false $no_cache -t "$CI_REGISTRY_IMAGE:latest" .
-    - buildah push --tls-verify=false "$CI_REGISTRY_IMAGE:latest"
-`
+	return BuildComponentCI("job_image: "+jobImage, "tls_verify: false")
 }
 
 // RunReal runs the real demo and writes its story to out. Without what it
@@ -213,6 +242,9 @@ func RunReal(ctx context.Context, out io.Writer, o RealOptions) error {
 	token := "glrt-" + fmt.Sprintf("%09x", time.Now().UnixNano()&0xfffffffff) + "-demo"
 	srv := gitlabtest.New(gitlabtest.Options{Token: "glpat-demo", RegistryHost: reg, RunnerToken: token})
 	defer srv.Close()
+	if err := AddBuildComponent(srv); err != nil {
+		return err
+	}
 	for path, cf := range realProjects(reg) {
 		if _, err := srv.AddProject(gitlabtest.Project{Path: path, Files: map[string]string{
 			"Containerfile": cf, ".gitlab-ci.yml": realCIConfig(o.JobImage)}}); err != nil {

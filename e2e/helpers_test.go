@@ -673,6 +673,17 @@ func (w *world) deliveryOf(pipelineID int64, status string) (gitlabtest.Delivery
 	return gitlabtest.Delivery{}, false
 }
 
+// firstDelivery is the first Pipeline Hook delivery of pipelineID with
+// status.
+func (w *world) firstDelivery(pipelineID int64, status string) (gitlabtest.Delivery, bool) {
+	for _, d := range w.srv.Deliveries() {
+		if d.Event == gitlabtest.PipelineHook && d.PipelineID == pipelineID && d.PipelineStatus == status {
+			return d, true
+		}
+	}
+	return gitlabtest.Delivery{}, false
+}
+
 // dump shows depsd's chains, every pipeline of the fake, the deliveries and
 // the end of depsd's logs: what a failing test needs to say what went wrong.
 func (w *world) dump() string {

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,29 +61,15 @@ func rcImage(env, def string) string {
 	return def
 }
 
-// rcCIYAML is every project's .gitlab-ci.yml: build with buildah (layer
-// cache on, --no-cache when depsd asks for a rebuild without cache) and
-// push to the project's image in the registry. RUBY_IMAGE, when set,
-// is passed as a build argument: how a job comes to build on an old
-// image, as a stale layer cache makes it; a rebuild without cache
-// (DEPSD_NO_CACHE=1, docs/verification.md) ignores it and pulls. vars are
-// the job's variables (YAML lines). The script's own time is printed for
-// the overhead figures.
-func rcCIYAML(jobImage string, vars ...string) string {
-	v := ""
-	if len(vars) > 0 {
-		v = "  variables:\n    " + strings.Join(vars, "\n    ") + "\n"
-	}
-	return `build:
-  stage: build
-  image: ` + jobImage + `
-` + v + `  script:
-    - start=$(date +%s%N)
-    - if [ "${DEPSD_NO_CACHE:-}" = 1 ]; then no_cache="--no-cache --pull=always"; RUBY_IMAGE=; else no_cache=; fi
-    - buildah build --layers --tls-verify=false $no_cache ${RUBY_IMAGE:+--build-arg RUBY_IMAGE=$RUBY_IMAGE} -t "$CI_REGISTRY_IMAGE:latest" .
-    - buildah push --tls-verify=false "$CI_REGISTRY_IMAGE:latest"
-    - echo "depsd-e2e-script-ms $(( ($(date +%s%N) - start) / 1000000 ))"
-`
+// rcCIYAML is every project's .gitlab-ci.yml: one include of the build
+// component (templates/image-build.yml, in the fake's project
+// demo.ComponentProject, as depsd demo --real has it) with the job image,
+// the registry over plain HTTP, and inputs (YAML lines). The component
+// builds with buildah (layer cache on; without cache and pulling when
+// depsd asks, DEPSD_NO_CACHE), pushes :latest on the default branch, and
+// prints its script's own time for the overhead figures.
+func rcCIYAML(jobImage string, inputs ...string) string {
+	return demo.BuildComponentCI(append([]string{"job_image: " + jobImage, "tls_verify: false"}, inputs...)...)
 }
 
 // rcContainerfiles are the projects' Containerfiles on registry host reg,
@@ -124,7 +112,7 @@ func TestRealChain(t *testing.T) {
 	rc.logFigures(first)
 	rc.assertChain(first)
 	t.Run("dashboard shows the chain fresh", rc.dashboardAfterChain(first))
-	ruby1 := rc.digest(rcRuby)
+	ruby1, left1 := rc.digest(rcRuby), rc.digest(rcLeft)
 
 	// 2. Another change, and depsd serve killed -9 once base succeeded
 	// and its downstream pipelines were created.
@@ -161,11 +149,13 @@ func TestRealChain(t *testing.T) {
 		t.Fatalf("ruby's image did not change between the chains (%s): the test cannot tell stale from fresh", ruby1)
 	}
 
-	// 3. app built on ruby's earlier image: stale.
+	// 3. app built on ruby's earlier image: stale. app's FROM names an
+	// ARG: the component passes the image depsd_build_contexts gives for
+	// it as that build argument.
 	ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
 	defer cancel()
 	pl, err := rc.gl.CreatePipeline(ctx, rc.ids[rcApp], "main", gitlab.CreateOptions{
-		Variables: map[string]string{"RUBY_IMAGE": rc.reg + "/" + rcRuby + "@" + ruby1}})
+		Variables: map[string]string{"DEPSD_BUILD_CONTEXTS": "RUBY_IMAGE=docker-image://" + rc.reg + "/" + rcRuby + "@" + ruby1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +166,14 @@ func TestRealChain(t *testing.T) {
 	if res.State != verify.StateStale {
 		t.Errorf("app built on ruby@%s: verification %s (%s), want stale", ruby1, res.State, res.Detail)
 	}
+	// depsd verifies that success too (outside a chain, for the record).
+	rc.w.waitUntil("depsd's verdict on app built on ruby's earlier image", realTimeout, func() bool {
+		state, digest := rc.depsdVerdict(rcApp)
+		return state == verify.StateStale && digest == rc.digest(rcApp)
+	})
 
 	t.Run("stale rebuilt without cache", rc.staleRebuiltWithoutCache)
+	t.Run("a validation build on a candidate", rc.validationOnACandidate(left1))
 	t.Run("pinned app moves through its merge request", rc.pinnedThroughMergeRequest)
 }
 
@@ -286,20 +282,24 @@ func (rc *realChain) pinnedThroughMergeRequest(t *testing.T) {
 	}
 }
 
-// staleRebuiltWithoutCache: app's job pins ruby's current image (a stale
+// staleRebuiltWithoutCache: app's job uses the base image in its build
+// storage instead of pulling (the component's pull: "false", a stale
 // cache in the making), then ruby changes. depsd triggers app, which
 // builds on ruby's earlier image; depsd judges it stale and rebuilds it
-// once without cache, which builds on ruby's current image: fresh.
+// once without cache, which pulls ruby's current image: fresh.
 func (rc *realChain) staleRebuiltWithoutCache(t *testing.T) {
 	ruby := rc.digest(rcRuby)
-	pin := "RUBY_IMAGE: " + rc.reg + "/" + rcRuby + "@" + ruby
 	ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
 	defer cancel()
-	if _, err := rc.srv.SetFile(rcApp, ".gitlab-ci.yml", rcCIYAML(rcImage("DEPSD_BUILDAH_IMAGE", demo.DefaultJobImage), pin)); err != nil {
+	if _, err := rc.srv.SetFile(rcApp, ".gitlab-ci.yml", rcCIYAML(rcImage("DEPSD_BUILDAH_IMAGE", demo.DefaultJobImage), `pull: "false"`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := rc.srv.WaitIdle(ctx); err != nil { // app's push pipeline, on ruby's current image
-		t.Fatal(err)
+	pls := rc.srv.Pipelines(rcApp) // the last: app's push pipeline, on ruby's current image
+	if got, err := rc.srv.WaitPipeline(ctx, pls[len(pls)-1].ID); err != nil || got.Status != "success" {
+		t.Fatalf("app's push pipeline: %s %v\n%s", got.Status, err, rc.jobLog(got.ID))
+	}
+	if res := rc.verify(rcApp, ""); res.State != verify.StateFresh {
+		t.Fatalf("app built from its build storage before ruby changed: %s (%s), want fresh (ruby's current image is the one it holds)", res.State, res.Detail)
 	}
 	appBefore := len(rc.srv.Pipelines(rcApp))
 	earlier, err := rc.w.chains()
@@ -329,11 +329,46 @@ func (rc *realChain) staleRebuiltWithoutCache(t *testing.T) {
 		t.Errorf("app's pipelines have DEPSD_NO_CACHE %q then %q, want none then 1",
 			apps[0].Variables["DEPSD_NO_CACHE"], apps[1].Variables["DEPSD_NO_CACHE"])
 	}
-	if m, ok := member(view, rcApp); !ok || m.State != chain.Success || m.Builds != 2 {
-		t.Errorf("depsd's chain member app = %+v, want success after 2 builds", m)
+	if m, ok := member(view, rcApp); !ok || m.State != chain.Success || m.Builds != 2 || m.Verified != chain.ImageFresh {
+		t.Errorf("depsd's chain member app = %+v, want success after 2 builds, its images fresh", m)
 	}
 	if res := rc.verify(rcApp, ruby); res.State != verify.StateFresh {
 		t.Errorf("app after the rebuild without cache: %s (%s), want fresh", res.State, res.Detail)
+	}
+}
+
+// validationOnACandidate: a validation build of bottom (FROM left:latest,
+// a literal image) on an earlier image of left, as depsd asks for one
+// (variables DEPSD_VALIDATE, DEPSD_BUILD_CONTEXTS with buildah's
+// --build-context form, DEPSD_VALIDATE_TAG): the job builds on that image
+// and pushes the validation tag only; bottom's :latest is untouched.
+func (rc *realChain) validationOnACandidate(candidate string) func(t *testing.T) {
+	return func(t *testing.T) {
+		latest := rc.digest(rcBottom)
+		ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
+		defer cancel()
+		left := rc.ref(rcLeft)
+		pl, err := rc.gl.CreatePipeline(ctx, rc.ids[rcBottom], "main", gitlab.CreateOptions{Variables: map[string]string{
+			"DEPSD_VALIDATE": "1", "DEPSD_VALIDATE_TAG": "depsd-validate-e2e",
+			"DEPSD_BUILD_CONTEXTS": left + "=docker-image://" + rc.reg + "/" + rcLeft + "@" + candidate}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := rc.srv.WaitPipeline(ctx, pl.ID); err != nil || got.Status != "success" {
+			t.Fatalf("bottom's validation pipeline: %s %v\n%s", got.Status, err, rc.jobLog(pl.ID))
+		}
+		if d := rc.digest(rcBottom); d != latest {
+			t.Errorf("bottom:latest moved from %s to %s: a validation build published", latest, d)
+		}
+		img := rc.reg + "/" + rcBottom + ":depsd-validate-e2e"
+		res := rc.v.Verify(ctx, verify.Request{Image: img, Platform: rcPlatform(),
+			Upstreams: []verify.Upstream{{Image: left, Earlier: []string{candidate}}}})
+		if res.State != verify.StateStale {
+			t.Errorf("%s: %s (%s), want stale: built on left@%s, the candidate, not left's current image", img, res.State, res.Detail, candidate)
+		}
+		if rc.digest(rcLeft) == candidate {
+			t.Fatalf("left's current image is the candidate %s: the test cannot tell them apart", candidate)
+		}
 	}
 }
 
@@ -440,6 +475,9 @@ func startRealChain(t *testing.T) *realChain {
 	runnerToken := "glrt-" + randHex(t, 9) + "-e2e-real"
 	rc.srv = gitlabtest.New(gitlabtest.Options{Token: "glpat-e2e", RegistryHost: reg, RunnerToken: runnerToken})
 	t.Cleanup(rc.srv.Close)
+	if err := demo.AddBuildComponent(rc.srv); err != nil {
+		t.Fatal(err)
+	}
 	files := rcContainerfiles(reg, "v1")
 	for _, p := range append([]string{rcBase}, rcDownstream...) {
 		id, err := rc.srv.AddProject(gitlabtest.Project{Path: p, Files: map[string]string{
@@ -536,6 +574,13 @@ func (rc *realChain) runChain(v string, during func()) chainRun {
 		run.view = cs[0]
 		return cs[0].State == chain.Finished
 	})
+	// base's pipeline runs while the chain's commit status on it does
+	// (docs/chains.md): it ends once depsd posted the chain's success, at
+	// most one status interval (5 s) after the chain finished.
+	rc.w.waitUntil("base's pipeline ends with the chain's status", stepTimeout, func() bool {
+		ps := rc.srv.Pipelines(rcBase)
+		return len(ps) > before[rcBase] && ps[len(ps)-1].Status == "success"
+	})
 	// The last webhooks and the runner are done once GitLab is idle.
 	rc.w.waitUntil("GitLab is idle", stepTimeout, func() bool {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -600,6 +645,16 @@ func (rc *realChain) assertChain(run chainRun) {
 		}
 	}
 	for _, p := range rcDownstream {
+		// depsd's own verdict, as its chain and its API show it: the
+		// member's images fresh, and the freshness row of the image the
+		// registry holds now.
+		if m, _ := member(run.view, p); m.Verified != chain.ImageFresh {
+			t.Errorf("depsd's verdict on %s in the chain: %q (%s), want fresh", p, m.Verified, m.VerifyDetail)
+		}
+		if state, digest := rc.depsdVerdict(p); state != verify.StateFresh || digest != rc.digest(p) {
+			t.Errorf("depsd freshness of %s: %s on %s, want fresh on the registry's %s", p, state, digest, rc.digest(p))
+		}
+		// The test's own judgement, from the registry, as a cross-check.
 		res := rc.verify(p, "")
 		if res.State != verify.StateFresh {
 			t.Errorf("%s: verification %s (%s), want fresh on %s's current image", p, res.State, res.Detail, rcFrom[p])
@@ -626,6 +681,29 @@ func (rc *realChain) verify(p, earlier string) verify.Result {
 	return rc.v.Verify(context.Background(), verify.Request{Image: rc.ref(p), Platform: rcPlatform(), Upstreams: []verify.Upstream{up}})
 }
 
+// depsdVerdict is what depsd's API (GET /api/v1/freshness) says of p's
+// image: its state and the digest it judged; empty when it has none.
+func (rc *realChain) depsdVerdict(p string) (verify.State, string) {
+	rc.t.Helper()
+	resp, err := rc.w.client.Get(rc.w.url + "/api/v1/freshness?project=" + url.QueryEscape(p))
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep struct {
+		Images []verify.Row `json:"images"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || resp.StatusCode != http.StatusOK {
+		rc.t.Fatalf("GET /api/v1/freshness?project=%s: %d, %v", p, resp.StatusCode, err)
+	}
+	for _, r := range rep.Images {
+		if r.Image == rc.ref(p) {
+			return r.State, r.Digest
+		}
+	}
+	return "", ""
+}
+
 // digest is the current manifest digest of p's image.
 func (rc *realChain) digest(p string) string {
 	rc.t.Helper()
@@ -645,7 +723,8 @@ func (rc *realChain) jobLog(pipelineID int64) string {
 	return b.String()
 }
 
-var scriptMS = regexp.MustCompile(`depsd-e2e-script-ms (\d+)`)
+// scriptMS is the component's line of its script's own time.
+var scriptMS = regexp.MustCompile(`image-build: build and push took (\d+) ms`)
 
 // logFigures prints the chain's wall time (to the end of app, of bottom)
 // and, per job, the script's own time (build and push) against the rest:
@@ -654,7 +733,17 @@ var scriptMS = regexp.MustCompile(`depsd-e2e-script-ms (\d+)`)
 func (rc *realChain) logFigures(run chainRun) {
 	t := rc.t
 	var b bytes.Buffer
-	end := func(p string) time.Duration { return run.pipelines[p].FinishedAt.Sub(run.pushedAt) }
+	// A pipeline's first success, as its webhook told it: base's runs
+	// again, and finishes anew, while the chain's commit status on it does.
+	finished := func(p string) time.Time {
+		pl := run.pipelines[p]
+		f := pl.FinishedAt
+		if d, ok := rc.w.firstDelivery(pl.ID, "success"); ok && d.QueuedAt.Before(f) {
+			f = d.QueuedAt
+		}
+		return f
+	}
+	end := func(p string) time.Duration { return finished(p).Sub(run.pushedAt) }
 	fmt.Fprintf(&b, "real chain on %d CPUs: chain of 3 (base → ruby → app) %.1f s, diamond (base → left, right → bottom) %.1f s\n",
 		runtime.NumCPU(), end(rcApp).Seconds(), end(rcBottom).Seconds())
 	fmt.Fprintf(&b, "%-12s %9s %9s %9s %9s %9s\n", "project", "trigger", "pick-up", "job", "script", "overhead")
@@ -664,14 +753,14 @@ func (rc *realChain) logFigures(run chainRun) {
 		if p != rcBase {
 			last := time.Time{}
 			for _, up := range rcAfter[p] {
-				if f := run.pipelines[up].FinishedAt; f.After(last) {
+				if f := finished(up); f.After(last) {
 					last = f
 				}
 			}
 			trigger = pl.CreatedAt.Sub(last)
 		}
 		pickup := pl.StartedAt.Sub(pl.CreatedAt)
-		job := pl.FinishedAt.Sub(pl.StartedAt)
+		job := finished(p).Sub(pl.StartedAt)
 		script := time.Duration(-1)
 		if m := scriptMS.FindStringSubmatch(rc.jobLog(pl.ID)); m != nil {
 			ms, _ := strconv.Atoi(m[1])

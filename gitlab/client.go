@@ -160,6 +160,13 @@ type Client struct {
 	// namesPerQuery is how many file names one GraphQL read may ask for,
 	// learnt when GitLab refuses one as too complex; 0: all.
 	namesPerQuery atomic.Int64
+	// complexityLimit is GitLab's complexity limit as its last refusal
+	// said (0: not refused yet), complexityExtra how much more than
+	// planned GitLab counted (ReadBatch, ReadFilesAt).
+	complexityLimit, complexityExtra atomic.Int64
+	// noBranchNames: this GitLab's GraphQL has no Repository.branchNames
+	// (ReadBatch reads no refs then).
+	noBranchNames atomic.Bool
 	// signingIgnored: this GitLab answered a hook write that carried a
 	// signing token without keeping it (SyncHooks).
 	signingIgnored atomic.Bool

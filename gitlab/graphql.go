@@ -24,7 +24,7 @@ var ErrGraphQLUnsupported = errors.New("GitLab's GraphQL API cannot read reposit
 // errTooComplex: GitLab refused a query as too complex.
 var errTooComplex = errors.New("GraphQL query too complex")
 
-// ProjectBlobs is what one GraphQL request read of one project.
+// ProjectBlobs is what one GraphQL request read of one project at one ref.
 type ProjectBlobs struct {
 	// RootRef is the repository's default branch as GitLab reads blobs at
 	// it; empty for an empty repository.
@@ -55,34 +55,19 @@ type Blob struct {
 //	  rootRef blobs(paths: $names) { nodes { path oid size rawTextBlob } } } } }
 //
 // GitLab prices such a query by its text, not by how many projects it
-// returns (see gitlabtest's graphql_complexity.go): about 60 for 3 names,
-// two more per name. When GitLab refuses it as too complex (many names),
+// returns (see gitlabtest's graphql_complexity.go): 39 for 3 names, three
+// more per name. When GitLab refuses it as too complex (many names),
 // the names are split and read with one request per part; the part size
 // found is kept for the client's later calls. The result is keyed by the
 // lower-case path; a project GitLab did not return (not visible, renamed)
 // is missing. ErrGraphQLUnsupported when the instance cannot do this.
+// ReadBatch also reads followed branches.
 func (c *Client) ReadFilesBatch(ctx context.Context, paths, names []string) (map[string]ProjectBlobs, error) {
-	if len(paths) > MaxFilesBatch {
-		return nil, fmt.Errorf("read files of %d projects: at most %d a request", len(paths), MaxFilesBatch)
+	ans, err := c.ReadBatch(ctx, BatchQuery{Paths: paths, Names: names})
+	if err != nil {
+		return nil, err
 	}
-	out := map[string]ProjectBlobs{}
-	for len(names) > 0 {
-		n := len(names)
-		if part := int(c.namesPerQuery.Load()); part > 0 {
-			n = min(n, part)
-		}
-		err := c.readFilesPart(ctx, paths, names[:n], out)
-		if errors.Is(err, errTooComplex) && n > 1 {
-			c.namesPerQuery.Store(int64(n / 2))
-			c.log.Info("GitLab refused a GraphQL read as too complex; asking for fewer file names at once", "names", n/2)
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		names = names[n:]
-	}
-	return out, nil
+	return ans.Projects, nil
 }
 
 const filesQuery = `query($paths: [String!], $names: [String!]!) {
@@ -97,91 +82,76 @@ type graphQLError struct {
 	Extensions map[string]any `json:"extensions"`
 }
 
-type filesAnswer struct {
-	Data *struct {
-		Projects *struct {
-			Nodes []struct {
-				FullPath   string `json:"fullPath"`
-				Repository *struct {
-					RootRef *string `json:"rootRef"`
-					Blobs   *struct {
-						Nodes []struct {
-							Path        string  `json:"path"`
-							OID         string  `json:"oid"`
-							Size        any     `json:"size"` // BigInt: a string
-							RawTextBlob *string `json:"rawTextBlob"`
-						} `json:"nodes"`
-					} `json:"blobs"`
-				} `json:"repository"`
-			} `json:"nodes"`
-		} `json:"projects"`
-	} `json:"data"`
-	Errors []graphQLError `json:"errors"`
+// blobsJSON is a blobs connection as the queries select it.
+type blobsJSON struct {
+	Nodes []struct {
+		Path        string  `json:"path"`
+		OID         string  `json:"oid"`
+		Size        any     `json:"size"` // BigInt: a string
+		RawTextBlob *string `json:"rawTextBlob"`
+	} `json:"nodes"`
 }
 
-func (c *Client) readFilesPart(ctx context.Context, paths, names []string, out map[string]ProjectBlobs) error {
-	pathVars := make([]any, len(paths))
-	for i, p := range paths {
-		pathVars[i] = p
+// blobs are the connection's blobs by path.
+func (bj blobsJSON) blobs() map[string]Blob {
+	out := make(map[string]Blob, len(bj.Nodes))
+	for _, b := range bj.Nodes {
+		blob := Blob{ID: b.OID}
+		if b.RawTextBlob != nil {
+			blob.Content = []byte(*b.RawTextBlob)
+			size, _ := strconv.Atoi(fmt.Sprint(b.Size))
+			blob.Complete = len(blob.Content) == size
+		}
+		out[b.Path] = blob
 	}
-	nameVars := make([]any, len(names))
-	for i, n := range names {
-		nameVars[i] = n
-	}
-	var ans filesAnswer
-	err := c.graphQL(ctx, filesQuery, map[string]any{"paths": pathVars, "names": nameVars}, &ans)
-	if err != nil {
-		return err
-	}
-	nodeErrs := map[int]error{}
-	for _, e := range ans.Errors {
+	return out
+}
+
+type filesNodesJSON struct {
+	Nodes []struct {
+		FullPath   string `json:"fullPath"`
+		Repository *struct {
+			RootRef *string    `json:"rootRef"`
+			Blobs   *blobsJSON `json:"blobs"`
+		} `json:"repository"`
+	} `json:"nodes"`
+}
+
+// graphQLAnswer is an answer whose data fields are decoded by the caller
+// (their names are the query's aliases).
+type graphQLAnswer struct {
+	Data   map[string]json.RawMessage `json:"data"`
+	Errors []graphQLError             `json:"errors"`
+}
+
+// tooComplexError is GitLab's refusal of a query as too complex, with the
+// score it computed and its limit.
+type tooComplexError struct {
+	score, limit int
+	message      string
+}
+
+func (e *tooComplexError) Error() string        { return fmt.Sprintf("%v: %s", errTooComplex, e.message) }
+func (e *tooComplexError) Is(target error) bool { return target == errTooComplex }
+
+// queryErrors classifies the errors of an answer that concern the whole
+// query: an older GitLab (ErrGraphQLUnsupported, or errNoBranchNames when
+// only branchNames is missing or takes other arguments), a refusal as too
+// complex. Field errors (those with a path) are left to the caller.
+func queryErrors(errs []graphQLError) error {
+	for _, e := range errs {
 		switch {
 		case e.Extensions["code"] == "undefinedField" || e.Extensions["code"] == "argumentNotAccepted":
 			// A GitLab older than the fields and arguments this reads.
+			if e.Extensions["fieldName"] == "branchNames" || e.Extensions["name"] == "branchNames" {
+				return fmt.Errorf("%w: %s", errNoBranchNames, e.Message)
+			}
 			return fmt.Errorf("%w: %s", ErrGraphQLUnsupported, e.Message)
 		case strings.HasPrefix(e.Message, "Query has complexity of"):
-			return fmt.Errorf("%w: %s", errTooComplex, e.Message)
-		case len(e.Path) >= 3 && e.Path[0] == "projects" && e.Path[1] == "nodes":
-			if i, ok := e.Path[2].(float64); ok {
-				nodeErrs[int(i)] = fmt.Errorf("GitLab GraphQL: %s", e.Message)
-			}
-		default:
-			return fmt.Errorf("GitLab GraphQL: %s", e.Message)
+			tc := &tooComplexError{message: e.Message}
+			fmt.Sscanf(e.Message, "Query has complexity of %d, which exceeds max complexity of %d", &tc.score, &tc.limit)
+			return tc
 		}
-	}
-	if ans.Data == nil || ans.Data.Projects == nil {
-		return errors.New("GitLab GraphQL: no projects in the answer")
-	}
-	for i, n := range ans.Data.Projects.Nodes {
-		key := strings.ToLower(n.FullPath)
-		pb, seen := out[key]
-		if !seen {
-			pb.Blobs = map[string]Blob{}
-		}
-		if err := nodeErrs[i]; err != nil {
-			pb.Err = err
-		}
-		if r := n.Repository; r != nil {
-			if r.RootRef != nil {
-				pb.RootRef = *r.RootRef
-			}
-			if r.Blobs != nil {
-				for _, b := range r.Blobs.Nodes {
-					blob := Blob{ID: b.OID}
-					if b.RawTextBlob != nil {
-						blob.Content = []byte(*b.RawTextBlob)
-						size, _ := strconv.Atoi(fmt.Sprint(b.Size))
-						blob.Complete = len(blob.Content) == size
-					}
-					pb.Blobs[b.Path] = blob
-				}
-			} else if pb.Err == nil {
-				pb.Err = errors.New("GitLab GraphQL: no blobs for the repository")
-			}
-		} else if pb.Err == nil {
-			pb.Err = errors.New("GitLab GraphQL: no repository")
-		}
-		out[key] = pb
 	}
 	return nil
 }

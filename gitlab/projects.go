@@ -20,6 +20,8 @@ type Project struct {
 	DefaultBranch  string
 	RegistryPrefix string // container_registry_image_prefix, e.g. registry.example.com/g/app
 	WebURL         string
+	// Visibility is who may see the project: public, internal or private.
+	Visibility string
 	// LastActivityAt is GitLab's last_activity_at, the cheap change signal
 	// (see the package doc).
 	LastActivityAt time.Time
@@ -145,6 +147,7 @@ func convertProject(p *gl.Project) Project {
 		DefaultBranch:  p.DefaultBranch,
 		RegistryPrefix: strings.ToLower(p.ContainerRegistryImagePrefix),
 		WebURL:         p.WebURL,
+		Visibility:     string(p.Visibility),
 		Variables:      variablesPolicy(p),
 	}
 	if p.LastActivityAt != nil {

@@ -64,13 +64,16 @@ func TestListProjects(t *testing.T) {
 
 	t.Run("fields", func(t *testing.T) {
 		c, _ := newClient(t, srv, nil)
+		if err := srv.SetVisibility("g/sub/B", "internal"); err != nil {
+			t.Fatal(err)
+		}
 		got, err := c.ListProjects(ctx, Scope{Projects: []string{"g/sub/B"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		info, _ := srv.Project("g/sub/B")
 		want := Project{ID: info.ID, Path: "g/sub/B", DefaultBranch: "master",
-			RegistryPrefix: "registry.example.com/g/sub/b", WebURL: srv.URL + "/g/sub/B",
+			RegistryPrefix: "registry.example.com/g/sub/b", WebURL: srv.URL + "/g/sub/B", Visibility: "internal",
 			LastActivityAt: info.LastActivityAt}
 		if len(got) != 1 || got[0] != want {
 			t.Fatalf("got %+v\nwant %+v", got, want)

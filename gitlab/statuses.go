@@ -10,13 +10,15 @@ import (
 // CommitStatus is an external commit status (a job GitLab shows on a
 // commit and in its pipeline).
 type CommitStatus struct {
-	ID         int64
-	SHA, Ref   string
-	Name       string // GitLab's name, alias context
-	Status     string // pending, running, success, failed, canceled, skipped
-	TargetURL  string
-	PipelineID int64
-	Author     string // username of who set it
+	ID        int64
+	SHA, Ref  string
+	Name      string // GitLab's name, alias context
+	Status    string // pending, running, success, failed, canceled, skipped
+	TargetURL string
+	// Description is the one line GitLab shows beside the status.
+	Description string
+	PipelineID  int64
+	Author      string // username of who set it
 }
 
 // StatusOptions are what SetCommitStatus sends besides the state.
@@ -72,7 +74,7 @@ func (c *Client) SetCommitStatus(ctx context.Context, projectID int64, sha strin
 
 func fromCommitStatus(s *gl.CommitStatus) CommitStatus {
 	return CommitStatus{ID: s.ID, SHA: s.SHA, Ref: s.Ref, Name: s.Name, Status: s.Status, TargetURL: s.TargetURL,
-		PipelineID: s.PipelineID, Author: s.Author.Username}
+		Description: s.Description, PipelineID: s.PipelineID, Author: s.Author.Username}
 }
 
 // StatusFilter selects statuses for ListCommitStatuses.

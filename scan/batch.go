@@ -18,7 +18,9 @@ import (
 // projects with one GraphQL request, and gives each project the files
 // readFiles would have given it: the same names chosen, the same blob ids,
 // so the same version digest (a project read one way and rescanned the
-// other is not read again).
+// other is not read again). The batch also reads the branch names and
+// the literal followed branches' files of the projects a refs rule
+// matches (gitlab.Client.ReadBatch), for readRefsBatched.
 type batchReader struct {
 	gl             GitLab
 	br             BatchReader
@@ -28,16 +30,33 @@ type batchReader struct {
 	listed         []gitlab.Project
 	needCI         func(i int) bool // whether listed[i]'s CI configuration is read
 	logger         *slog.Logger
+	// rules are the refs rules of the projects whose refs this scan
+	// reads, by index (planRefs); refs receives what a batch read of
+	// them.
+	rules map[int]deps.RefRule
+	refs  *refsSource
+}
+
+// refsQuery is what a batch asks of listed[i]'s branches under rule: the
+// names its branch patterns may match, and the files at its literal
+// branches.
+func (b batchReader) refsQuery(i int, rule deps.RefRule) gitlab.RefsQuery {
+	lp := b.listed[i]
+	return gitlab.RefsQuery{Path: lp.Path, Patterns: rule.Branches, Branches: literalBranches(lp, rule)}
 }
 
 // read reads the projects listed[i], i in batch, and passes each one's
-// result to done. A project the GraphQL answer does not serve (missing,
-// its own field error, a default branch other than the listed one) is read
-// through REST by rest. When the request itself fails the whole batch is
-// read through REST, except that ErrGraphQLUnsupported is returned when
-// giveUp is set (the scan then reads everything through REST).
-func (b batchReader) read(ctx context.Context, batch []int, giveUp bool, rest func(context.Context, int) error,
-	done func(i int, r filesRead) error) error {
+// result to done; and the branches of those of refs (indexes of projects
+// whose rule follows branches), which it records in b.refs. A project the
+// GraphQL answer does not serve (missing, its own field error, a default
+// branch other than the listed one) is read through REST by rest; its
+// refs are then left for readAllRefs to read through REST. When the
+// request itself fails the whole batch is read through REST, except that
+// ErrGraphQLUnsupported is returned when giveUp is set (the scan then
+// reads everything through REST). refRequests are the requests that read
+// branches alone.
+func (b batchReader) read(ctx context.Context, batch, refs []int, giveUp bool, rest func(context.Context, int) error,
+	done func(i int, r filesRead) error) (refRequests int, err error) {
 	paths := make([]string, len(batch))
 	withCI := false
 	for k, i := range batch {
@@ -50,25 +69,37 @@ func (b batchReader) read(ctx context.Context, batch []int, giveUp bool, rest fu
 		// largest file of a project, and GraphQL sends it whole.
 		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == CIConfigFile })
 	}
-	got, err := b.br.ReadFilesBatch(ctx, paths, names)
+	q := gitlab.BatchQuery{Paths: paths, Names: names}
+	if b.refs != nil {
+		q.RefNames = b.refs.names
+		for _, i := range refs {
+			q.Refs = append(q.Refs, b.refsQuery(i, b.rules[i]))
+		}
+	}
+	got, err := b.br.ReadBatch(ctx, q)
 	switch {
 	case err == nil:
 	case giveUp && errors.Is(err, gitlab.ErrGraphQLUnsupported):
-		return err
+		return 0, err
 	case errors.Is(err, gitlab.ErrUnauthorized) || ctx.Err() != nil:
-		return err
+		return 0, err
 	default:
 		b.logger.Warn("GraphQL read failed; reading these projects through REST", "projects", len(batch), "err", err)
 		for _, i := range batch {
 			if err := rest(ctx, i); err != nil {
-				return err
+				return 0, err
 			}
 		}
-		return nil
+		return 0, nil
+	}
+	for _, i := range refs {
+		if pr, ok := got.Refs[strings.ToLower(b.listed[i].Path)]; ok {
+			b.refs.record(i, pr)
+		}
 	}
 	for _, i := range batch {
 		lp := b.listed[i]
-		pb, ok := got[strings.ToLower(lp.Path)]
+		pb, ok := got.Projects[strings.ToLower(lp.Path)]
 		switch {
 		case !ok || pb.Err != nil || (pb.RootRef != "" && pb.RootRef != lp.DefaultBranch):
 			if pb.Err != nil {
@@ -81,10 +112,10 @@ func (b batchReader) read(ctx context.Context, batch []int, giveUp bool, rest fu
 			err = done(i, b.files(ctx, lp, pb, b.needCI(i)))
 		}
 		if err != nil {
-			return err
+			return got.RefRequests, err
 		}
 	}
-	return nil
+	return got.RefRequests, nil
 }
 
 // files chooses and completes a project's files from a GraphQL answer as

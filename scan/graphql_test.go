@@ -203,9 +203,9 @@ type namesRecorder struct {
 	asked [][]string
 }
 
-func (r *namesRecorder) ReadFilesBatch(ctx context.Context, paths, names []string) (map[string]gitlab.ProjectBlobs, error) {
-	r.asked = append(r.asked, slices.Clone(names))
-	return r.Client.ReadFilesBatch(ctx, paths, names)
+func (r *namesRecorder) ReadBatch(ctx context.Context, q gitlab.BatchQuery) (gitlab.BatchAnswer, error) {
+	r.asked = append(r.asked, slices.Clone(q.Names))
+	return r.Client.ReadBatch(ctx, q)
 }
 
 // A GraphQL batch asks for .gitlab-ci.yml only when a project in it needs
@@ -261,12 +261,12 @@ type movingBranch struct {
 	move func()
 }
 
-func (m *movingBranch) ReadFilesBatch(ctx context.Context, paths, names []string) (map[string]gitlab.ProjectBlobs, error) {
+func (m *movingBranch) ReadBatch(ctx context.Context, q gitlab.BatchQuery) (gitlab.BatchAnswer, error) {
 	if m.move != nil {
 		m.move()
 		m.move = nil
 	}
-	return m.Client.ReadFilesBatch(ctx, paths, names)
+	return m.Client.ReadBatch(ctx, q)
 }
 
 // A project whose default branch changes between the listing and the

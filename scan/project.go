@@ -16,6 +16,11 @@ type Project struct {
 	DefaultBranch  string
 	RegistryPrefix string // container_registry_image_prefix
 	WebURL         string
+	// Visibility is GitLab's: public, internal or private ("" before a
+	// scan recorded it). What depsd shows beside another project's
+	// commit follows it (the chain's commit status names only projects
+	// every viewer of that commit may see).
+	Visibility string
 	// HeadCommit identifies the dependency files last read from the default
 	// branch: a digest of their blob ids ("blobs:…", see filesDigest), not a
 	// commit.

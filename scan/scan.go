@@ -3,7 +3,11 @@
 //
 // The files of projects that may have changed are read through GitLab's
 // GraphQL API, 50 projects a request (batchReader), REST doing what GraphQL
-// cannot (see docs/scale.md). Through REST (Options.RESTOnly, an old
+// cannot (see docs/scale.md). The refs a `refs:` rule follows ride in the
+// same batches (the branch names, the literal branches' files); the files
+// at other refs (wildcard branches, the newest release tag) are read
+// many projects a GraphQL request, the release tags listed through REST
+// (scan/refs.go). Through REST (Options.RESTOnly, an old
 // GitLab) a project costs one request to list its repository tree at the
 // default branch (which dependency files exist, and their blob ids), plus
 // one per file whose content the scan does not hold yet: blob ids are
@@ -26,6 +30,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -57,15 +62,21 @@ type GitLab interface {
 }
 
 // BatchReader is what a GitLab may offer besides GitLab: reading the
-// files of many projects in one request (GraphQL); *gitlab.Client has it
-// (gitlab.Client.ReadFilesBatch). Run calls it concurrently with at most
-// gitlab.MaxFilesBatch paths (path_with_namespace) and the file names
-// looked for; the answer is keyed by lower-case path, a project it lacks or
-// whose Err is set is read through REST, and errors.Is(err,
-// gitlab.ErrGraphQLUnsupported) on the first call makes the whole scan use
-// REST.
+// files of many projects in one request (GraphQL); *gitlab.Client has it.
+// Run calls it concurrently.
+//
+// ReadBatch (gitlab.Client.ReadBatch) reads at most gitlab.MaxFilesBatch
+// paths (path_with_namespace) at their default branch for the file names
+// looked for, and the branch names and literal branches' files of at most
+// as many projects a refs rule matches; the answer is keyed by lower-case
+// path, a project it lacks or whose Err is set is read through REST, and
+// errors.Is(err, gitlab.ErrGraphQLUnsupported) on the first call makes the
+// whole scan use REST. ReadFilesAt (gitlab.Client.ReadFilesAt) reads the
+// files at other refs (branches a wildcard matched, release tags); a read
+// it lacks or whose Err is set is read through REST.
 type BatchReader interface {
-	ReadFilesBatch(ctx context.Context, paths, names []string) (map[string]gitlab.ProjectBlobs, error)
+	ReadBatch(ctx context.Context, q gitlab.BatchQuery) (gitlab.BatchAnswer, error)
+	ReadFilesAt(ctx context.Context, reads []gitlab.FilesAt, names []string) (gitlab.FilesAtAnswer, error)
 }
 
 // Store is where scans keep their results; *store.Store has it.
@@ -125,7 +136,7 @@ type Result struct {
 	Batches      int // GraphQL requests that read files of many projects
 	BlobsRead    int // file contents read from GitLab (each distinct blob once)
 	Unchanged    int // projects whose stored files were reused without a request
-	RefRequests  int // requests for refs besides the default branch: branch and tag listings, trees
+	RefRequests  int // requests for refs besides the default branch: branch and tag listings, trees, GraphQL reads of refs alone (not those riding in a batch)
 	CyclePaths   [][]string
 	Duration     time.Duration
 }
@@ -211,7 +222,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		prev, hadPrev := prevByID[lp.ID]
 		projects[i] = Project{
 			ID: lp.ID, Path: lp.Path, DefaultBranch: lp.DefaultBranch, RegistryPrefix: lp.RegistryPrefix,
-			WebURL: lp.WebURL, LastActivity: lp.LastActivityAt, ScannedAt: started,
+			WebURL: lp.WebURL, Visibility: lp.Visibility, LastActivity: lp.LastActivityAt, ScannedAt: started,
 		}
 		if hadPrev && gl.Unchanged(lp, known[lp.ID]) && slices.Equal(prev.SearchedFiles, opts.Containerfiles) {
 			p := &projects[i]
@@ -242,35 +253,79 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		defer mu.Unlock()
 		return record(i, r)
 	}
+	// The refs each project's rule follows: those read again this scan
+	// (scan/refs.go).
+	jobs := planRefs(projects, prevByID, unchanged, opts.Refs)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.Concurrency)
 	br, batched := gl.(BatchReader)
-	batched = batched && !opts.RESTOnly && len(pending) > 0
+	batched = batched && !opts.RESTOnly && len(pending)+len(jobs) > 0
 	var b batchReader
+	var src *refsSource
+	var refRequests atomic.Int64
 	if batched {
-		b = batchReader{gl: gl, br: br, blobs: blobs, names: names, containerfiles: opts.Containerfiles, listed: listed, needCI: needCI, logger: opts.Logger}
-		first := pending[:min(len(pending), gitlab.MaxFilesBatch)]
-		// The first batch alone: an instance that cannot read files
-		// through GraphQL is found out once, and then read through REST.
-		err := b.read(ctx, first, true, readREST, recordBatch)
-		switch {
-		case errors.Is(err, gitlab.ErrGraphQLUnsupported):
-			opts.Logger.Warn("GitLab cannot read repository files through GraphQL; reading them through REST for this scan", "err", err)
-			batched = false
-		case err != nil:
-			return Result{}, fmt.Errorf("read dependency files: %w", err)
-		default:
-			res.Batches++
-			pending = pending[len(first):]
+		// The followed branches of a batch's projects are read with it;
+		// those of projects not read otherwise (their rule changed) in
+		// batches of their own.
+		refNames := append(slices.Clone(opts.Containerfiles), deps.GitLabDepsFile)
+		src = &refsSource{names: refNames, seen: map[int]gitlab.ProjectRefs{}}
+		b = batchReader{gl: gl, br: br, blobs: blobs, names: names, containerfiles: opts.Containerfiles, listed: listed, needCI: needCI,
+			logger: opts.Logger, rules: jobs, refs: src}
+		src.b = b
+		hasRefs := func(i int) bool { return len(jobs[i].Branches) > 0 }
+		type part struct{ batch, refs []int }
+		var parts []part
+		for _, batch := range spread(pending, hasRefs, gitlab.MaxFilesBatch) {
+			parts = append(parts, part{batch, slices.DeleteFunc(slices.Clone(batch), func(i int) bool { return !hasRefs(i) })})
 		}
-	}
-	if batched {
-		for len(pending) > 0 {
-			batch := pending[:min(len(pending), gitlab.MaxFilesBatch)]
-			pending = pending[len(batch):]
-			res.Batches++
+		pending = nil
+		var alone []int
+		inPart := map[int]bool{}
+		for _, p := range parts {
+			for _, i := range p.refs {
+				inPart[i] = true
+			}
+		}
+		for i, rule := range jobs {
+			if len(rule.Branches) > 0 && !inPart[i] {
+				alone = append(alone, i)
+			}
+		}
+		slices.Sort(alone)
+		for len(alone) > 0 {
+			refs := alone[:min(len(alone), gitlab.MaxFilesBatch)]
+			alone = alone[len(refs):]
+			parts = append(parts, part{nil, refs})
+		}
+		if len(parts) > 0 && len(parts[0].batch) > 0 {
+			// The first batch alone: an instance that cannot read files
+			// through GraphQL is found out once, and then read through
+			// REST.
+			n, err := b.read(ctx, parts[0].batch, parts[0].refs, true, readREST, recordBatch)
+			switch {
+			case errors.Is(err, gitlab.ErrGraphQLUnsupported):
+				opts.Logger.Warn("GitLab cannot read repository files through GraphQL; reading them through REST for this scan", "err", err)
+				batched, src = false, nil
+				for _, p := range parts {
+					pending = append(pending, p.batch...)
+				}
+				parts = nil
+			case err != nil:
+				return Result{}, fmt.Errorf("read dependency files: %w", err)
+			default:
+				res.Batches++
+				refRequests.Add(int64(n))
+				parts = parts[1:]
+			}
+		}
+		for _, p := range parts {
+			if len(p.batch) > 0 {
+				res.Batches++
+			}
 			g.Go(func() error {
-				return b.read(gctx, batch, false, readREST, recordBatch)
+				n, err := b.read(gctx, p.batch, p.refs, false, readREST, recordBatch)
+				refRequests.Add(int64(n))
+				return err
 			})
 		}
 	}
@@ -282,16 +337,17 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	if err := g.Wait(); err != nil {
 		return Result{}, fmt.Errorf("read dependency files: %w", err)
 	}
-	read, extra, err := readAllRefs(ctx, gl, blobs, projects, listed, prevByID, unchanged, opts, names)
+	read, extra, err := readAllRefs(ctx, gl, blobs, projects, listed, prevByID, jobs, src, opts, names)
 	if err != nil {
 		return Result{}, fmt.Errorf("read followed refs: %w", err)
 	}
+	extra += int(refRequests.Load())
 	res.BlobsRead += read
 	res.RefRequests = extra
 	// The reads are done: what only they needed (the listing, the stored
 	// projects, their blobs) is let go before the analysis and the write,
 	// the scan's largest allocations.
-	listed, previous, prevByID, known, blobs, b = nil, nil, nil, nil, nil, batchReader{}
+	listed, previous, prevByID, known, blobs, b, src = nil, nil, nil, nil, nil, batchReader{}, nil
 
 	if ss, ok := st.(SeenSource); ok && opts.Seen == nil {
 		if opts.Seen, err = ss.SeenPublications(ctx); err != nil {
@@ -314,6 +370,33 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		"warnings", res.Warnings, "cycles", res.Cycles, "requests", res.Requests,
 		"files_fetched", res.FilesFetched, "graphql_batches", res.Batches, "unchanged", res.Unchanged, "duration", res.Duration)
 	return res, nil
+}
+
+// spread cuts pending into batches of size (the last one smaller), with
+// the projects whose branches a batch reads (hasRefs) dealt evenly over
+// them: a batch carries a few projects' branch names beside its default
+// branches within GitLab's complexity limit, and needs requests of its
+// own past them (gitlab.Client.ReadBatch), so projects a rule matches,
+// which sit together in a listing (a group, a team), are better spread.
+func spread(pending []int, hasRefs func(int) bool, size int) [][]int {
+	var refs, others []int
+	for _, i := range pending {
+		if hasRefs(i) {
+			refs = append(refs, i)
+		} else {
+			others = append(others, i)
+		}
+	}
+	batches := make([][]int, (len(pending)+size-1)/size)
+	for k, i := range refs {
+		batches[k%len(batches)] = append(batches[k%len(batches)], i)
+	}
+	for k := range batches {
+		n := min(size-len(batches[k]), len(others))
+		batches[k] = append(batches[k], others[:n]...)
+		others = others[n:]
+	}
+	return batches
 }
 
 func (o *Options) setDefaults() {
@@ -390,8 +473,8 @@ func readFiles(ctx context.Context, gl GitLab, blobs *blobCache, p gitlab.Projec
 }
 
 // blobCache holds file contents by git blob id for one scan: the files
-// stored by the last scan, and every blob read during this one, so that
-// identical content is read at most once.
+// stored by the last scan (at every node), and every blob read during this
+// one, so that identical content is read at most once.
 type blobCache struct {
 	mu      sync.Mutex
 	entries map[string]*blobEntry
@@ -411,6 +494,11 @@ func newBlobCache(previous []Project) *blobCache {
 	for _, p := range previous {
 		for _, f := range p.Files {
 			c.entries[blobID(f.Content)] = &blobEntry{done: closed, data: f.Content}
+		}
+		for _, r := range p.Refs {
+			for _, f := range r.Files {
+				c.entries[blobID(f.Content)] = &blobEntry{done: closed, data: f.Content}
+			}
 		}
 	}
 	return c

@@ -328,3 +328,32 @@ func TestScanRecordsTheBuiltStagesBases(t *testing.T) {
 		}
 	}
 }
+
+// A scan records each project's visibility, also for a project whose
+// files did not change: what the chains' commit statuses may name
+// follows it.
+func TestScanRecordsVisibility(t *testing.T) {
+	c := newClocked(t, gitlabtest.Project{Path: "g/base", Files: map[string]string{"Containerfile": "FROM debian\n"}})
+	ctx := context.Background()
+	visibility := func() string {
+		t.Helper()
+		if _, err := scan.Run(ctx, c.gl, c.st, c.opts); err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.st.Project(ctx, "g/base")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Visibility
+	}
+	if v := visibility(); v != "private" {
+		t.Errorf("visibility %q, want private", v)
+	}
+	if err := c.srv.SetVisibility("g/base", "public"); err != nil {
+		t.Fatal(err)
+	}
+	c.now = c.now.Add(time.Minute)
+	if v := visibility(); v != "public" {
+		t.Errorf("visibility after it changed %q, want public", v)
+	}
+}

@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -293,5 +294,28 @@ func TestStopWaitsForRunningJob(t *testing.T) {
 	}
 	if got := scheduleState(t, st, "rescan"); got.Outcome.Err != "context canceled" || got.Outcome.FinishedAt.IsZero() {
 		t.Errorf("outcome after stop: %+v", got.Outcome)
+	}
+}
+
+// A schedule with a ref rebuilds that node of its project: a followed
+// branch, or its releases (docs/chains.md, release tags and maintenance
+// branches).
+func TestScheduleOfANode(t *testing.T) {
+	clk := clocktest.New(at(6, 2, 0))
+	st := openStore(t, storePath(t))
+	rb := newRebuilder()
+	cfg := scheduler.Config{Schedules: []scheduler.ScheduleSpec{
+		{Project: "infra/base", Ref: "bookworm", Cron: "0 3 * * *"},
+		{Project: "infra/base", Ref: "tags", Cron: "0 3 * * *"},
+	}}
+	s := newScheduler(t, scheduler.Options{Config: cfg, Store: st, Rebuilder: rb, Clock: clk})
+	r := start(t, s)
+	clk.WaitTimers(1)
+	clk.Set(at(6, 3, 0))
+	got := []string{rb.waitCall(t).Project, rb.waitCall(t).Project}
+	r.stop(t)
+	slices.Sort(got)
+	if want := []string{"infra/base@bookworm", "infra/base@tags"}; !slices.Equal(got, want) {
+		t.Errorf("rebuilt %q, want %q", got, want)
 	}
 }

@@ -1236,6 +1236,16 @@ mutant "GitLab's 401 to a merge the user may not make is taken for a rejected to
 	-- go test -count=1 -run 'TestMergeRequests$' ./gitlab/
 
 # Issue 36: nodes (a project at a ref), release tags and maintenance branches.
+mutant "an upgrade to nodes rebuilds what a newly followed ref built before it (catch-up)" \
+	chain/catchup.go \
+	'	if everyRef {
+		return -projectID
+	}' \
+	'	if everyRef && false {
+		return -projectID
+	}' \
+	-- go test -count=1 -run 'TestCatchUpOfFollowedRefs' ./chain/
+
 mutant "a release tag's pipeline is dropped by the webhook receiver (tags were ignored before nodes)" \
 	webhook/decode.go \
 	'case a.Tag && !follows.follows(p.Project.PathWithNamespace, a.Ref, true):' \
@@ -1268,6 +1278,154 @@ mutant "an unchanged project's refs are read again at every scan" \
 	'if unchanged[p.ID] && old.RefsRule == p.RefsRule {' \
 	'if false {' \
 	-- go test -count=1 -run 'TestScanReadsFollowedRefs' ./scan/
+# Issue 37 items 2-4 (sign-in, per-person visibility, actions with an
+# audit log).
+mutant "a dashboard page reads a chain without the person's scope" \
+	dashboard/reads.go \
+	'	v, ok := rd.v.Scope.Chain(c)' \
+	'	v, ok := c, true' \
+	-- go test -count=1 -run 'TestEveryRouteShowsOnlyWhatThePersonMaySee' ./dashboard/
+
+mutant "the dashboard's graph is the whole graph whoever asks" \
+	dashboard/reads.go \
+	'	if err != nil || rd.v.Scope.Everything() {
+		return all, err
+	}
+	return rd.d.scopedGraph(all, rd.v), nil' \
+	'	return all, err' \
+	-- go test -count=1 -run 'TestEveryRouteShowsOnlyWhatThePersonMaySee' ./dashboard/
+
+mutant "the API's chains skip the person's scope" \
+	daemon/http.go \
+	'	if views = scope.Chains(views); len(views) > want {' \
+	'	if len(views) > want {' \
+	-- go test -count=1 -run 'TestSignedInPeopleSeeTheirProjectsAndDevelopersAct' ./daemon/
+
+mutant "a hidden member keeps its name" \
+	visible/visible.go \
+	'		l := "hidden-" + strconv.Itoa(len(label)+1)' \
+	'		l := p + strconv.Itoa(0)[:0]' \
+	-- go test -count=1 ./visible/ ./dashboard/ ./daemon/ -run 'TestChainShowsHiddenMembers|TestEveryRoute|TestSignedInPeople'
+
+mutant "a Reporter may act (the role check takes Reporter for enough)" \
+	daemon/actions.go \
+	'		if role < gitlab.Developer {' \
+	'		if role < gitlab.Reporter {' \
+	-- go test -count=1 -run 'TestSignedInPeopleSeeTheirProjectsAndDevelopersAct' ./daemon/
+
+mutant "an action of a session without its CSRF token is carried out" \
+	signin/signin.go \
+	'	return got != "" && p.csrf != "" && constantEqual(got, p.csrf)' \
+	'	return true' \
+	-- go test -count=1 -run 'TestCSRF|TestReplayed|TestSignedInPeople' ./signin/ ./daemon/
+
+mutant "a signed-out session's cookie still works (sign-out leaves the session in the store)" \
+	signin/signin.go \
+	'			if err := s.cfg.Store.DeleteSession(r.Context(), p.sessionID); err != nil {' \
+	'			if err := error(nil); err != nil {' \
+	-- go test -count=1 -run 'TestReplayedForgedAndExpiredSessionsAreRefused|TestSessionsSurviveAReplica' ./signin/
+
+mutant "a forged session cookie is taken (the signature is not checked)" \
+	signin/cookie.go \
+	'	if err != nil || !hmac.Equal(got, s.mac(label, string(value))) {' \
+	'	if err != nil || got == nil {' \
+	-- go test -count=1 -run 'TestReplayedForgedAndExpiredSessionsAreRefused' ./signin/
+
+mutant "a descendant whose upstreams all ended skipped is built anyway" \
+	chain/settle.go \
+	'	case ups > 0 && len(skipped) == ups:' \
+	'	case false:' \
+	-- go test -count=1 -run 'TestSkip' ./chain/
+
+mutant "a skipped member keeps its chain unfinished" \
+	chain/track.go \
+	'	if s != Success && s != MemberSkipped {' \
+	'	if s != Success {' \
+	-- go test -count=1 -run 'TestSkip' ./chain/
+
+# Issue 39 item 4: the build component (templates/image-build.yml) and
+# the fake GitLab's include: component:.
+mutant "the build component ignores the depsd_no_cache input" \
+	templates/image-build.yml \
+	'no_cache=true) no_cache=true ;;' \
+	'no_cache=true) ;;' \
+	-- go test -count=1 -run 'TestImageBuild' ./templates/
+
+mutant "the build component ignores DEPSD_NO_CACHE" \
+	templates/image-build.yml \
+	'case ${DEPSD_NO_CACHE:-} in 1|true) no_cache=true ;; esac' \
+	'case ${DEPSD_NO_CACHE:-} in 1|true) ;; esac' \
+	-- go test -count=1 -run 'TestImageBuild' ./templates/
+
+mutant "a validation build publishes the release tags" \
+	templates/image-build.yml \
+	'if [ "$validate" = true ]; then' \
+	'if false; then' \
+	-- go test -count=1 -run 'TestImageBuild' ./templates/
+
+mutant "fake GitLab: an input interpolated alone loses its type (a forwarded boolean becomes a string)" \
+	gitlab/gitlabtest/ciconfig.go \
+	'm[0] == 0 && m[1] == len(n.Value)' \
+	'false' \
+	-- go test -count=1 -run 'TestIncludeComponent|TestParseCIConfig' ./gitlab/gitlabtest/
+
+mutant "fake GitLab: a component's keys win over the including file's" \
+	gitlab/gitlabtest/components.go \
+	'	deepMerge(merged, out)
+	return merged, nil' \
+	'	deepMerge(out, merged)
+	return out, nil' \
+	-- go test -count=1 -run 'TestIncludeComponent' ./gitlab/gitlabtest/
+
+# Issue 36, item 1's scan cost: followed refs read through the GraphQL batches.
+mutant "a batch asks no followed branch's files (they are read apart, a request per 11 refs)" \
+	scan/batch.go \
+	'Branches: literalBranches(lp, rule)}' \
+	'Branches: nil}' \
+	-- go test -count=1 -run 'TestScanReadsFollowedRefs$|TestScanRefsRequestCounts' ./scan/ ./bench/
+
+mutant "a followed branch a project does not have becomes a node (GraphQL)" \
+	scan/refs.go \
+	'branches = append([]string{}, pr.Branches...)' \
+	'branches = append(literalBranches(listed[j.i], j.rule), pr.Branches...)' \
+	-- go test -count=1 -run 'TestScanReadsFollowedRefs$' ./scan/
+
+mutant "the projects a rule matches are not spread over the batches" \
+	scan/scan.go \
+	'batches[k%len(batches)] = append(batches[k%len(batches)], i)' \
+	'batches[k/size%len(batches)] = append(batches[k/size%len(batches)], i)' \
+	-- go test -count=1 -run 'TestScanRefsRequestCounts' ./bench/
+
+mutant "the plan prices branchNames below GitLab's 170" \
+	gitlab/graphqlrefs.go \
+	'c := float64(1 + 1 + 1 + 170 + branches*blobsCost(names) + 1)' \
+	'c := float64(1 + 1 + 1 + 100 + branches*blobsCost(names) + 1)' \
+	-- go test -count=1 -run 'TestReadBatchReadsBranches' ./gitlab/
+
+# Issue 37 item 1: the chains' commit statuses.
+mutant "a status whose last post's outcome is unknown is posted again without reading GitLab (pending twice: 400)" \
+	chain/statussend.go \
+	'if wasInDoubt {' \
+	'if false && wasInDoubt {' \
+	-- go test -count=1 -run 'TestChainStatusAcrossCrashes' ./chain/
+
+mutant "a status claim is not marked in doubt before its post" \
+	chain/statussend.go \
+	's.Doubt, s.LeaseUntil, s.ClaimedBy = true, now.Add(e.cfg.Lease), e.cfg.Owner' \
+	's.Doubt, s.LeaseUntil, s.ClaimedBy = s.Doubt, now.Add(e.cfg.Lease), e.cfg.Owner' \
+	-- go test -count=1 -run 'TestChainStatusAcrossCrashes' ./chain/
+
+mutant "a running status is posted running again (GitLab refuses it)" \
+	chain/commitstatus.go \
+	'case have == CommitRunning && (want == CommitPending || want == CommitRunning):' \
+	'case have == CommitRunning && want == CommitPending:' \
+	-- go test -count=1 -run 'TestCommitStep|TestChainStatus' ./chain/
+
+mutant "a chain's status is posted at every change (not coalesced)" \
+	chain/statussend.go \
+	's.NextSendAt = s.SentAt.Add(e.cfg.Statuses.Interval)' \
+	's.NextSendAt = s.SentAt' \
+	-- go test -count=1 -run 'TestChainStatusIsCoalesced' ./chain/
 
 # Issue 38 (digest pins): the rewrite changes nothing but the pins'
 # digests, and the merge of a pin's merge request is the member's build

@@ -123,7 +123,7 @@ func removeAndPark(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project,
 // dependencies and warnings that changed. old holds the stored state.
 func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, projects []scan.Project) error {
 	upsert, err := tx.PrepareContext(ctx, `INSERT INTO projects (`+projectColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 		ON CONFLICT (id) DO UPDATE SET
 			path = excluded.path,
 			default_branch = excluded.default_branch,
@@ -138,7 +138,8 @@ func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, 
 			pipeline_ident = CASE WHEN excluded.pipeline_ident = '' THEN projects.pipeline_ident
 				ELSE excluded.pipeline_ident END,
 			built = excluded.built,
-			refs_rule = excluded.refs_rule`)
+			refs_rule = excluded.refs_rule,
+			visibility = excluded.visibility`)
 	if err != nil {
 		return err
 	}
@@ -156,7 +157,7 @@ func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, 
 			}
 			if _, err := upsert.ExecContext(ctx, p.ID, p.Path, p.DefaultBranch, p.RegistryPrefix, p.WebURL,
 				p.HeadCommit, encodeTime(p.LastActivity), encodeTime(p.HeadCheckedAt), searched, p.File,
-				encodeTime(p.ScannedAt), p.PipelineIdent, built, p.RefsRule); err != nil {
+				encodeTime(p.ScannedAt), p.PipelineIdent, built, p.RefsRule, p.Visibility); err != nil {
 				return fmt.Errorf("save project %s: %w", p.Path, err)
 			}
 		}
@@ -191,7 +192,8 @@ func sameRow(a, b *scan.Project) bool {
 		a.WebURL == b.WebURL && a.HeadCommit == b.HeadCommit && a.File == b.File &&
 		a.LastActivity.Equal(b.LastActivity) && a.HeadCheckedAt.Equal(b.HeadCheckedAt) &&
 		a.ScannedAt.Equal(b.ScannedAt) && slices.Equal(a.SearchedFiles, b.SearchedFiles) && slices.Equal(a.Built, b.Built) &&
-		(b.PipelineIdent == "" || a.PipelineIdent == b.PipelineIdent) && a.RefsRule == b.RefsRule
+		(b.PipelineIdent == "" || a.PipelineIdent == b.PipelineIdent) && a.RefsRule == b.RefsRule &&
+		a.Visibility == b.Visibility
 }
 
 func sameFile(a, b scan.File) bool { return a.Name == b.Name && bytes.Equal(a.Content, b.Content) }

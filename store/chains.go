@@ -487,8 +487,8 @@ func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool,
 	}
 	p, found := chain.Project{Path: path}, true
 	var ident, file string
-	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch, pipeline_ident, file FROM projects WHERE path = $1`, path).
-		Scan(&p.ID, &p.DefaultBranch, &ident, &file)
+	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch, pipeline_ident, visibility, file FROM projects WHERE path = $1`, path).
+		Scan(&p.ID, &p.DefaultBranch, &ident, &p.Visibility, &file)
 	p.Ident = chain.PipelineIdent(ident)
 	if errIsNotFound(err) {
 		p, found, err = chain.Project{}, false, nil

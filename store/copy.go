@@ -10,12 +10,16 @@ import (
 
 // copiedTables are the tables Copy moves, parents before children. The
 // schema bookkeeping (schema_migrations) is the target's own, and leases
-// belong to running processes, not to the state.
+// belong to running processes, not to the state; so do sign-in sessions
+// and their key (people sign in again after a move).
 var copiedTables = []string{
 	"projects", "project_refs", "files", "dependencies", "warnings", "scans",
 	"chains", "chain_reasons", "chain_members", "outbox", "events",
 	"schedules", "image_digests", "job_runs", "catch_up", "hook_checks",
-	"upstream_digests", "verifications", "verify_queue", "hook_secrets", "seen_publications", "chain_writes",
+	"upstream_digests", "verifications", "verify_queue", "hook_secrets", "seen_publications",
+	"audit_log",
+	"chain_statuses",
+	"chain_writes",
 }
 
 // ErrTargetNotEmpty: Copy refuses to write into a store that holds state.

@@ -9,15 +9,6 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 )
 
-// reservedMigrations hold the places of the migrations other branches
-// add (19 and 20); the merge puts theirs there.
-func reservedMigrations() []migration {
-	return []migration{
-		{version: 19, name: "reserved (another branch's)"},
-		{version: 20, name: "reserved (another branch's)"},
-	}
-}
-
 // pinsMigration adds what moving digest pins keeps (chain/pins.go): per
 // member, the upstreams it pins, the digests its verified build published,
 // the merge request moving its pins and the merge's commit; per outbox

@@ -11,7 +11,7 @@ import (
 )
 
 const projectColumns = `id, path, default_branch, registry_prefix, web_url, head_commit, last_activity,
-	head_checked_at, searched_files, file, scanned_at, pipeline_ident, built, refs_rule`
+	head_checked_at, searched_files, file, scanned_at, pipeline_ident, built, refs_rule, visibility`
 
 // Projects returns every stored project, sorted by path, with its files,
 // dependencies and warnings in order. It costs four queries whatever the
@@ -69,7 +69,8 @@ func queryProjects(ctx context.Context, tx *sql.Tx, query string, args ...any) (
 		var activity, checked, scanned sql.NullString
 		var searched, built string
 		if err := rows.Scan(&p.ID, &p.Path, &p.DefaultBranch, &p.RegistryPrefix, &p.WebURL,
-			&p.HeadCommit, &activity, &checked, &searched, &p.File, &scanned, &p.PipelineIdent, &built, &p.RefsRule); err != nil {
+			&p.HeadCommit, &activity, &checked, &searched, &p.File, &scanned, &p.PipelineIdent, &built, &p.RefsRule,
+			&p.Visibility); err != nil {
 			return nil, err
 		}
 		if p.LastActivity, err = decodeTime(activity); err != nil {

@@ -244,8 +244,8 @@ func migrations() []migration {
 		builtMigration(),
 		hookSecretsMigration(),
 		nodesMigration(),
-		reservedMigrations()[0],
-		reservedMigrations()[1],
+		signinMigration(),
+		chainStatusMigration(),
 		pinsMigration(),
 	}
 }

@@ -66,7 +66,7 @@ func TestFlagsAnywhere(t *testing.T) {
 func TestHelpAndCompletion(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"check"}, {"scan"}, {"graph"}, {"deps"}, {"rdeps"}, {"hooks"}, {"hooks", "sync"}, {"serve"},
-		{"rebuild"}, {"chains"}, {"schedules"}, {"freshness"}, {"status"}, {"migrate-state"}, {"demo"}, {"version"}, {"config"}, {"config", "check"}, {"status"}, {"migrate-state"},
+		{"rebuild"}, {"chains"}, {"audit"}, {"schedules"}, {"freshness"}, {"status"}, {"migrate-state"}, {"demo"}, {"version"}, {"config"}, {"config", "check"}, {"status"}, {"migrate-state"},
 	} {
 		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
 			code, out, errOut := depsd(t, append(cmd, "--help")...)

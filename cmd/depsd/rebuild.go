@@ -52,7 +52,10 @@ members with no history.`,
 				Pins: cfg.PinRules(), PinTimeout: cfg.Pins.Timeout, DepsOptions: cfg.Analysis()}
 			gl, glErr := cfg.GitLabClient(log)
 			if glErr == nil {
-				ecfg.GitLab = gl
+				// A rebuild merged into a chain started by a pipeline
+				// changes what that chain's commit status should show;
+				// `depsd serve` sends it.
+				ecfg.GitLab, ecfg.Statuses = gl, cfg.ChainStatuses(gl)
 			}
 			engine, err := chain.New(ecfg)
 			if err != nil {

@@ -13,7 +13,7 @@ func TestBadValuesAreUsageErrors(t *testing.T) {
 	fakeInstance(t)
 	runCases(t, []cliCase{
 		{name: "chains --only", args: []string{"chains", "--only", "bogus"}, code: exitUsage,
-			stderr: `invalid argument "bogus" for "--only" flag: want one of running, blocked, finished, expired, merged`},
+			stderr: `invalid argument "bogus" for "--only" flag: want one of running, blocked, finished, expired, canceled, merged`},
 		{name: "log level", args: []string{"graph", "--log-level=verbose"}, code: exitUsage,
 			stderr: `invalid argument "verbose" for "--log-level" flag: want one of debug, info, warn, error`},
 		{name: "graph format", args: []string{"graph", "--format", "yaml"}, code: exitUsage, stderr: "want one of text, json, dot, mermaid"},

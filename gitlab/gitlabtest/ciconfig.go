@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -37,7 +38,9 @@ type ciJob struct {
 // variables and defaults (image, services, before_script, after_script,
 // also under default:), and jobs with stage, image, services, variables,
 // before_script, script and after_script. An optional header document
-// (spec: inputs:) is read and skipped. Anything else is refused with
+// (spec: inputs:) declares the inputs interpolated into the rest; a
+// commit's include: component: entries are resolved and merged first
+// (components.go). Anything else is refused with
 // GitLab's "config contains unknown keys" error rather than ignored, so a
 // test never runs a pipeline that GitLab would run differently.
 type ciConfig struct {
@@ -52,27 +55,61 @@ var ciKeywords = []string{"stages", "variables", "default", "image", "services",
 // and have no effect on a fake with one runner.
 var ciJobKeys = []string{"stage", "image", "services", "variables", "before_script", "script", "after_script", "tags"}
 
-// parseCIConfig reads a .gitlab-ci.yml, with the pipeline's inputs
-// interpolated into its values ($[[ inputs.name ]]: the given value, else
-// the header's default). Errors read as GitLab's yaml_errors do.
+// parseCIConfig reads a .gitlab-ci.yml without includes, with the
+// pipeline's inputs interpolated into its values ($[[ inputs.name ]]: the
+// given value, else the header's default). Errors read as GitLab's
+// yaml_errors do. The server reads a commit's configuration with its
+// includes resolved (Server.ciRootAt) and then parses it with parseCIRoot.
 func parseCIConfig(src string, inputs map[string]any) (ciConfig, error) {
-	h, docs, err := splitCIConfig(src)
+	root, err := loadCIConfig(src, inputs, true)
 	if err != nil {
 		return ciConfig{}, err
 	}
-	if !h.hasSpec && len(docs) == 2 {
-		return ciConfig{}, errors.New("the first document of a file with two must be a header with spec:")
+	if _, ok := mapping(root)["include"]; ok {
+		return ciConfig{}, errors.New("include: is not supported here: only a commit's configuration resolves includes")
 	}
-	if h.hasSpec && len(docs) == 1 {
-		interpolateNode(docs[0], inputs, h.defaults())
+	return parseCIRoot(root)
+}
+
+// loadCIConfig reads a CI configuration file's one document (after its
+// header, if any) and interpolates the given inputs into it where it has
+// a header (GitLab interpolates nothing in a file without one).
+// fromAPI says the values came with a pipeline's creation, where GitLab
+// reads a string as JSON where it parses; an include's inputs are YAML
+// and keep their types.
+func loadCIConfig(src string, given map[string]any, fromAPI bool) (*yaml.Node, error) {
+	h, docs, err := splitCIConfig(src)
+	if err != nil {
+		return nil, err
+	}
+	if !h.hasSpec && len(docs) == 2 {
+		return nil, errors.New("the first document of a file with two must be a header with spec:")
 	}
 	if len(docs) != 1 {
-		return ciConfig{}, fmt.Errorf("a CI configuration has one document (or a spec: header and one), not %d", len(docs))
+		return nil, fmt.Errorf("a CI configuration has one document (or a spec: header and one), not %d", len(docs))
 	}
 	root := docs[0]
 	if root.Kind != yaml.MappingNode {
-		return ciConfig{}, errors.New("Invalid configuration format")
+		return nil, errors.New("Invalid configuration format")
 	}
+	if h.hasSpec {
+		values := h.defaults()
+		for k, v := range given {
+			if fromAPI {
+				v = jsonValue(v)
+			}
+			values[k] = v
+		}
+		if err := interpolateNode(root, values); err != nil {
+			return nil, err
+		}
+	}
+	return root, nil
+}
+
+// parseCIRoot reads the jobs of a configuration whose inputs are
+// interpolated and whose includes are merged into it.
+func parseCIRoot(root *yaml.Node) (ciConfig, error) {
 	top := mapping(root)
 	if _, ok := top["include"]; ok {
 		return ciConfig{}, errors.New("include: is not supported by the fake GitLab")
@@ -199,14 +236,83 @@ func splitCIConfig(src string) (ciHeader, []*yaml.Node, error) {
 	return h, docs[1:], nil
 }
 
-// interpolateNode interpolates inputs into every scalar below n.
-func interpolateNode(n *yaml.Node, given, defaults map[string]any) {
-	if n.Kind == yaml.ScalarNode {
-		n.Value = interpolateInputs(n.Value, given, defaults)
+// interpolateNode interpolates inputs into every scalar below n, keys
+// included, as GitLab's Interpolation::Template does: a scalar that is
+// one block and nothing else takes the input's value with its type (a
+// boolean stays a boolean, an array becomes a sequence); a block inside
+// a longer string is replaced by the value's text. A block naming an
+// input the header does not declare is GitLab's "unknown interpolation
+// key" error.
+func interpolateNode(n *yaml.Node, values map[string]any) error {
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "$[[") {
+		if m := inputBlock.FindStringSubmatchIndex(n.Value); m != nil && m[0] == 0 && m[1] == len(n.Value) {
+			k := n.Value[m[2]:m[3]]
+			v, ok := values[k]
+			if !ok {
+				return fmt.Errorf("unknown interpolation key: `%s`", k)
+			}
+			setNodeValue(n, v)
+			return nil
+		}
+		var unknown string
+		n.Value = inputBlock.ReplaceAllStringFunc(n.Value, func(b string) string {
+			k := inputBlock.FindStringSubmatch(b)[1]
+			v, ok := values[k]
+			if !ok && unknown == "" {
+				unknown = k
+			}
+			return inputText(v)
+		})
+		if unknown != "" {
+			return fmt.Errorf("unknown interpolation key: `%s`", unknown)
+		}
+		n.Tag = "!!str"
 	}
 	for _, c := range n.Content {
-		interpolateNode(c, given, defaults)
+		if err := interpolateNode(c, values); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// setNodeValue makes n the YAML of an input's value.
+func setNodeValue(n *yaml.Node, v any) {
+	n.Style = 0
+	switch v := v.(type) {
+	case []any:
+		n.Kind, n.Tag, n.Value, n.Content = yaml.SequenceNode, "!!seq", "", nil
+		for _, item := range v {
+			c := &yaml.Node{Kind: yaml.ScalarNode}
+			setNodeValue(c, item)
+			n.Content = append(n.Content, c)
+		}
+	case bool:
+		n.Tag, n.Value = "!!bool", strconv.FormatBool(v)
+	case int, int64, uint64:
+		n.Tag, n.Value = "!!int", fmt.Sprint(v)
+	case float64:
+		if v == float64(int64(v)) {
+			n.Tag, n.Value = "!!int", strconv.FormatInt(int64(v), 10)
+		} else {
+			n.Tag, n.Value = "!!float", strconv.FormatFloat(v, 'g', -1, 64)
+		}
+	case nil:
+		n.Tag, n.Value = "!!null", ""
+	default:
+		n.Tag, n.Value = "!!str", fmt.Sprint(v)
+	}
+}
+
+// inputText is an input's value inside a longer string.
+func inputText(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
 }
 
 // yamlDocuments splits src into its YAML documents.
@@ -270,6 +376,10 @@ func readJobKeys(job *ciJob, keys map[string]*yaml.Node, where string) error {
 			k, v := n.Content[i].Value, n.Content[i+1]
 			if v.Kind != yaml.ScalarNode {
 				return fmt.Errorf("%s:variables config should be a hash of key value pairs", where)
+			}
+			if v.Tag != "!!str" && v.Tag != "!!int" {
+				// Entry::Variable: a string or an integer (AlphanumericValidator).
+				return fmt.Errorf("%s:variables:%s variable definition must be either a string or a hash", where, k)
 			}
 			job.Variables = slices.DeleteFunc(job.Variables, func(kv [2]string) bool { return kv[0] == k })
 			job.Variables = append(job.Variables, [2]string{k, v.Value})

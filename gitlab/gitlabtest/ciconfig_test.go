@@ -67,6 +67,30 @@ build:
 	}
 }
 
+// An input interpolated alone keeps its type, as in GitLab: a boolean
+// forwarded to an include's boolean input stays one, and a boolean is no
+// variable value (see the refusals below); inside a string it is text.
+func TestParseCIConfigInterpolatesWithTypes(t *testing.T) {
+	root, err := loadCIConfig("spec:\n  inputs:\n    flag:\n      type: boolean\n      default: false\n    n:\n      type: number\n      default: 2\n    list:\n      type: array\n      default: [a, b]\n---\n"+
+		"include:\n  - component: x\n    inputs:\n      flag: $[[ inputs.flag ]]\n      n: $[[ inputs.n ]]\n      list: $[[ inputs.list ]]\n      text: \"f=$[[ inputs.flag ]] n=$[[ inputs.n ]]\"\n",
+		map[string]any{"flag": "true"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Include []struct {
+			Inputs map[string]any
+		}
+	}
+	if err := root.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"flag": true, "n": 2, "list": []any{"a", "b"}, "text": "f=true n=2"}
+	if !reflect.DeepEqual(got.Include[0].Inputs, want) {
+		t.Errorf("interpolated inputs = %#v, want %#v", got.Include[0].Inputs, want)
+	}
+}
+
 func TestParseCIConfigRefusesWhatGitLabWouldRunDifferently(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{"build:\n  script: x\n  rules: [{when: never}]\n", "jobs:build config contains unknown keys: rules"},
@@ -76,6 +100,10 @@ func TestParseCIConfigRefusesWhatGitLabWouldRunDifferently(t *testing.T) {
 		{"include: other.yml\nbuild:\n  script: x\n", "include: is not supported"},
 		{"build: [x]\n", "jobs:build config should be a hash"},
 		{"a: [\n", "Invalid configuration format"},
+		{"build:\n  variables:\n    FLAG: true\n  script: x\n", "jobs:build:variables:FLAG variable definition must be either a string or a hash"},
+		{"spec:\n  inputs:\n    a:\n      default: x\n---\nbuild:\n  script: echo $[[ inputs.b ]]\n", "unknown interpolation key: `b`"},
+		{"spec:\n  inputs:\n    flag:\n      type: boolean\n      default: true\n---\nbuild:\n  variables:\n    FLAG: $[[ inputs.flag ]]\n  script: x\n",
+			"jobs:build:variables:FLAG variable definition must be either a string or a hash"},
 	} {
 		_, err := parseCIConfig(tc.src, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -154,6 +154,17 @@ func checkInputs(files map[string]string, given map[string]any) string {
 	if err != nil {
 		return err.Error()
 	}
+	parsed := make(map[string]any, len(given))
+	for k, v := range given {
+		parsed[k] = jsonValue(v)
+	}
+	return checkDeclaredInputs(declared, hasSpec, parsed)
+}
+
+// checkDeclaredInputs is checkInputs of values already of their type (a
+// pipeline's after reading strings as JSON, an include's as YAML wrote
+// them) against what a header declares.
+func checkDeclaredInputs(declared map[string]ciInput, hasSpec bool, given map[string]any) string {
 	if !hasSpec {
 		if len(given) > 0 {
 			return msgInputsWithoutSpec
@@ -184,7 +195,7 @@ func checkInputs(files map[string]string, given map[string]any) string {
 			return "`" + name + "` input: required value has not been provided"
 		case in.hasDefault && !ofInputType(in.typ, in.def):
 			return "`" + name + "` input: default value is not " + article(in.typ)
-		case ok && !ofInputType(in.typ, jsonValue(v)):
+		case ok && !ofInputType(in.typ, v):
 			return "`" + name + "` input: provided value is not " + article(in.typ)
 		}
 	}
@@ -232,32 +243,15 @@ func article(typ string) string {
 // inputBlock is an interpolation block of an input: $[[ inputs.name ]].
 var inputBlock = regexp.MustCompile(`\$\[\[\s*inputs\.([A-Za-z0-9_-]+)\s*\]\]`)
 
-// pipelineName is the name a new pipeline gets from the configuration's
-// workflow:name, its inputs interpolated (the given value, else the
-// default); nil without one.
-func pipelineName(files map[string]string, given map[string]any) *string {
-	h, body, err := splitCIConfig(files[ciConfigFile])
-	if err != nil || len(body) == 0 {
-		return nil
-	}
-	n := mapping(mapping(body[0])["workflow"])["name"]
+// workflowName is the name a new pipeline gets from its configuration's
+// workflow:name (inputs interpolated, includes merged); nil without one.
+func workflowName(root *yaml.Node) *string {
+	n := mapping(mapping(root)["workflow"])["name"]
 	if n == nil || n.Kind != yaml.ScalarNode {
 		return nil
 	}
-	name := interpolateInputs(n.Value, given, h.defaults())
+	name := n.Value
 	return &name
-}
-
-// interpolateInputs replaces the $[[ inputs.name ]] blocks of s by the
-// given value, else the declared default.
-func interpolateInputs(s string, given, defaults map[string]any) string {
-	return inputBlock.ReplaceAllStringFunc(s, func(b string) string {
-		k := inputBlock.FindStringSubmatch(b)[1]
-		if v, ok := given[k]; ok {
-			return fmt.Sprint(v)
-		}
-		return fmt.Sprint(defaults[k])
-	})
 }
 
 // refuseCreate writes GitLab's 400 for a pipeline that cannot be created.

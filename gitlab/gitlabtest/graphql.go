@@ -37,7 +37,12 @@ const GraphQLEndpoint = "POST /api/graphql"
 //     (an unknown field in graphql-ruby's words: "Field 'x' doesn't exist
 //     on type 'T'", extensions.code undefinedField) or is too complex;
 //   - 200 {"data":...,"errors":[...]} when a field fails (more than 50
-//     fullPaths, a simulated timeout): the field is null, the rest answered.
+//     fullPaths, a simulated timeout, a blobs ref that is not a valid git
+//     ref name: "Ref is not valid"): the field is null, the rest answered.
+//
+// Repository.branchNames lists branch names as GitLab's does
+// (graphql_refs.go: a Redis glob, sorted, the default branch first, offset
+// and limit) at its declared complexity of 170.
 //
 // first/last above 100 are capped at 100. Connections page with opaque
 // cursors (base64 of {"id":"<id>"}, like GitLab's keyset cursors). The
@@ -160,7 +165,17 @@ func (s *Server) SetGraphQLAdmin(admin bool) {
 func (s *Server) SetOldGraphQL(old bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.gqlSchema = loadGraphQLSchema(old)
+	s.gqlSchema = loadGraphQLSchema(old, false)
+}
+
+// SetNoBranchNames makes the fake a GitLab whose Repository type has blobs
+// but no branchNames(searchPattern:, offset:, limit:): asking for it is a
+// validation error ("Field 'branchNames' doesn't exist on type
+// 'Repository'").
+func (s *Server) SetNoBranchNames(missing bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gqlSchema = loadGraphQLSchema(false, missing)
 }
 
 // SetGraphQLTimeouts makes the named fields ("Repository.blobs") time out
@@ -172,12 +187,20 @@ func (s *Server) SetGraphQLTimeouts(fields ...string) {
 	s.graphQLTimeouts = fields
 }
 
-func loadGraphQLSchema(old bool) *ast.Schema {
+// loadGraphQLSchema is graphQLSchema without Repository.blobs (noBlobs)
+// or Repository.branchNames (noBranchNames).
+func loadGraphQLSchema(noBlobs, noBranchNames bool) *ast.Schema {
 	sdl := graphQLSchema
-	if old {
-		i := strings.Index(sdl, "  blobs(")
+	drop := func(field string) {
+		i := strings.Index(sdl, "  "+field+"(")
 		j := strings.Index(sdl[i:], "\n")
 		sdl = sdl[:i] + sdl[i+j+1:]
+	}
+	if noBlobs {
+		drop("blobs")
+	}
+	if noBranchNames {
+		drop("branchNames")
 	}
 	return gqlparser.MustLoadSchema(&ast.Source{Name: "gitlab.graphql", Input: sdl})
 }
@@ -305,7 +328,27 @@ func (e *executor) field(typ string, obj any, f *ast.Field, path ast.Path) any {
 		return obj.(gqlRepository).p.emptyRepo
 	case "Repository.exists":
 		return true
+	case "Repository.branchNames":
+		offset, _ := intArg(args["offset"])
+		limit, _ := intArg(args["limit"])
+		names, ok := obj.(gqlRepository).p.branchNames(str(args["searchPattern"]), offset, limit)
+		if !ok {
+			e.fail(f, path, "Internal server error")
+			return nil
+		}
+		if names == nil {
+			return nil
+		}
+		out := make([]any, len(names))
+		for i, n := range names {
+			out[i] = n
+		}
+		return out
 	case "Repository.blobs":
+		if ref, ok := args["ref"].(string); ok && ref != "" && !validRef(ref) {
+			e.fail(f, path, "Ref is not valid")
+			return nil
+		}
 		c := e.blobs(obj.(gqlRepository).p, args)
 		if total := c.dataSize(); total > maxBlobsData && len(args["paths"].([]any)) > 1 && selectsData(f) {
 			e.fail(f, path, fmt.Sprintf("Max blobs size limit exceeded (%s / %s).", humanSize(total), humanSize(maxBlobsData)))

@@ -30,6 +30,10 @@ import (
 // so graphql-ruby's default (connections multiplied by their page size) never
 // applies on GitLab. Instead:
 //
+//   - a field declared with a complexity of its own costs that, plus its
+//     children, whether or not it has a resolver (BaseField#field_complexity
+//     keeps a positive complexity: argument; complexity_for adds the
+//     children): Repository.branchNames is declared with 170;
 //   - a field without a resolver costs 1, plus 1 if it calls Gitaly
 //     (base_complexity), plus its children;
 //   - a field with a resolver costs its children, plus the resolver's
@@ -60,19 +64,23 @@ type fieldRule struct {
 	gitaly     bool // calls_gitaly
 	connection bool
 	perPath    bool // BlobsResolver: one more per path
+	constant   int  // the field's declared complexity: this plus its children, nothing else
 }
 
 // fieldRules are the fields of the schema subset whose cost is not 1 plus
 // their children. Keyed by "Type.field".
 var fieldRules = map[string]fieldRule{
-	"Query.project":      {resolver: true},                   // Resolvers::ProjectResolver
-	"Query.projects":     {resolver: true, connection: true}, // Resolvers::ProjectsResolver
-	"Query.group":        {resolver: true},                   // Resolvers::GroupResolver
-	"Group.projects":     {resolver: true, connection: true}, // Resolvers::NamespaceProjectsResolver
-	"Repository.blobs":   {resolver: true, connection: true, gitaly: true, perPath: true},
-	"Repository.rootRef": {gitaly: true},
-	"Repository.empty":   {gitaly: true},
-	"Repository.exists":  {gitaly: true},
+	"Query.project":    {resolver: true},                   // Resolvers::ProjectResolver
+	"Query.projects":   {resolver: true, connection: true}, // Resolvers::ProjectsResolver
+	"Query.group":      {resolver: true},                   // Resolvers::GroupResolver
+	"Group.projects":   {resolver: true, connection: true}, // Resolvers::NamespaceProjectsResolver
+	"Repository.blobs": {resolver: true, connection: true, gitaly: true, perPath: true},
+	// RepositoryType: field :branch_names, calls_gitaly: true, complexity: 170,
+	// resolver: Resolvers::RepositoryBranchNamesResolver.
+	"Repository.branchNames": {constant: 170},
+	"Repository.rootRef":     {gitaly: true},
+	"Repository.empty":       {gitaly: true},
+	"Repository.exists":      {gitaly: true},
 }
 
 // complexity returns GitLab's complexity of an operation's selections.
@@ -90,6 +98,9 @@ func fieldComplexity(f *ast.Field, vars map[string]any) int {
 		return 1 + child
 	}
 	rule := fieldRules[f.ObjectDefinition.Name+"."+f.Name]
+	if rule.constant > 0 {
+		return rule.constant + child
+	}
 	if !rule.resolver {
 		own := 1
 		if rule.gitaly {

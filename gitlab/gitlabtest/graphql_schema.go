@@ -3,8 +3,9 @@ package gitlabtest
 // graphQLSchema is the subset of GitLab's GraphQL schema the fake answers,
 // with GitLab's type names, field names, argument names and nullability
 // (app/graphql/types/query_type.rb, project_type.rb, group_type.rb,
-// repository_type.rb, repository/blob_type.rb, query_complexity_type.rb;
-// the connection types graphql-ruby generates). Fields GitLab has and depsd
+// repository_type.rb, repository/blob_type.rb, query_complexity_type.rb,
+// resolvers/repository_branch_names_resolver.rb; the connection types
+// graphql-ruby generates). Fields GitLab has and depsd
 // does not read are left out: asking for one is answered as GitLab answers
 // a field that does not exist, which a test would notice.
 const graphQLSchema = `
@@ -72,6 +73,7 @@ type Repository {
   rootRef: String
   empty: Boolean!
   exists: Boolean!
+  branchNames(searchPattern: String!, offset: Int!, limit: Int!): [String!]
   blobs(paths: [String!]!, ref: String, after: String, before: String, first: Int, last: Int): RepositoryBlobConnection
 }
 

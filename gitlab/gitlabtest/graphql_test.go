@@ -237,3 +237,117 @@ func TestGraphQLCursorsListEveryProject(t *testing.T) {
 		t.Errorf("listed %d projects in %d pages, want 250 in 3", len(seen), pages)
 	}
 }
+
+// TestGraphQLBranchNames: Repository.branchNames as GitLab answers it
+// (Resolvers::RepositoryBranchNamesResolver, Repositories::BranchNamesFinder,
+// RepositorySetCache#search): the names matching searchPattern, a Redis
+// glob (* any run, slashes too; ? one character; [..] a class; \ escapes),
+// sorted with the default branch first, then offset dropped and limit
+// taken; null for an empty pattern; its declared complexity of 170 counted
+// once however many projects answer.
+func TestGraphQLBranchNames(t *testing.T) {
+	s := seedGraphQL(t)
+	for _, b := range []string{"bookworm", "bullseye", "release/1.0", "release/2.0", "feature/x"} {
+		if err := s.CreateBranch("g/app", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	query := `query($pattern: String!, $offset: Int!, $limit: Int!) { projects(fullPaths: ["g/app", "g/sub/base", "g/empty"], first: 3) {
+		nodes { fullPath repository { branchNames(searchPattern: $pattern, offset: $offset, limit: $limit) } } } }`
+	tests := []struct {
+		pattern       string
+		offset, limit int
+		want          string // g/app's answer
+	}{
+		{"*", 0, 100, `["main","bookworm","bullseye","feature/x","release/1.0","release/2.0"]`},
+		{"*", 2, 3, `["bullseye","feature/x","release/1.0"]`},
+		{"release/*", 0, 100, `["release/1.0","release/2.0"]`},
+		{"b*", 0, 1, `["bookworm"]`},
+		{"bookworm", 0, 100, `["bookworm"]`},
+		{"b??kworm", 0, 100, `["bookworm"]`},
+		{"release/[12].0", 0, 100, `["release/1.0","release/2.0"]`},
+		{"release/[^1].0", 0, 100, `["release/2.0"]`},
+		{`book\worm`, 0, 100, `["bookworm"]`},
+		{`book\*`, 0, 100, `[]`},
+		{"trixie", 0, 100, `[]`},
+		{"", 0, 100, `null`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pattern, func(t *testing.T) {
+			_, body := postGraphQL(t, s, s.Token, query, map[string]any{"pattern": tt.pattern, "offset": tt.offset, "limit": tt.limit})
+			var out struct {
+				Data struct {
+					Projects struct {
+						Nodes []struct {
+							FullPath   string
+							Repository struct {
+								BranchNames json.RawMessage
+							}
+						}
+					}
+				}
+			}
+			if err := json.Unmarshal([]byte(body), &out); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, n := range out.Data.Projects.Nodes {
+				got[n.FullPath] = string(n.Repository.BranchNames)
+			}
+			if got["g/app"] != tt.want {
+				t.Errorf("g/app: %s, want %s (%s)", got["g/app"], tt.want, body)
+			}
+			if tt.pattern == "*" && tt.offset == 0 && got["g/sub/base"] != `["main"]` {
+				t.Errorf("g/sub/base: %s, want its default branch alone", got["g/sub/base"])
+			}
+			if tt.pattern != "" && got["g/empty"] != `[]` {
+				t.Errorf("g/empty: %s, want no branch", got["g/empty"])
+			}
+		})
+	}
+	// The declared 170, plus queryComplexity's 2, once for any number of
+	// projects; inside projects(first: 50) it grows by half with the rest.
+	for _, tt := range []struct {
+		query string
+		score int
+	}{
+		{`{ queryComplexity { score } project(fullPath: "g/app") { repository { branchNames(searchPattern: "*", offset: 0, limit: 100) } } }`, 2 + (1 + 170) + 1},
+		{`{ queryComplexity { score } projects(fullPaths: ["g/app", "g/sub/base"], first: 10) { nodes { repository { branchNames(searchPattern: "*", offset: 0, limit: 100) } } } }`,
+			2 + 190}, // (nodes 1 + repository 1 + 170, + 1) × 1.1 = 190.3
+	} {
+		_, body := postGraphQL(t, s, s.Token, tt.query, nil)
+		if want := fmt.Sprintf(`"score":%d`, tt.score); !strings.Contains(body, want) {
+			t.Errorf("want %s, got %s", want, body)
+		}
+	}
+	_, body := postGraphQL(t, s, s.Token, `{ projects(fullPaths: ["g/app"], first: 50) { nodes { repository { branchNames(searchPattern: "*", offset: 0, limit: 100) } } } }`, nil)
+	if want := `Query has complexity of 259, which exceeds max complexity of 250`; !strings.Contains(body, want) {
+		t.Errorf("branchNames in projects(first: 50): %s, want %q", body, want)
+	}
+}
+
+// A blobs field's ref must be a valid git ref name (BlobsResolver's
+// validate_ref!): a wildcard asked as a ref is a field error, not an empty
+// answer; a valid ref that does not exist answers no blob.
+func TestGraphQLBlobsRef(t *testing.T) {
+	s := seedGraphQL(t)
+	if err := s.CreateBranch("g/app", "bookworm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetFileOn("g/app", "bookworm", "Containerfile", "FROM debian:bookworm\n"); err != nil {
+		t.Fatal(err)
+	}
+	query := `query($ref: String) { project(fullPath: "g/app") { repository { blobs(paths: ["Containerfile"], ref: $ref) { nodes { path rawTextBlob } } } } }`
+	for _, tt := range []struct{ ref, want string }{
+		{"bookworm", `"rawTextBlob":"FROM debian:bookworm\n"`},
+		{"trixie", `"blobs":{"nodes":[]}`},
+		{"release/*", `"message":"Ref is not valid"`},
+		{"a..b", `"message":"Ref is not valid"`},
+		{"refs/heads/bookworm", `"message":"Ref is not valid"`},
+	} {
+		_, body := postGraphQL(t, s, s.Token, query, map[string]any{"ref": tt.ref})
+		if !strings.Contains(body, tt.want) {
+			t.Errorf("ref %q: %s, want %s", tt.ref, body, tt.want)
+		}
+	}
+}

@@ -101,28 +101,15 @@ func (s *Server) jobByToken(token string) (*job, bool) {
 	return nil, false
 }
 
-// ciConfigAt reads and parses the CI configuration of a commit for a
-// pipeline with these inputs.
-func ciConfigAt(c *commit, inputs map[string]any) (ciConfig, error) {
-	src, ok := c.files[ciConfigFile]
-	if !ok {
-		return ciConfig{}, fmt.Errorf("Missing %s file", ciConfigFile)
-	}
-	return parseCIConfig(src, inputs)
-}
-
 // startJobs creates pl's jobs from its commit's CI configuration and
 // queues the first stage. A configuration the fake cannot run fails the
 // pipeline, as GitLab fails a push pipeline with yaml_errors. Callers
 // hold s.mu.
 func (s *Server) startJobs(p *project, pl *pipeline) {
-	c, ok := p.commits[pl.sha]
+	root, err := s.ciRootAt(s.ciContextOf(p, pl), pl.inputs)
 	var cfg ciConfig
-	var err error
-	if !ok {
-		err = fmt.Errorf("commit %s not found", pl.sha)
-	} else {
-		cfg, err = ciConfigAt(c, pl.inputs)
+	if err == nil {
+		cfg, err = parseCIRoot(root)
 	}
 	if err != nil {
 		pl.yamlErrors = err.Error()
@@ -337,7 +324,8 @@ func (s *Server) jobPayload(p *project, pl *pipeline, j *job, gitSHA string) job
 }
 
 // jobVariables are the predefined variables GitLab gives a job (the ones
-// a build uses), then the pipeline's variables, then the job's own from
+// a build uses: CI_COMMIT_REF_PROTECTED, and CI_OPEN_MERGE_REQUESTS in a
+// pipeline of a branch with open merge requests or of one of them), then the pipeline's variables, then the job's own from
 // .gitlab-ci.yml. Callers hold s.mu.
 func (s *Server) jobVariables(p *project, pl *pipeline, j *job) []jobVariable {
 	u, _ := url.Parse(s.URL)
@@ -348,6 +336,7 @@ func (s *Server) jobVariables(p *project, pl *pipeline, j *job) []jobVariable {
 		pub("CI", "true"),
 		pub("GITLAB_CI", "true"),
 		pub("CI_SERVER_URL", s.URL),
+		pub("CI_SERVER_FQDN", u.Host),
 		pub("CI_SERVER_HOST", u.Hostname()),
 		pub("CI_SERVER_PORT", u.Port()),
 		pub("CI_SERVER_PROTOCOL", u.Scheme),
@@ -378,6 +367,19 @@ func (s *Server) jobVariables(p *project, pl *pipeline, j *job) []jobVariable {
 		pub("CI_REGISTRY_IMAGE", image),
 		pub("CI_REGISTRY_USER", "gitlab-ci-token"),
 		{Key: "CI_REGISTRY_PASSWORD", Value: j.token, Masked: true},
+	}
+	protected := !pl.tag && p.isProtected(s.sourceRef(p, pl))
+	vars = append(vars, pub("CI_COMMIT_REF_PROTECTED", strconv.FormatBool(protected)))
+	if !pl.tag {
+		var open []string
+		for _, mr := range p.mrs {
+			if mr.state == mrOpened && mr.source == s.sourceRef(p, pl) && len(open) < 4 {
+				open = append(open, p.path+"!"+strconv.FormatInt(mr.iid, 10))
+			}
+		}
+		if len(open) > 0 {
+			vars = append(vars, pub("CI_OPEN_MERGE_REQUESTS", strings.Join(open, ",")))
+		}
 	}
 	switch mr := p.mr(pl.mrIID); {
 	case pl.tag:

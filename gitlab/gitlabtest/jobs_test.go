@@ -288,3 +288,52 @@ func TestJobsOnTagAndMergeRequestPipelines(t *testing.T) {
 		t.Fatalf("merge request job: %+v %v", j.GitInfo, vars)
 	}
 }
+
+// A job knows whether its ref is protected (CI_COMMIT_REF_PROTECTED) and,
+// in a pipeline of a branch with open merge requests or of one of them,
+// which (CI_OPEN_MERGE_REQUESTS: up to four, path!iid), as GitLab's
+// predefined variables say.
+func TestJobsProtectedRefAndOpenMergeRequests(t *testing.T) {
+	s := New(Options{JobsLongPoll: 50 * time.Millisecond})
+	defer s.Close()
+	if _, err := s.AddProject(Project{Path: "g/base", Files: map[string]string{".gitlab-ci.yml": "build:\n  script: echo\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetPipelineBehavior("g/base", Behavior{Jobs: true, OnMergeRequest: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateBranch("g/base", "feature"); err != nil {
+		t.Fatal(err)
+	}
+	vars := func(ref string) map[string]string {
+		t.Helper()
+		if _, err := s.RunPipeline("g/base", ref, "push"); err != nil {
+			t.Fatal(err)
+		}
+		_, v := takeJob(t, s)
+		return v
+	}
+	if v := vars("main"); v["CI_COMMIT_REF_PROTECTED"] != "true" || v["CI_OPEN_MERGE_REQUESTS"] != "" {
+		t.Errorf("default branch: protected %q, open MRs %q; want true and none", v["CI_COMMIT_REF_PROTECTED"], v["CI_OPEN_MERGE_REQUESTS"])
+	}
+	if v, ok := vars("feature")["CI_OPEN_MERGE_REQUESTS"]; ok {
+		t.Errorf("a branch without a merge request: CI_OPEN_MERGE_REQUESTS %q, want none", v)
+	}
+	code, body := apiJSON(t, s, "POST", "/projects/"+pathID("g/base")+"/merge_requests", map[string]any{"source_branch": "feature", "target_branch": "main", "title": "t"})
+	if code != 201 {
+		t.Fatalf("create MR: %d %v", code, body)
+	}
+	_, mr := takeJob(t, s) // its merge request pipeline
+	if mr["CI_OPEN_MERGE_REQUESTS"] != "g/base!1" || mr["CI_MERGE_REQUEST_IID"] != "1" {
+		t.Errorf("merge request pipeline: CI_OPEN_MERGE_REQUESTS %q, want g/base!1", mr["CI_OPEN_MERGE_REQUESTS"])
+	}
+	if v := vars("feature"); v["CI_OPEN_MERGE_REQUESTS"] != "g/base!1" || v["CI_COMMIT_REF_PROTECTED"] != "false" {
+		t.Errorf("branch with an open merge request: open MRs %q, protected %q; want g/base!1 and false", v["CI_OPEN_MERGE_REQUESTS"], v["CI_COMMIT_REF_PROTECTED"])
+	}
+	if err := s.CloseMR("g/base", 1); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := vars("feature")["CI_OPEN_MERGE_REQUESTS"]; ok {
+		t.Errorf("after the merge request was closed: CI_OPEN_MERGE_REQUESTS %q, want none", v)
+	}
+}

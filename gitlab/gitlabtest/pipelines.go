@@ -439,10 +439,24 @@ func (s *Server) createPipeline(w http.ResponseWriter, r *http.Request) {
 			vars = append(vars, variable{Key: key, Value: value, VariableType: typ})
 		}
 	}
+	user := botUser
+	if c := callerOf(r); !c.admin {
+		user = c.user
+	}
+	root, err := s.ciRootAt(ciContext{project: p, sha: sha, ref: ref, user: user, vars: vars}, inputs)
+	if isIncludeError(err) {
+		refuseCreate(w, err.Error())
+		return
+	}
 	pl := s.newPipeline(p, ref, sha, "api", vars)
 	pl.tag = isTag
 	pl.inputs = inputs
-	pl.name = pipelineName(p.commits[sha].files, inputs)
+	if user.id != botUser.id {
+		pl.user = &user
+	}
+	if err == nil {
+		pl.name = workflowName(root)
+	}
 	pl.requested = s.preciseNow()
 	s.startRun(p, pl)
 	writeJSON(w, http.StatusCreated, s.pipelineDetail(pl))

@@ -236,7 +236,7 @@ func New(opts Options) *Server {
 	s.jobs = map[int64]*job{}
 	s.gitRoot = opts.GitDir
 	s.gitRepos = map[int64]*gitRepo{}
-	s.gqlSchema = loadGraphQLSchema(false)
+	s.gqlSchema = loadGraphQLSchema(false, false)
 	s.offsetLimit = DefaultOffsetPaginationLimit
 	s.countLimit = maxCountedRecords
 	s.http = httptest.NewServer(s.routes())

@@ -47,6 +47,9 @@ type statusState struct {
 	// own is the status a pipeline's own jobs give it (what setStatus was
 	// last told), "" for an external pipeline, which has none.
 	own map[int64]string
+	// refused counts the posts answered 400 for a transition GitLab's
+	// state machine does not allow.
+	refused int
 }
 
 type commitStatus struct {
@@ -104,6 +107,16 @@ func (s *Server) Statuses(projectPath, sha string) []CommitStatus {
 	}
 	slices.SortFunc(out, func(a, b CommitStatus) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// RefusedStatusTransitions counts the status posts answered 400 because
+// GitLab's state machine does not allow the transition ("Cannot
+// transition status via :run from :running"): a client that follows the
+// state machine makes none.
+func (s *Server) RefusedStatusTransitions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.statuses.refused
 }
 
 // withExternal records status as what pl's own jobs say and returns the
@@ -379,6 +392,7 @@ func (s *Server) postStatus(w http.ResponseWriter, r *http.Request) {
 		next.coverage = coverage
 	}
 	if msg := applyState(&next, state, now); msg != "" {
+		st.refused++
 		writeMessage(w, http.StatusBadRequest, msg)
 		return
 	}

@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"deps":              {},
 	"buildinfo":         {},
 	"gitlab/gitlabtest": {},
+	"templates":         {},
 	"gitlab":            {"buildinfo"},
 	"chain":             {"deps", "gitlab"},
 	"scan":              {"deps", "gitlab"},
@@ -31,8 +32,10 @@ var allowed = map[string][]string{
 	"webhook":           {"chain"},
 	"report":            {"deps", "scan"},
 	"config":            {"chain", "deps", "gitlab", "scan", "scheduler", "verify", "webhook"},
-	"dashboard":         {"chain", "deps", "gitlab", "report", "scan", "scheduler", "verify"},
+	"dashboard":         {"chain", "deps", "gitlab", "report", "scan", "scheduler", "verify", "visible"},
 	"store/pgtest":      {"internal/realtest"},
+	"signin":            {"gitlab"},
+	"visible":           {"chain", "deps", "scan", "scheduler", "verify"},
 }
 
 // imports maps each package directory (relative to the module root) to
