@@ -1466,13 +1466,13 @@ mutant "a resend after a crash commits the pin moves again" \
 	'err == nil && false && bytes.Equal(cur.Content, out) {' \
 	-- go test -count=1 -run 'TestPinnedMemberThroughItsMergeRequestAcrossSIGKILL' ./e2e/
 
-mutant "the merge's pipeline is never looked for: a merge while depsd is down stalls the chain" \
+mutant "the merge's pipeline is never looked for: only its webhook counts" \
 	chain/pinwatch.go \
 	'		if p == nil {
 			continue // not created yet' \
 	'		if true || p == nil {
 			continue // not created yet' \
-	-- go test -count=1 -run 'TestPinnedMemberThroughItsMergeRequestAcrossSIGKILL' ./e2e/
+	-- go test -count=1 -run 'TestPinnedMemberGoesOnThroughItsMergeRequest' ./chain/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
