@@ -132,7 +132,7 @@ mutants:
 ## fuzz: run each fuzz target of the parsers for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
 fuzz:
-	for f in FuzzAnalyzeContainerfile FuzzParseGitLabDeps FuzzRegistryMap; do \
+	for f in FuzzAnalyzeContainerfile FuzzParseGitLabDeps FuzzRegistryMap FuzzMovePins; do \
 		go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./deps/ || exit 1; done
 	go test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME) ./webhook/
 	go test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./webhook/

@@ -24,11 +24,16 @@ const (
 	ActionObsolete ActionState = "obsolete"
 )
 
-// Action is one pipeline to create: the outbox entry written in the same
-// transaction as the member that needs it.
+// Action is one pipeline to create (or, of kind ActionPins, one merge
+// request moving pins to open or update): the outbox entry written in the
+// same transaction as the member that needs it.
 type Action struct {
-	ID        string // DEPSD_ACTION_ID: unique, random
-	ChainID   int64  // the chain when the action was written; merges may move the member
+	ID string // DEPSD_ACTION_ID: unique, random
+	// Kind is ActionPipeline (a pipeline to create) or ActionPins (the
+	// merge request moving the member's pins, Pins).
+	Kind      ActionKind
+	Pins      *PinsRequest
+	ChainID   int64 // the chain when the action was written; merges may move the member
 	Project   string
 	ProjectID int64
 	Ref       string   // the default branch when written; refreshed when sent

@@ -29,6 +29,10 @@ const (
 //     id) moves the member whose current action it is (Member.applyStatus),
 //     and settles its chain; another project's action id makes a pipeline
 //     no more depsd's than one without;
+//   - a pipeline of the commit that merged a member's pin merge request,
+//     on its branch, is that member's build (applyToMerge), counted once;
+//     while the merge request is open, a pipeline of the member's branch
+//     is held (ReconcilePins decides);
 //   - a success that is no member's current build unblocks the project
 //     where it failed, was canceled or is stale in an active chain (a
 //     retry or a new pipeline, whoever created it);
@@ -102,6 +106,28 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 		return err
 	}
 	ours := actionID != "" || seen.HasAction
+	if !ours && t.e.cfg.Mode == Full {
+		// The merge of a pin merge request: its pipeline is the member's
+		// build (pins.go).
+		h, s, ch, err := t.applyToMerge(ev)
+		if err != nil {
+			return "", err
+		}
+		if h {
+			switch {
+			case s || ch:
+				return outcomeAdvanced, nil
+			case classify(ev.Status) == classSuccess:
+				// Verified for the record (a build of the branch
+				// the merge request targets), acted on by nothing.
+				if err := t.verifyOutside(ev, p.ID); err != nil {
+					return "", err
+				}
+				return "held: its pin merge request decides", nil
+			}
+			return outcomeNoChange, nil
+		}
+	}
 	if !ours && ev.Source == "api" && classify(ev.Status) == classSuccess && (p.Ident == IdentInputs || p.Ident == IdentNone) {
 		// In a project whose pipelines carry no action id, an api
 		// pipeline nobody recorded may be the one a send created before

@@ -14,7 +14,7 @@ const (
 	// Blocked: every unfinished member is failed, canceled or blocked. A
 	// later success of a failed project resumes the chain.
 	Blocked State = "blocked"
-	// Finished: every member succeeded.
+	// Finished: every member succeeded or was skipped.
 	Finished State = "finished"
 	// Expired: the chain started more than Config.Expiry ago without
 	// finishing; it no longer reacts. Kept for history.
@@ -62,7 +62,9 @@ const (
 	Stale MemberState = "stale"
 	// MemberSkipped: settled and unchanged (docs/design/nodes.md). A
 	// person skipped the failed, canceled, stale or blocked member with a
-	// reason (Engine.Skip), or every in-chain upstream of a waiting or
+	// reason (Engine.Skip), its pin merge request was closed unmerged or
+	// not merged within Config.PinTimeout (pins.go), or every in-chain
+	// upstream of a waiting or
 	// blocked member ended skipped ("nothing it is built on changed in
 	// this chain"). Final: no status moves it; its descendants wait for it
 	// no more. Neither Broken nor Unfinished: a chain whose members all
@@ -78,7 +80,9 @@ func (s MemberState) Building() bool {
 
 // Unfinished reports whether a member in state s still has work ahead
 // without anyone's intervention.
-func (s MemberState) Unfinished() bool { return s == Waiting || s == Verifying || s.Building() }
+func (s MemberState) Unfinished() bool {
+	return s == Waiting || s == WaitingMerge || s == Verifying || s.Building()
+}
 
 // Broken reports whether s stops the member's descendants.
 func (s MemberState) Broken() bool {
@@ -88,7 +92,7 @@ func (s MemberState) Broken() bool {
 // MemberStates are the states a member can be in, in the order of its
 // life: what the API, the CLI and the dashboard show.
 func MemberStates() []MemberState {
-	return []MemberState{Waiting, Pending, Triggered, MemberRunning, Verifying, Success,
+	return []MemberState{Waiting, WaitingMerge, Pending, Triggered, MemberRunning, Verifying, Success,
 		Failed, Canceled, Stale, MemberBlocked, MemberSkipped, MemberExpired}
 }
 
@@ -156,6 +160,9 @@ type Member struct {
 	// Upstreams are the member's direct upstreams that are members of the
 	// chain, sorted: what it waits for.
 	Upstreams []string
+	// Pinned are those of Upstreams it pins by digest (deps.Graph.Pinned):
+	// their change reaches it through a merge request (pins.go).
+	Pinned []string
 	// Why says, in words, why the member waits, is blocked or failed.
 	Why string
 	// Requeued: one more build is queued behind the current one
@@ -174,11 +181,21 @@ type Member struct {
 	// and VerifyDetail says it in a sentence.
 	Verified     ImageState
 	VerifyDetail string
-	ActionID     string // the current action; "" when none
-	PipelineID   int64  // the current (or last) pipeline; 0 when none
-	PipelineURL  string
-	TriggeredAt  time.Time
-	FinishedAt   time.Time
+	// Images are the digests the verification of its last build read, by
+	// image (host/path:tag): what a downstream's pins move to.
+	Images map[string]string
+	// MergeRequest is the URL of the merge request moving its pins, and
+	// MergeRequestIID its iid, while WaitingMerge (and after, for the
+	// record); MergeSHA the merge's commit on the target branch once
+	// depsd saw it merged: the pipeline of that commit is its build.
+	MergeRequest    string
+	MergeRequestIID int64
+	MergeSHA        string
+	ActionID        string // the current action; "" when none
+	PipelineID      int64  // the current (or last) pipeline; 0 when none
+	PipelineURL     string
+	TriggeredAt     time.Time
+	FinishedAt      time.Time
 }
 
 // member returns the member for project p, or nil.

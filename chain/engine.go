@@ -3,6 +3,7 @@ package chain
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,22 @@ type Config struct {
 	VerifyTimeout time.Duration
 	// VerifyConcurrency bounds the verifications in flight. Default 4.
 	VerifyConcurrency int
+	// Pins say, per project, what a member that pins a changed upstream
+	// by digest gets (pins.go): a merge request moving its pins (the
+	// default), one set to merge when its pipeline succeeds, or nothing
+	// (it is skipped). PinTimeout is how long its merge request may stay
+	// unmerged before the member is skipped (default 7 days);
+	// PinInterval how often RunPins reads the open ones (default 1
+	// minute). Moving pins needs GitLab to implement Repository.
+	Pins        PinRules
+	PinTimeout  time.Duration
+	PinInterval time.Duration
+	// DepsOptions are the platforms a Containerfile is read for when
+	// its pins move (as scans read it).
+	DepsOptions deps.Options
+	// ChainURL, when set, is the link to a chain's page that a pin merge
+	// request's description gives.
+	ChainURL func(chainID int64) string
 	// Statuses, when set, keeps each chain's progress as a commit status
 	// on the commit of every pipeline whose success started it
 	// (commitstatus.go); RunStatuses sends them. Nil: none.
@@ -100,6 +117,18 @@ type Config struct {
 //     running; a status never moves a member backwards.
 //   - A success of a failed or canceled member's project, from any pipeline,
 //     unblocks it and starts no new chain.
+//   - A member that pins an in-chain upstream by digest is not rebuilt
+//     when that upstream changed: once its upstreams succeeded, a merge
+//     request moves its pins (WaitingMerge), and the merge's pipeline on
+//     its branch is its build (pins.go). One of its upstreams it does not
+//     pin that changed does not make it build apart: the merge builds it
+//     on both. When none of the upstreams it pins changed, it is built as
+//     any other.
+//   - A skipped member (docs/design/nodes.md) is settled and unchanged:
+//     its descendants wait for it no more, one whose in-chain upstreams
+//     all ended skipped is skipped too, and a chain of successes and skips
+//     is finished. No status moves it; a change merged into its chain
+//     resets it to waiting like a finished member.
 //   - Expiry counts from the chain's last start or merge, so work merged
 //     into an old chain gets the full period.
 //   - The members and their in-chain upstreams are fixed from the graph
@@ -124,6 +153,7 @@ type Engine struct {
 	inboxC   chan struct{}
 	outboxC  chan struct{}
 	verifyC  chan struct{}
+	pinsC    chan struct{}
 	statusC  chan struct{}
 	sendHook func(Action) // tests: called after a claim, before GitLab is asked
 	// statusHooks (tests) look into the commit status sender.
@@ -205,6 +235,19 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("chain engine: unknown verification mode " + strconv.Quote(string(cfg.Verify)))
 	}
 	def(&cfg.VerifyTimeout, time.Minute)
+	def(&cfg.PinTimeout, 7*24*time.Hour)
+	def(&cfg.PinInterval, time.Minute)
+	for _, m := range append([]PinMode{cfg.Pins.Default}, func() []PinMode {
+		var ms []PinMode
+		for _, o := range cfg.Pins.Overrides {
+			ms = append(ms, o.Mode)
+		}
+		return ms
+	}()...) {
+		if m != "" && !slices.Contains(PinModes(), m) {
+			return nil, errors.New("chain engine: unknown pins mode " + strconv.Quote(string(m)))
+		}
+	}
 	if st := cfg.Statuses; st != nil {
 		if st.GitLab == nil {
 			return nil, errors.New("chain engine: commit statuses without a GitLab client")
@@ -233,6 +276,7 @@ func New(cfg Config) (*Engine, error) {
 		inboxC:  make(chan struct{}, 1),
 		outboxC: make(chan struct{}, 1),
 		verifyC: make(chan struct{}, 1),
+		pinsC:   make(chan struct{}, 1),
 		statusC: make(chan struct{}, 1),
 	}, nil
 }

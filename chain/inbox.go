@@ -214,6 +214,9 @@ func (e *Engine) rescan(ctx context.Context, ev *PushEvent) string {
 	if branch != "" && !followsBranch(followed, pushed) && !rule.FollowsBranch(pushed) {
 		return "ignored: not a followed branch"
 	}
+	// A merge of a pin merge request pushes to its target: its member
+	// learns of the merge sooner than at the next round.
+	e.NotifyPins()
 	if err := e.cfg.Rescan(ctx, ev.Project); err != nil {
 		e.log.Warn("rescan after push failed", "project", ev.Project, "project_id", ev.ProjectID, "err", err)
 		return "rescan failed: " + err.Error()

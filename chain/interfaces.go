@@ -26,6 +26,25 @@ type GitLab interface {
 	PipelineVariables(ctx context.Context, projectID, pipelineID int64) (map[string]string, error)
 }
 
+// Repository is what moving pins writes and reads on GitLab (pins.go);
+// *gitlab.Client implements it, with its errors (gitlab.ErrConflict for a
+// file changed since it was read or an open merge request of the same
+// branch, gitlab.ErrForbidden for a branch the token may not push to,
+// gitlab.ErrNotMergeable). Calls may be concurrent. Creations are not
+// retried after a 5xx: a resend looks for what it may have made.
+type Repository interface {
+	ReadFile(ctx context.Context, projectID int64, path, ref string) (gitlab.File, error)
+	GetBranch(ctx context.Context, projectID int64, name string) (gitlab.Branch, error)
+	CreateCommit(ctx context.Context, projectID int64, r gitlab.CommitRequest) (gitlab.Commit, error)
+	ListMergeRequests(ctx context.Context, projectID int64, f gitlab.MergeRequestFilter) ([]gitlab.MergeRequest, error)
+	GetMergeRequest(ctx context.Context, projectID, iid int64) (gitlab.MergeRequest, error)
+	CreateMergeRequest(ctx context.Context, projectID int64, n gitlab.NewMergeRequest) (gitlab.MergeRequest, error)
+	UpdateMergeRequest(ctx context.Context, projectID, iid int64, u gitlab.MergeRequestUpdate) (gitlab.MergeRequest, error)
+	CloseMergeRequest(ctx context.Context, projectID, iid int64) (gitlab.MergeRequest, error)
+	MergeMergeRequest(ctx context.Context, projectID, iid int64, mo gitlab.MergeOptions) (gitlab.MergeRequest, error)
+	CreateMergeRequestNote(ctx context.Context, projectID, iid int64, body string) (gitlab.Note, error)
+}
+
 // GraphSource returns the current dependency graph. It is called once per
 // batch of work, outside any store transaction; it may return a cached graph
 // that the daemon swaps after a rescan. The graph is only read.
@@ -177,6 +196,10 @@ type Tx interface {
 	// queue; none queued is not an error.
 	DoneVerify(ctx context.Context, project string, pipelineID int64) error
 
+	// AddWrite records something depsd wrote to GitLab for a chain
+	// (moving pins); Writes returns a chain's, oldest first.
+	AddWrite(ctx context.Context, w Write) error
+	Writes(ctx context.Context, chainID int64) ([]Write, error)
 	// AddAudit appends an entry to the audit log (its ID is the store's).
 	AddAudit(ctx context.Context, e AuditEntry) error
 	// Audit returns the entries f selects, newest first (f.Limit > 0).
@@ -231,6 +254,9 @@ type Project struct {
 	// tags, the newest release tag. Nil: it follows its default branch
 	// alone.
 	Refs map[string]string
+	// Files are the dependency file (the Containerfile) each of its nodes
+	// was analysed from, by node key; none for a node without one.
+	Files map[string]string
 }
 
 // PipelineIdent is how the pipelines depsd creates in a project name their

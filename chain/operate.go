@@ -141,7 +141,7 @@ func (e *Engine) Cancel(ctx context.Context, chainID int64, reason string, by Ac
 			if !m.State.Unfinished() && m.State != MemberBlocked {
 				continue
 			}
-			if m.ActionID != "" && m.State == Pending {
+			if m.ActionID != "" && waitsForAction(m.State) {
 				if err := t.withdrawAny(m.ActionID); err != nil {
 					return err
 				}

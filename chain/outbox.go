@@ -314,7 +314,7 @@ func (e *Engine) claim(ctx context.Context, s *senders) (full bool, err error) {
 				return nil
 			}
 			c, m := t.memberByAction(next.ID)
-			if m == nil || m.State != Pending {
+			if m == nil || !waitsForAction(m.State) {
 				next.State, next.LeaseUntil = ActionObsolete, time.Time{}
 				if err := t.tx.UpdateAction(t.ctx, next); err != nil {
 					return err
@@ -362,6 +362,9 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64, callsDone fu
 		e.sendHook(a)
 	}
 	log := e.log.With("project", a.Project, "project_id", a.ProjectID, "chain_id", chainID, "action_id", a.ID)
+	if a.Kind == ActionPins {
+		return e.sendPins(ctx, log, a, chainID, callsDone)
+	}
 	// The calls must end well before the lease does: once it runs out
 	// another worker may claim the action, and a create still in flight
 	// here (the client waits out 429s) would make a second pipeline.
@@ -609,17 +612,21 @@ func (e *Engine) recordError(ctx context.Context, a Action, cause error, permane
 		if err := t.tx.UpdateAction(t.ctx, cur); err != nil {
 			return err
 		}
-		if m == nil || m.State != Pending {
+		if m == nil || !waitsForAction(m.State) {
 			return nil
+		}
+		what := "create pipeline"
+		if cur.Kind == ActionPins {
+			what = "move pins"
 		}
 		if permanent {
 			m.State, m.FinishedAt = Failed, t.now
-			m.Why = "create pipeline: " + cause.Error()
+			m.Why = what + ": " + cause.Error()
 			c.touch(t.now)
 			return t.settle(c)
 		}
-		m.Why = fmt.Sprintf("create pipeline failed (attempt %d), retrying at %s: %v",
-			cur.Attempts, cur.NextAttemptAt.Format(time.RFC3339), cause)
+		m.Why = fmt.Sprintf("%s failed (attempt %d), retrying at %s: %v",
+			what, cur.Attempts, cur.NextAttemptAt.Format(time.RFC3339), cause)
 		c.touch(t.now)
 		return nil
 	})

@@ -331,7 +331,7 @@ func (e *Engine) rebuildsBranch(node string) bool {
 func (e *Engine) Expire(ctx context.Context) error {
 	err := e.update(ctx, nil, func(t *txn) error {
 		for _, c := range t.chains {
-			if !c.State.Active() || t.now.Before(c.lastStart().Add(e.cfg.Expiry)) {
+			if !c.State.Active() || t.now.Before(c.lastStart().Add(e.cfg.Expiry)) || c.waitsForMerge(t.now, e.cfg.PinTimeout) {
 				continue
 			}
 			if err := t.expire(c); err != nil {
@@ -352,7 +352,7 @@ func (t *txn) expire(c *Chain) error {
 		if !m.State.Unfinished() && m.State != MemberBlocked {
 			continue
 		}
-		if m.State == Pending && m.ActionID != "" {
+		if waitsForAction(m.State) && m.ActionID != "" {
 			a, ok, err := t.tx.Action(t.ctx, m.ActionID)
 			if err != nil {
 				return err

@@ -26,6 +26,9 @@ type rootSuccess struct {
 //     projects accumulate;
 //   - a member already waiting or blocked is unchanged: it is built once,
 //     after all its in-chain upstreams;
+//   - a member waiting for its pin merge request waits again: its pins
+//     move (the same branch and merge request) once its upstreams are
+//     built anew;
 //   - a member pending, triggered or running is marked requeued (at most
 //     one queued build): when its pipeline ends it waits again and is
 //     triggered once more after its upstreams, and its descendants wait for
@@ -103,6 +106,14 @@ func (t *txn) startFull(root string, done *rootSuccess, reason Reason) (*Chain, 
 			if !withdrawn {
 				m.Requeued = true
 			}
+		case m.State == WaitingMerge:
+			// Its pins move again once its upstreams are built anew: the
+			// same branch and merge request are updated then. A pin move
+			// never sent is withdrawn.
+			if _, err := t.withdraw(m); err != nil {
+				return nil, err
+			}
+			m.reset()
 		case m.State.Building():
 			m.Requeued = true
 		case m.State == Success || m.State == Verifying || m.State == Failed || m.State == Canceled || m.State == Stale || m.State == MemberSkipped:
@@ -114,6 +125,7 @@ func (t *txn) startFull(root string, done *rootSuccess, reason Reason) (*Chain, 
 	}
 	for _, m := range target.Members {
 		m.Upstreams = slices.DeleteFunc(t.g.Upstream(m.Project), func(u string) bool { return target.member(u) == nil })
+		m.Pinned = slices.DeleteFunc(t.g.PinnedUpstream(m.Project), func(u string) bool { return target.member(u) == nil })
 	}
 	target.reshaped()
 	target.touch(t.now)
@@ -137,8 +149,10 @@ func (t *txn) withdraw(m *Member) (bool, error) {
 	if err := t.tx.UpdateAction(t.ctx, a); err != nil {
 		return false, err
 	}
+	if a.Kind != ActionPins {
+		m.Builds-- // the action built nothing
+	}
 	m.State, m.Why, m.ActionID = Waiting, "", ""
-	m.Builds-- // the action built nothing
 	return true, nil
 }
 

@@ -121,7 +121,8 @@ func (m *Member) requeue() {
 	m.Requeued = false
 	m.State, m.Why = Waiting, ""
 	m.ActionID, m.NoCache = "", false
-	m.Verified, m.VerifyDetail = "", ""
+	m.Verified, m.VerifyDetail, m.Images = "", "", nil
+	m.MergeRequest, m.MergeRequestIID, m.MergeSHA = "", 0, ""
 	m.FinishedAt = time.Time{}
 }
 

@@ -16,7 +16,7 @@ import (
 func TestIncrementalSettleMatchesFullSettle(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 2))
 	now := time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
-	states := []MemberState{Waiting, Pending, Triggered, MemberRunning, Success, Failed, Canceled, MemberBlocked, MemberExpired}
+	states := []MemberState{Waiting, Pending, Triggered, MemberRunning, Success, Failed, Canceled, MemberBlocked, MemberSkipped, MemberExpired}
 	for round := range 200 {
 		c := &Chain{ID: 1, Mode: Full, State: Running}
 		n := 2 + r.IntN(30)

@@ -138,7 +138,7 @@ func (t *txn) checkHanded() error {
 	for _, h := range t.handed {
 		var chainID int64
 		for _, c := range t.chains {
-			if m := c.byAction(h.a.ID); c.State.Active() && m != nil && m.State == Pending {
+			if m := c.byAction(h.a.ID); c.State.Active() && m != nil && waitsForAction(m.State) {
 				chainID = c.ID
 				break
 			}
@@ -289,8 +289,20 @@ func (t *txn) settle(c *Chain) error {
 	}
 }
 
-// enqueue writes the action that builds m and reports whether it could.
+// enqueue writes the action m needs now that it is ready and reports
+// whether it could: the merge request moving its pins when it pins an
+// upstream that changed (enqueuePins), else its build. false means the
+// member ended instead (failed or skipped): its chain settles again.
 func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
+	if handled, done, err := t.enqueuePins(c, m); handled || err != nil {
+		return done, err
+	}
+	return t.enqueuePipeline(c, m)
+}
+
+// enqueuePipeline writes the action that builds m and reports whether it
+// could.
+func (t *txn) enqueuePipeline(c *Chain, m *Member) (bool, error) {
 	p, ref, ok, err := t.node(m.Project)
 	if err != nil {
 		return false, err
@@ -310,23 +322,9 @@ func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
 		Upstreams: slices.Clone(ups), NoCache: m.NoCache, State: ActionPending, NextAttemptAt: t.now, CreatedAt: t.now,
 		Ident: p.Ident,
 	}
-	// Claimed here, as claim would, when this engine's outbox runs and
-	// has a sender free: the create is sent as soon as this transaction
-	// commits, without a claim of its own or a wake-up of the outbox.
-	handed := t.out != nil && t.out.reserve()
-	if handed {
-		a.Attempts, a.LeaseUntil, a.ClaimedBy, a.ClaimedAt = 1, t.now.Add(t.e.cfg.Lease), t.e.cfg.Owner, t.now
+	if err := t.addAction(c, &a); err != nil {
+		return false, err
 	}
-	if err := t.tx.AddAction(t.ctx, a); err != nil {
-		if handed {
-			t.out.unreserve()
-		}
-		return false, fmt.Errorf("write action for %s: %w", m.Project, err)
-	}
-	if handed {
-		t.handed = append(t.handed, handedAction{a, c.ID})
-	}
-	t.actions++
 	m.ProjectID, m.ActionID = p.ID, a.ID
 	m.PipelineID, m.PipelineURL, m.TriggeredAt, m.FinishedAt = 0, "", time.Time{}, time.Time{}
 	m.Builds++
@@ -338,6 +336,28 @@ func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
 		t.e.log.Info("build queued", "chain_id", chainID, "project", project, "action_id", actionID)
 	})
 	return true, nil
+}
+
+// addAction writes a new action of chain c to the outbox, claimed here,
+// as claim would, when this engine's outbox runs and has a sender free:
+// it is then sent as soon as this transaction commits, without a claim of
+// its own or a wake-up of the outbox.
+func (t *txn) addAction(c *Chain, a *Action) error {
+	handed := t.out != nil && t.out.reserve()
+	if handed {
+		a.Attempts, a.LeaseUntil, a.ClaimedBy, a.ClaimedAt = 1, t.now.Add(t.e.cfg.Lease), t.e.cfg.Owner, t.now
+	}
+	if err := t.tx.AddAction(t.ctx, *a); err != nil {
+		if handed {
+			t.out.unreserve()
+		}
+		return fmt.Errorf("write action for %s: %w", a.Project, err)
+	}
+	if handed {
+		t.handed = append(t.handed, handedAction{*a, c.ID})
+	}
+	t.actions++
+	return nil
 }
 
 // newChain creates an empty running chain.

@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -71,6 +72,9 @@ type Verification struct {
 	// was built on and what it should have been ("built on ruby
 	// sha256:…, not sha256:… (base annotation)").
 	Detail string
+	// Images are the digests read of the build's images, by image
+	// (host/path:tag): what a downstream's pins of them move to.
+	Images map[string]string
 }
 
 // VerifyTask is a successful build whose images are to be verified. The
@@ -274,19 +278,38 @@ func (t *txn) applyVerification(task VerifyTask, res Verification) error {
 	c.changed(m)
 	c.touch(t.now)
 	m.Verified, m.VerifyDetail = res.State, res.Detail
+	m.Images = res.Images
 	if m.State == Success {
-		return nil // report: shown, never acted on
+		// Report: shown, never acted on; but a member pinning it waits
+		// for its digest (enqueuePins), and looks again.
+		return t.settlePinners(c, m)
 	}
 	switch {
 	case res.State != ImageStale || t.e.cfg.Verify != VerifyEnforce:
 		m.State, m.Why = Success, ""
 	case !m.NoCache:
 		m.State, m.Why, m.NoCache = Pending, "stale: "+res.Detail+"; rebuilding without cache", true
-		if _, err := t.enqueue(c, m); err != nil {
+		if _, err := t.enqueuePipeline(c, m); err != nil {
 			return err
 		}
 	default:
 		m.State, m.Why = Stale, "still stale after a rebuild without cache: "+res.Detail
+	}
+	return t.settle(c)
+}
+
+// settlePinners settles c again for the waiting members that pin u,
+// whose verdict just arrived: their pin moves to its digest.
+func (t *txn) settlePinners(c *Chain, u *Member) error {
+	found := false
+	for _, d := range c.Members {
+		if d.State == Waiting && slices.Contains(d.Pinned, u.Project) {
+			c.changed(d)
+			found = true
+		}
+	}
+	if !found {
+		return nil
 	}
 	return t.settle(c)
 }

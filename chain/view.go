@@ -19,6 +19,10 @@ type ChainView struct {
 	Updated    time.Time    `json:"updated"`
 	Ended      *time.Time   `json:"ended,omitempty"`
 	Members    []MemberView `json:"members"`
+	// Writes are what depsd wrote to GitLab for the chain (commits,
+	// merge requests, notes moving pins), oldest first; only for one
+	// chain (Engine.Chain), not in lists.
+	Writes []Write `json:"writes,omitempty"`
 }
 
 // MemberView is one project of a ChainView.
@@ -32,9 +36,15 @@ type MemberView struct {
 	PipelineID  int64       `json:"pipeline_id,omitempty"`
 	PipelineURL string      `json:"pipeline_url,omitempty"`
 	Upstreams   []string    `json:"upstreams"`
-	Why         string      `json:"why,omitempty"`
-	Requeued    bool        `json:"requeued"`
-	Builds      int         `json:"builds"`
+	// Pinned are the upstreams it pins by digest; MergeRequest the merge
+	// request moving its pins (while waiting-merge, and after), MergeSHA
+	// its merge's commit once merged.
+	Pinned       []string `json:"pinned,omitempty"`
+	MergeRequest string   `json:"merge_request,omitempty"`
+	MergeSHA     string   `json:"merge_sha,omitempty"`
+	Why          string   `json:"why,omitempty"`
+	Requeued     bool     `json:"requeued"`
+	Builds       int      `json:"builds"`
 	// NoCache: the current build was asked without cache (its previous
 	// images were stale); Verified and VerifyDetail are the verdict on
 	// the last build's images.
@@ -58,7 +68,8 @@ func (c *Chain) View() ChainView {
 	for _, m := range c.Members {
 		v.Members = append(v.Members, MemberView{
 			Project: m.Project, State: m.State, PipelineID: m.PipelineID, PipelineURL: m.PipelineURL,
-			Upstreams: nonNil(m.Upstreams), Why: m.Why, Requeued: m.Requeued, Builds: m.Builds,
+			Upstreams: nonNil(m.Upstreams), Pinned: m.Pinned, MergeRequest: m.MergeRequest, MergeSHA: m.MergeSHA,
+			Why: m.Why, Requeued: m.Requeued, Builds: m.Builds,
 			NoCache: m.NoCache, Verified: m.Verified, VerifyDetail: m.VerifyDetail,
 			TriggeredAt: timePtr(m.TriggeredAt), FinishedAt: timePtr(m.FinishedAt),
 		})
@@ -105,7 +116,8 @@ func (e *Engine) Chain(ctx context.Context, id int64) (ChainView, error) {
 			return err
 		}
 		out = c.View()
-		return nil
+		out.Writes, err = tx.Writes(ctx, id)
+		return err
 	})
 	if err != nil {
 		return ChainView{}, fmt.Errorf("chain %d: %w", id, err)
@@ -120,10 +132,12 @@ type Stats struct {
 	// is when the one among them that has not moved for the longest last
 	// changed (zero when none is blocked): how long it has waited for
 	// someone to act.
-	BlockedChains   int       `json:"blocked_chains"`
-	BlockedSince    time.Time `json:"blocked_since,omitzero"`
-	PendingActions  int       `json:"pending_actions"`
-	UnprocessedEvts int       `json:"unprocessed_events"`
+	BlockedChains int `json:"blocked_chains"`
+	// Members counts the active chains' members by state.
+	Members         map[MemberState]int `json:"members,omitempty"`
+	BlockedSince    time.Time           `json:"blocked_since,omitzero"`
+	PendingActions  int                 `json:"pending_actions"`
+	UnprocessedEvts int                 `json:"unprocessed_events"`
 	// VerifyQueued counts the successful builds whose images wait to be
 	// verified.
 	VerifyQueued int `json:"verify_queued"`
@@ -140,6 +154,12 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 		}
 		s.ActiveChains = len(cs)
 		for _, c := range cs {
+			for _, m := range c.Members {
+				if s.Members == nil {
+					s.Members = map[MemberState]int{}
+				}
+				s.Members[m.State]++
+			}
 			if c.State != Blocked {
 				continue
 			}

@@ -22,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/verify"
@@ -67,6 +68,9 @@ type Config struct {
 	// Refs say which refs of which projects are followed beside the
 	// default branch, and what each publishes (config/refs.go).
 	Refs []Refs `yaml:"refs"`
+	// Pins say what a project that pins a rebuilt upstream by digest gets
+	// (docs/chains.md, "Pinned bases move through a merge request").
+	Pins Pins `yaml:"pins"`
 	// UI is who may use the dashboard and the API, and how they sign in
 	// (docs/dashboard.md).
 	UI UI `yaml:"ui"`
@@ -108,6 +112,53 @@ type Images struct {
 	// GitLab's host (not even 127.0.0.1 or localhost). They are read
 	// like external_registries.
 	InsecureRegistries []string `yaml:"insecure_registries"`
+}
+
+// Pins say what a project that pins a rebuilt upstream by digest gets.
+type Pins struct {
+	// Mode is merge-request (default: a merge request moving the pins,
+	// merged by someone), auto-merge (the same, set to merge when its
+	// pipeline succeeds, where the project allows it) or ignore (no merge
+	// request; the project is skipped in the chain).
+	Mode string `yaml:"mode"`
+	// Timeout is how long a pin merge request may stay unmerged before
+	// the project is skipped in its chain. Default 168h (7 days).
+	Timeout time.Duration `yaml:"timeout"`
+	// Projects replace Mode for the projects they match (the first that
+	// matches).
+	Projects []PinsOverride `yaml:"projects"`
+}
+
+// PinsOverride is the pins mode of some projects.
+type PinsOverride struct {
+	// Match is a project path, or a glob of paths (* within a segment).
+	Match string `yaml:"match"`
+	Mode  string `yaml:"mode"`
+}
+
+// problems checks the pins section.
+func (p Pins) problems() Problems {
+	var errs Problems
+	var modes []string
+	for _, m := range chain.PinModes() {
+		modes = append(modes, string(m))
+	}
+	want := strings.Join(modes[:len(modes)-1], ", ") + " or " + modes[len(modes)-1]
+	if !slices.Contains(modes, p.Mode) {
+		errs = append(errs, fmt.Errorf("pins.mode %q: want %s", p.Mode, want))
+	}
+	if p.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("pins.timeout %s: want a positive duration such as 168h", p.Timeout))
+	}
+	for j, o := range p.Projects {
+		if _, err := path.Match(o.Match, ""); err != nil || o.Match == "" {
+			errs = append(errs, fmt.Errorf("pins.projects[%d].match %q: want a project path or a glob such as group/*", j, o.Match))
+		}
+		if !slices.Contains(modes, o.Mode) {
+			errs = append(errs, fmt.Errorf("pins.projects[%d].mode %q: want %s", j, o.Mode, want))
+		}
+	}
+	return errs
 }
 
 // UI is the dashboard's and the API's sign-in.
@@ -315,6 +366,7 @@ func Defaults() Config {
 		Mode:            ModeFull,
 		Hooks:           Hooks{Mode: HooksProject, Signing: webhook.SigningAuto, SecretMode: webhook.SecretPerProject},
 		Images:          Images{Verify: VerifyEnforce, Timeout: verify.DefaultTimeout},
+		Pins:            Pins{Mode: string(chain.PinMergeRequest), Timeout: 7 * 24 * time.Hour},
 		UI:              UI{SessionLifetime: 12 * time.Hour, VisibilityTTL: 5 * time.Minute},
 		Metrics:         Metrics{ProjectLabels: "off"},
 	}
@@ -647,6 +699,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.checkSigningTokens()...)
 	errs = append(errs, c.Images.problems()...)
 	errs = append(errs, c.refsProblems()...)
+	errs = append(errs, c.Pins.problems()...)
 	if c.Hooks.URL != "" {
 		if u, err := url.Parse(c.Hooks.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("hooks.url %q: want the http(s) URL GitLab should post to", c.Hooks.URL))

@@ -25,6 +25,16 @@ func (c Config) ChainMode() chain.Mode {
 	return chain.Full
 }
 
+// PinRules are pins.mode and its per-project overrides in the chain
+// engine's terms.
+func (c Config) PinRules() chain.PinRules {
+	r := chain.PinRules{Default: chain.PinMode(c.Pins.Mode)}
+	for _, o := range c.Pins.Projects {
+		r.Overrides = append(r.Overrides, chain.PinOverride{Match: o.Match, Mode: chain.PinMode(o.Mode)})
+	}
+	return r
+}
+
 // GitLabScope is the configured scope in the gitlab package's terms.
 func (c Config) GitLabScope() gitlab.Scope {
 	return gitlab.Scope{Instance: c.Scope.Instance, Groups: c.Scope.Groups, Projects: c.Scope.Projects, Exclude: c.Scope.Exclude}

@@ -14,6 +14,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -196,6 +198,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		// urgent, and its limits keep the rest of the traffic safe.
 		SendConcurrency: cfg.GitLab.Concurrency,
 		Verifier:        iv, Verify: chain.VerifyMode(cfg.Images.Verify), VerifyTimeout: verifyTimeout(cfg.Images.Timeout),
+		Pins: cfg.PinRules(), PinTimeout: cfg.Pins.Timeout, PinInterval: opts.ReconcileInterval,
+		DepsOptions: cfg.Analysis(), ChainURL: chainURL(cfg.Hooks.URL, opts.UIListen),
 		// Every replica writes what a chain's commit status should show;
 		// the leader sends them (lead).
 		Statuses: cfg.ChainStatuses(d.gitlab),
@@ -264,6 +268,17 @@ func (d *Daemon) newServer(h http.Handler) *http.Server {
 
 // Engine is the daemon's chain engine (the demo reads chains through it).
 func (d *Daemon) Engine() *chain.Engine { return d.engine }
+
+// chainURL links a chain's page for the pin merge requests' descriptions:
+// at hooks.url's site when the dashboard is served there too (no
+// --ui-listen of its own, whose public address depsd does not know).
+func chainURL(hooksURL, uiListen string) func(int64) string {
+	base, ok := strings.CutSuffix(hooksURL, "/hooks/gitlab")
+	if hooksURL == "" || !ok || uiListen != "" {
+		return nil
+	}
+	return func(id int64) string { return base + "/chains/" + strconv.FormatInt(id, 10) }
+}
 
 // Run serves until ctx ends, then drains. The store is closed when it
 // returns.

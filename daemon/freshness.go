@@ -101,7 +101,7 @@ func Freshness(ctx context.Context, src FreshnessSources, q FreshnessQuery) (Fre
 	if err != nil {
 		return FreshnessReport{}, err
 	}
-	if slices.ContainsFunc(page.Rows, func(r verify.Row) bool { return r.State == verify.StateStale }) {
+	if slices.ContainsFunc(page.Rows, func(r verify.Row) bool { return r.State == verify.StateStale || r.State == verify.StatePinned }) {
 		fix, err := fixSources(ctx, src)
 		if err != nil {
 			return FreshnessReport{}, err
@@ -137,6 +137,12 @@ func fixSources(ctx context.Context, src FreshnessSources) (verify.FixSources, e
 			for _, m := range c.Members {
 				if m.State.Unfinished() {
 					r.Unfinished = append(r.Unfinished, m.Project)
+				}
+				if m.State == chain.WaitingMerge && m.MergeRequest != "" {
+					if r.MergeRequests == nil {
+						r.MergeRequests = map[string]string{}
+					}
+					r.MergeRequests[m.Project] = m.MergeRequest
 				}
 			}
 			fix.Chains = append(fix.Chains, r)

@@ -45,6 +45,8 @@ func (d *Daemon) lead(ctx context.Context) error {
 	// their owner's liveness lease runs out (chain/statussend.go).
 	g.Go(func() error { return d.engine.RunStatuses(gctx) })
 	g.Go(func() error { d.watchVerifyQueue(gctx); return nil })
+	// The pin merge requests of waiting members: merged, closed, timed out.
+	g.Go(func() error { return d.engine.RunPins(gctx) })
 	g.Go(func() error { return d.rescanWhenAsked(gctx) })
 	g.Go(func() error {
 		return d.every(gctx, jobReconcile, d.opts.ReconcileInterval, func(ctx context.Context) error {

@@ -36,6 +36,7 @@ type metrics struct {
 	// What the alerts in packaging/prometheus/depsd-alerts.yml watch,
 	// refreshed by exportState (and jobRuns by every).
 	chains         *prometheus.GaugeVec   // active chains by state
+	members        *prometheus.GaugeVec   // the active chains' members by state
 	blockedLongest prometheus.Gauge       // seconds the longest-blocked chain has not moved
 	storeUp        prometheus.Gauge       // 1 when the store answered the last look
 	replicas       prometheus.Gauge       // processes with a current liveness lease
@@ -109,6 +110,9 @@ func newMetrics(projectLabels bool) *metrics {
 		chains: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "depsd_chains", Help: "Active chains, by state (running, blocked).",
 		}, []string{"state"}),
+		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "depsd_chain_members", Help: "Members of the active chains, by state (every member state, waiting-merge and skipped included).",
+		}, []string{"state"}),
 		blockedLongest: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "depsd_chain_blocked_longest_seconds",
 			Help: "How long the blocked chain that has waited longest has not moved (0: none blocked).",
@@ -170,7 +174,7 @@ func newMetrics(projectLabels bool) *metrics {
 	buildInfo.Set(1)
 	m.registry.MustRegister(buildInfo, m.fires, m.verifications, m.imagesByState, m.imageStale, m.staleSeconds, m.events, m.applied, m.triggers, m.statuses, m.apiErrors, m.chainDuration, m.queueDepth,
 		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
-		m.chains, m.blockedLongest, m.storeUp, m.replicas, m.webhooks, m.jobRuns,
+		m.chains, m.members, m.blockedLongest, m.storeUp, m.replicas, m.webhooks, m.jobRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -222,6 +226,9 @@ func (m *metrics) observeState(now time.Time, s chain.Stats, ok bool, replicas i
 	m.queueDepth.WithLabelValues("verify").Set(float64(s.VerifyQueued))
 	m.chains.WithLabelValues(string(chain.Running)).Set(float64(s.ActiveChains - s.BlockedChains))
 	m.chains.WithLabelValues(string(chain.Blocked)).Set(float64(s.BlockedChains))
+	for _, st := range chain.MemberStates() {
+		m.members.WithLabelValues(string(st)).Set(float64(s.Members[st]))
+	}
 	longest := 0.0
 	if !s.BlockedSince.IsZero() {
 		longest = max(0, now.Sub(s.BlockedSince).Seconds())

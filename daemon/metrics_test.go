@@ -183,3 +183,22 @@ func TestStoreDownIsExported(t *testing.T) {
 		t.Errorf("depsd_store_up = %v with the store closed, want 0", up)
 	}
 }
+
+// TestMemberStatesAreExported: depsd_chain_members has a series for every
+// member state (chain.MemberStates), zero included, with the active
+// chains' members counted by state: a member waiting for its pin merge
+// request shows up as waiting-merge.
+func TestMemberStatesAreExported(t *testing.T) {
+	m := newMetrics(false)
+	m.observeState(time.Now(), chain.Stats{ActiveChains: 1, Members: map[chain.MemberState]int{chain.WaitingMerge: 2, chain.Success: 3}},
+		true, 1, dashboard.HookStatus{}, false)
+	for _, s := range chain.MemberStates() {
+		want := map[chain.MemberState]float64{chain.WaitingMerge: 2, chain.Success: 3}[s]
+		if got := testutil.ToFloat64(m.members.WithLabelValues(string(s))); got != want {
+			t.Errorf("depsd_chain_members{state=%q} = %v, want %v", s, got, want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.members); n != len(chain.MemberStates()) {
+		t.Errorf("%d series of depsd_chain_members, want one per member state (%d)", n, len(chain.MemberStates()))
+	}
+}

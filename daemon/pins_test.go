@@ -19,7 +19,8 @@ import (
 // must be judged against ruby's current published image, never against
 // the digest its Containerfile names: it is pinned (built on the pin, not
 // on ruby's current image), not fresh, and not stale either (no rebuild
-// without cache, nothing blocked below it).
+// without cache). The chain does not rebuild app: it waits for the merge
+// request moving the pin, which the freshness row names.
 func TestPinnedUpstreamIsNeverJudgedFresh(t *testing.T) {
 	host := registrytest.Start(t)
 	ruby := host + "/g/ruby:latest"
@@ -44,11 +45,45 @@ func TestPinnedUpstreamIsNeverJudgedFresh(t *testing.T) {
 				id, err = d.Engine().Rebuild(ctx, "g/ruby", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"})
 				return err == nil
 			})
+			// app pins ruby: once ruby's new image is verified, app gets
+			// a merge request moving its pin, not a rebuild.
 			var v chain.ChainView
-			eventually(t, "the chain to end", func() bool {
+			eventually(t, "app to wait for its pin merge request", func() bool {
 				v, err = d.Engine().Chain(ctx, id)
-				return err == nil && v.State != chain.Running
+				ok := err == nil && memberOf(v, "g/app").State == chain.WaitingMerge && memberOf(v, "g/app").MergeRequest != ""
+				if !ok && memberOf(v, "g/app").State == chain.MemberSkipped {
+					t.Fatalf("app skipped: %+v", memberOf(v, "g/app"))
+				}
+				return ok
 			})
+			// Someone builds app's main as it is, on the pin: its success
+			// is verified (for the record) and changes nothing of the chain.
+			plID, err := srv.RunPipeline("g/app", "", "push")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pl gitlabtest.Pipeline
+			eventually(t, "app's pipeline to succeed", func() bool {
+				for _, p := range srv.Pipelines("g/app") {
+					if p.ID == plID {
+						pl = p
+					}
+				}
+				return pl.Status == "success"
+			})
+			info, _ := srv.Project("g/app")
+			outcome, err := d.Engine().ApplyPipelineEvent(ctx, chain.PipelineEvent{ProjectID: info.ID, Project: "g/app", PipelineID: pl.ID,
+				Status: "success", Ref: pl.Ref, SHA: pl.SHA, Source: pl.Source})
+			if err != nil || !strings.HasPrefix(outcome, "held") {
+				t.Fatalf("app's own success: %q, %v; want held while its pin merge request is open", outcome, err)
+			}
+			eventually(t, "app's image to be verified", func() bool {
+				records, err := d.store.Verifications(ctx, "g/app")
+				return err == nil && len(records) == 1
+			})
+			if v, err = d.Engine().Chain(ctx, id); err != nil {
+				t.Fatal(err)
+			}
 			current := ""
 			for _, p := range srv.PublishedImages() {
 				if p.Project == "g/ruby" {
@@ -69,13 +104,11 @@ func TestPinnedUpstreamIsNeverJudgedFresh(t *testing.T) {
 			if up := res.Upstreams[0]; up.Upstream != ruby || up.Current != current || up.BuiltOn != old || up.Pin != old {
 				t.Errorf("g/app's verdict %+v: want judged against %s (current %s), built on the pin %s", up, ruby, current, old)
 			}
-			for _, m := range v.Members {
-				if m.Project == "g/app" && (m.Verified != chain.ImagePinned || m.NoCache || m.Builds != 1) {
-					t.Errorf("g/app member %+v: want pinned after one build, never rebuilt without cache", m)
-				}
+			if m := memberOf(v, "g/app"); m.State != chain.WaitingMerge || m.NoCache || m.Builds != 0 {
+				t.Errorf("g/app member %+v: want waiting for its merge request, never rebuilt (with or without cache)", m)
 			}
-			if v.State != chain.Finished {
-				t.Errorf("chain %s: a pinned member blocks nothing, want finished; members %+v", v.State, v.Members)
+			if v.State != chain.Running {
+				t.Errorf("chain %s: it waits for app's merge request; members %+v", v.State, v.Members)
 			}
 			rep, err := d.freshness(ctx, FreshnessQuery{Projects: []string{"g/app"}})
 			if err != nil || len(rep.Images) != 1 || rep.Images[0].State != verify.StatePinned {
@@ -84,6 +117,19 @@ func TestPinnedUpstreamIsNeverJudgedFresh(t *testing.T) {
 			if got := fmt.Sprint(rep.Images[0].Upstreams); !strings.Contains(got, old) {
 				t.Errorf("freshness row's upstreams %s do not name the pin %s", got, old)
 			}
+			if f := rep.Images[0].Fix; f == nil || f.Kind != verify.FixMergeRequest || f.URL != memberOf(v, "g/app").MergeRequest {
+				t.Errorf("freshness row's fix %+v: want the merge request moving the pin", f)
+			}
 		})
 	}
+}
+
+// memberOf returns project's member of v.
+func memberOf(v chain.ChainView, project string) chain.MemberView {
+	for _, m := range v.Members {
+		if m.Project == project {
+			return m
+		}
+	}
+	return chain.MemberView{}
 }

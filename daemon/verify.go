@@ -106,7 +106,18 @@ func (iv *imageVerifier) Verify(ctx context.Context, req chain.VerifyRequest) ch
 		}
 	}
 	iv.seenPublications(ctx, req, results, at)
-	return summary(results)
+	v := summary(results)
+	// What a downstream's pins of these images move to.
+	for _, r := range results {
+		if r.Digest == "" {
+			continue
+		}
+		if v.Images == nil {
+			v.Images = map[string]string{}
+		}
+		v.Images[r.Image] = r.Digest
+	}
+	return v
 }
 
 // seenPublications records which tags downstreams name, of the project's

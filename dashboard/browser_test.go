@@ -154,6 +154,11 @@ func serveWith(t testing.TB, srv *gitlabtest.Server, projects []gitlabtest.Proje
 		host, _, _ := strings.Cut(w.Image, "/")
 		cfg.Images.InsecureRegistries = append(cfg.Images.InsecureRegistries, host)
 	}
+	// A fake whose images are pushed to a real registry on 127.0.0.1:
+	// listed too, and its images verified.
+	if h := srv.RegistryHost(); h != gitlabtest.DefaultRegistryHost {
+		cfg.Images.InsecureRegistries = append(cfg.Images.InsecureRegistries, h)
+	}
 	if hooks != nil {
 		cfg.Hooks.URL = hookURL
 	}

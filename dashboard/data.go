@@ -78,7 +78,7 @@ type stateCount struct {
 // memberOrder is the order states are counted in, most urgent first.
 func memberOrder() []chain.MemberState {
 	return []chain.MemberState{
-		chain.MemberRunning, chain.Verifying, chain.Triggered, chain.Pending, chain.Waiting,
+		chain.MemberRunning, chain.Verifying, chain.Triggered, chain.Pending, chain.WaitingMerge, chain.Waiting,
 		chain.Failed, chain.Canceled, chain.Stale, chain.MemberBlocked, chain.MemberExpired, chain.MemberSkipped, chain.Success,
 	}
 }
@@ -231,6 +231,12 @@ func viewFiles(p scan.Project) []fileView {
 func describeDep(dep deps.Dependency) string {
 	kind := map[deps.Kind]string{deps.KindFrom: "FROM", deps.KindCopyFrom: "COPY --from", deps.KindMountFrom: "RUN --mount from", deps.KindGitLabDeps: "declared upstream"}[dep.Kind]
 	switch {
+	case dep.Project != "" && dep.Pinned:
+		s := kind + " project " + dep.Project + ", pinned by digest " + report.ShortDigest(dep.Digest)
+		if dep.Tag != "" {
+			s += " (tag " + dep.Tag + ")"
+		}
+		return s
 	case dep.Project != "":
 		return kind + " project " + dep.Project
 	case dep.Image != "":

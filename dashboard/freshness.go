@@ -200,6 +200,8 @@ func fixURL(f *verify.Fix) string {
 		return projectURL(f.Project) + "#sched-h"
 	case verify.FixWatch:
 		return "/health#watch-h"
+	case verify.FixMergeRequest:
+		return f.URL
 	}
 	return ""
 }

@@ -374,8 +374,10 @@ func (d *Dashboard) graphSVG(w http.ResponseWriter, r *http.Request) {
 // projectView is the project page's data.
 type projectView struct {
 	scan.Project
-	Files      []fileView
-	Upstream   []string
+	Files    []fileView
+	Upstream []string
+	// Pins are the upstreams it pins by digest (report.Project.UpstreamPins).
+	Pins       map[string]report.Pin
 	Downstream []string
 	External   []string
 	OnCycle    bool
@@ -418,7 +420,7 @@ func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
 		v.HiddenDownstream = len(full.g.Affected(path)) - len(data.g.Affected(path))
 	}
 	if rp, ok := data.byPath[path]; ok {
-		v.External = rp.External
+		v.External, v.Pins = rp.External, rp.UpstreamPins
 	}
 	for _, c := range data.doc.Cycles {
 		v.OnCycle = v.OnCycle || slices.Contains(c, path)
@@ -633,6 +635,13 @@ func templateFuncs(now func() time.Time) template.FuncMap {
 		"add":     func(a, b int) int { return a + b },
 		"verdict": verdictIcon,
 		"fixURL":  fixURL,
+		// mrRef names a merge request by its URL: "merge request !4".
+		"mrRef": func(url string) string {
+			if i := strings.LastIndexByte(url, '/'); i >= 0 && i < len(url)-1 {
+				return "merge request !" + url[i+1:]
+			}
+			return "merge request"
+		},
 		"digest": func(s string) string {
 			if len(s) > len("sha256:")+12 {
 				return s[:len("sha256:")+12]
@@ -668,6 +677,8 @@ func stateIcon(state any) string {
 		return "▷"
 	case "waiting":
 		return "◷"
+	case "waiting-merge":
+		return "⇄"
 	case "blocked":
 		return "⊘"
 	case "canceled":

@@ -528,7 +528,7 @@ func (a *analysis) image(kind Kind, ref, expanded string, line int) {
 	}
 	a.out.Dependencies = append(a.out.Dependencies, Dependency{
 		Kind: kind, Line: line, Ref: ref,
-		Image: img.Image, Repository: img.Repository, Tag: img.Tag, Digest: img.Digest,
+		Image: img.Image, Repository: img.Repository, Tag: img.Tag, Digest: img.Digest, Pinned: img.Digest != "",
 	})
 }
 

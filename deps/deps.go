@@ -29,6 +29,12 @@ type Dependency struct {
 	Repository string `json:"repository,omitempty"`
 	Tag        string `json:"tag,omitempty"`
 	Digest     string `json:"digest,omitempty"`
+	// Pinned: the reference pins its image by digest (Digest), written
+	// in the reference (ruby:3@sha256:…, or ruby@sha256:… without a tag)
+	// or in the default of an ARG it uses. Tag is then the tag the pin
+	// came from, when it has one. A change of a pinned upstream reaches
+	// the project through a merge request moving the pin (MovePins).
+	Pinned bool `json:"pinned,omitempty"`
 	// Project is the path of the GitLab project the dependency names, when
 	// known: mapped from Repository, or written directly in .gitlab-deps.
 	Project string `json:"project,omitempty"`

@@ -116,3 +116,45 @@ func FuzzRegistryMap(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMovePins: moving the pins of any file either is refused or changes
+// nothing but digests, in place: every byte outside a replaced digest is
+// the file's own, and every pin of the moved repository is on the new
+// digest.
+func FuzzMovePins(f *testing.F) {
+	f.Add([]byte("FROM registry.example.com/acme/ruby:3@" + oldRuby + "\n"))
+	f.Add([]byte("ARG RUBY=registry.example.com/acme/ruby@" + oldRuby + "\r\n# " + oldRuby + "\r\nFROM ${RUBY}\r\n"))
+	f.Add([]byte("ARG D=" + oldRuby + "\nFROM registry.example.com/acme/ruby@${D}\nFROM mirror.example.com/acme/ruby@" + oldRuby + "\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		got, moved, err := MovePins("Containerfile", src, []PinMove{{Repository: ruby, To: newRuby}}, Options{})
+		if err != nil {
+			return
+		}
+		if len(moved) == 0 && string(got) != string(src) {
+			t.Fatalf("nothing moved, yet the file changed:\n%q\n%q", src, got)
+		}
+		// Same length digests: the files align byte for byte, and each
+		// difference lies inside a new digest.
+		if len(got) != len(src) {
+			t.Fatalf("length %d, then %d", len(src), len(got))
+		}
+		for i := 0; i < len(src); i++ {
+			if src[i] == got[i] {
+				continue
+			}
+			j := strings.LastIndex(string(got[:i+1]), newRuby[:7])
+			if j < 0 || j+len(newRuby) <= i || string(got[j:j+len(newRuby)]) != newRuby {
+				t.Fatalf("byte %d changed outside a new digest:\n%q\n%q", i, src, got)
+			}
+		}
+		a, err := AnalyzeContainerfile("Containerfile", got, Options{})
+		if err != nil {
+			t.Fatalf("the result does not parse: %v", err)
+		}
+		for _, d := range a.Dependencies {
+			if d.Repository == ruby && d.Pinned && d.Digest != newRuby {
+				t.Fatalf("pin of %s left at %s", ruby, d.Digest)
+			}
+		}
+	})
+}

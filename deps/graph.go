@@ -24,6 +24,9 @@ type Graph struct {
 	down  [][]int32        // id → direct downstreams, in insertion order
 	up    [][]int32        // id → direct upstreams, in insertion order
 	edges int
+	// pinned are the edges some dependency declaring them pins by digest
+	// (Dependency.Pinned), keyed up<<32 | down.
+	pinned map[int64]bool
 
 	// order ranks ids by path. Sorting results by path is most of the cost
 	// of a query, and comparing int32 ranks is several times cheaper than
@@ -111,6 +114,41 @@ func (g *Graph) AddEdge(upstream, downstream string) {
 	g.down[u] = append(g.down[u], d)
 	g.up[d] = append(g.up[d], u)
 	g.edges++
+}
+
+// AddPinnedEdge records that downstream depends on upstream through a
+// reference pinned by digest (with or without other, unpinned ones): a
+// change of upstream reaches downstream only once its pin moves. It adds
+// the edge if needed.
+func (g *Graph) AddPinnedEdge(upstream, downstream string) {
+	g.AddEdge(upstream, downstream)
+	if g.pinned == nil {
+		g.pinned = map[int64]bool{}
+	}
+	g.pinned[int64(g.ids[upstream])<<32|int64(g.ids[downstream])] = true
+}
+
+// Pinned reports whether downstream pins upstream by digest
+// (AddPinnedEdge).
+func (g *Graph) Pinned(upstream, downstream string) bool {
+	u, ok := g.ids[upstream]
+	d, ok2 := g.ids[downstream]
+	return ok && ok2 && g.pinned[int64(u)<<32|int64(d)]
+}
+
+// PinnedUpstream returns the upstreams downstream pins by digest, sorted.
+func (g *Graph) PinnedUpstream(downstream string) []string {
+	d, ok := g.ids[downstream]
+	if !ok || len(g.pinned) == 0 {
+		return nil
+	}
+	var ids []int32
+	for _, u := range g.up[d] {
+		if g.pinned[int64(u)<<32|int64(d)] {
+			ids = append(ids, u)
+		}
+	}
+	return g.names(ids)
 }
 
 // Has reports whether path is a project of the graph.

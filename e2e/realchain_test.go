@@ -174,6 +174,112 @@ func TestRealChain(t *testing.T) {
 
 	t.Run("stale rebuilt without cache", rc.staleRebuiltWithoutCache)
 	t.Run("a validation build on a candidate", rc.validationOnACandidate(left1))
+	t.Run("pinned app moves through its merge request", rc.pinnedThroughMergeRequest)
+}
+
+// pinnedThroughMergeRequest: app's Containerfile pins ruby's current image
+// by digest (an ARG default), then ruby changes. depsd does not rebuild
+// app: it opens a merge request moving the pin to ruby's new, verified
+// digest, and nothing else of the file. Merged (by the test, as a reviewer
+// would), the merge's own pipeline, a real job building on the moved pin,
+// is app's build: its image is fresh, and the chain finishes.
+func (rc *realChain) pinnedThroughMergeRequest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), realTimeout)
+	defer cancel()
+	old := rc.digest(rcRuby)
+	pinned := fmt.Sprintf("# ruby moves in review\nARG RUBY_IMAGE=%s/%s:latest@%s\nFROM ${RUBY_IMAGE}\nRUN echo app > /app\n", rc.reg, rcRuby, old)
+	// The job builds what the file says (no RUBY_IMAGE variable any more).
+	if _, err := rc.srv.SetFile(rcApp, ".gitlab-ci.yml", rcCIYAML(rcImage("DEPSD_BUILDAH_IMAGE", demo.DefaultJobImage))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.srv.SetFile(rcApp, "Containerfile", pinned); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.srv.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rc.w.waitUntil("depsd read app's pin", realTimeout, func() bool {
+		var doc struct {
+			Projects []struct {
+				Path         string                    `json:"path"`
+				UpstreamPins map[string]map[string]any `json:"upstream_pins"`
+			} `json:"projects"`
+		}
+		resp, err := rc.w.client.Get(rc.w.url + "/api/v1/graph")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if json.NewDecoder(resp.Body).Decode(&doc) != nil {
+			return false
+		}
+		for _, p := range doc.Projects {
+			if p.Path == rcApp {
+				return p.UpstreamPins[rcRuby]["digest"] == old
+			}
+		}
+		return false
+	})
+	apiBefore := len(rc.w.apiPipelines(rcApp))
+	earlier, err := rc.w.chains()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.srv.SetFile(rcRuby, "Containerfile", rcContainerfiles(rc.reg, "")[rcRuby]+"RUN echo pinned-phase > /etc/ruby-pinned\n"); err != nil {
+		t.Fatal(err)
+	}
+	var view chain.ChainView
+	rc.w.waitUntil("app waits for its merge request", realTimeout, func() bool {
+		cs, err := rc.w.chains()
+		if err != nil || len(cs) != len(earlier)+1 {
+			return false
+		}
+		view = cs[0]
+		m, ok := member(view, rcApp)
+		return ok && m.State == chain.WaitingMerge && m.MergeRequest != ""
+	})
+	current := rc.digest(rcRuby)
+	if current == old {
+		t.Fatalf("ruby did not move (%s)", old)
+	}
+	mrs := rc.srv.MergeRequests(rcApp)
+	if len(mrs) != 1 || mrs[0].SourceBranch != "depsd/pins" {
+		t.Fatalf("merge requests of app: %+v", mrs)
+	}
+	if got, want := rc.srv.Files(rcApp, "depsd/pins")["Containerfile"], strings.Replace(pinned, old, current, 1); got != want {
+		t.Errorf("app's Containerfile on depsd/pins:\n%q\nwant only the pin moved to %s:\n%q", got, current, want)
+	}
+	if err := rc.srv.MergeMR(rcApp, mrs[0].IID); err != nil {
+		t.Fatal(err)
+	}
+	merged := rc.srv.MergeRequests(rcApp)[0]
+	rc.w.waitUntil("the chain through app's merge finished", realTimeout, func() bool {
+		cs, err := rc.w.chains()
+		if err != nil || len(cs) != len(earlier)+1 {
+			return false
+		}
+		view = cs[0]
+		return view.State == chain.Finished
+	})
+	if err := rc.srv.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := member(view, rcApp)
+	var merge gitlabtest.Pipeline
+	for _, p := range rc.srv.Pipelines(rcApp) {
+		if p.Ref == "main" && p.SHA == merged.MergeCommitSHA {
+			merge = p
+		}
+	}
+	if m.State != chain.Success || m.Builds != 1 || merge.ID == 0 || m.PipelineID != merge.ID || m.Verified != chain.ImageFresh {
+		t.Errorf("app = %+v: want built once, by the merge's pipeline %d (%s), its image fresh\n%s", m, merge.ID, merge.Status, rc.jobLog(merge.ID))
+	}
+	if n := len(rc.w.apiPipelines(rcApp)) - apiBefore; n != 0 {
+		t.Errorf("depsd created %d pipelines of app: a pinned member gets a merge request", n)
+	}
+	if res := rc.verify(rcApp, old); res.State != verify.StateFresh {
+		t.Errorf("app after its merge: %s (%s), want fresh on ruby's current image", res.State, res.Detail)
+	}
 }
 
 // staleRebuiltWithoutCache: app's job uses the base image in its build

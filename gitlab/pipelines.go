@@ -122,6 +122,7 @@ func (c *Client) GetPipeline(ctx context.Context, projectID, pipelineID int64) (
 // PipelineFilter selects pipelines for ListPipelines.
 type PipelineFilter struct {
 	Ref string // branch or tag; empty: any
+	SHA string // the commit; empty: any
 	// Source filters by source; empty means "api", the pipelines depsd
 	// creates. Use "any" for no filter.
 	Source string
@@ -155,6 +156,9 @@ func (c *Client) ListPipelines(ctx context.Context, projectID int64, f PipelineF
 	}
 	if f.Ref != "" {
 		opt.Ref = gl.Ptr(f.Ref)
+	}
+	if f.SHA != "" {
+		opt.SHA = gl.Ptr(f.SHA)
 	}
 	switch f.Source {
 	case "":

@@ -39,6 +39,9 @@ type Edge struct {
 	From, To int // indexes into Nodes
 	External bool
 	Cycle    bool // both ends in one cycle: the edge is never followed
+	// Pinned: To pins From by digest; a change of From reaches To
+	// through a merge request moving the pin.
+	Pinned bool
 }
 
 // LayoutOptions tune Layout.
@@ -77,10 +80,16 @@ func Layout(doc Graph, opts LayoutOptions) Picture {
 		add(Node{Name: p.Path, Label: p.Label, Focus: p.Path == opts.Focus, Note: opts.Notes[p.Path]})
 	}
 	pic.Projects = len(pic.Nodes)
+	pinned := map[[2]string]bool{}
+	for _, p := range doc.Projects {
+		for u := range p.UpstreamPins {
+			pinned[[2]string{u, p.Path}] = true
+		}
+	}
 	for _, p := range doc.Projects {
 		for _, d := range p.Downstream {
 			if j, ok := index[d]; ok {
-				pic.Edges = append(pic.Edges, Edge{From: index[p.Path], To: j})
+				pic.Edges = append(pic.Edges, Edge{From: index[p.Path], To: j, Pinned: pinned[[2]string{p.Path, d}]})
 			}
 		}
 	}

@@ -51,8 +51,28 @@ type Project struct {
 	// UpstreamSeenIn is, for an upstream mapped by what depsd saw, the
 	// pipeline seen pushing the reference.
 	UpstreamSeenIn map[string]int64 `json:"upstream_seen_in,omitempty"`
-	External       []string         `json:"external"`
-	Warnings       []deps.Warning   `json:"warnings"`
+	// UpstreamPins are the upstreams the node pins by digest
+	// (deps.Dependency.Pinned): a change of one reaches the node through
+	// a merge request that moves the pin (docs/chains.md).
+	UpstreamPins map[string]Pin `json:"upstream_pins,omitempty"`
+	External     []string       `json:"external"`
+	Warnings     []deps.Warning `json:"warnings"`
+}
+
+// Pin is the digest a node pins an upstream to, and the tag the pin
+// came from (empty for a digest alone).
+type Pin struct {
+	Digest string `json:"digest"`
+	Tag    string `json:"tag,omitempty"`
+}
+
+// ShortDigest is a digest as views print it: the algorithm and 12 hex
+// digits.
+func ShortDigest(d string) string {
+	if alg, hex, ok := strings.Cut(d, ":"); ok && len(hex) > 12 {
+		return alg + ":" + hex[:12]
+	}
+	return d
 }
 
 // Build assembles the document from the stored projects and their graph:
@@ -67,9 +87,16 @@ func Build(projects []scan.Project, g *deps.Graph) Graph {
 		ext := map[string]bool{}
 		via := map[string]deps.EdgeSource{}
 		var seenIn map[string]int64
+		var pins map[string]Pin
 		for _, d := range ds {
 			if d.Project == "" && d.Image != "" {
 				ext[d.Image] = true
+			}
+			if up := d.UpstreamNode(); up != "" && d.Pinned && g.Pinned(up, key) {
+				if pins == nil {
+					pins = map[string]Pin{}
+				}
+				pins[up] = Pin{Digest: d.Digest, Tag: d.Tag}
 			}
 			if up := d.UpstreamNode(); up != "" && d.Via != "" && g.Has(up) {
 				via[up] = d.Via
@@ -90,7 +117,7 @@ func Build(projects []scan.Project, g *deps.Graph) Graph {
 		p := Project{
 			Path: key, Ref: ref, File: file,
 			Upstream: nonNil(g.Upstream(key)), Downstream: nonNil(g.Downstream(key)),
-			UpstreamVia: via, UpstreamSeenIn: seenIn, External: sortedKeys(ext), Warnings: warnings,
+			UpstreamVia: via, UpstreamSeenIn: seenIn, UpstreamPins: pins, External: sortedKeys(ext), Warnings: warnings,
 		}
 		if l := labels[key]; l != key {
 			p.Label = l
@@ -135,6 +162,17 @@ func (doc Graph) names() func(key string) string {
 		}
 		return key
 	}
+}
+
+// pinned reports whether down pins up by digest.
+func (doc Graph) pinned(up, down string) bool {
+	for _, p := range doc.Projects {
+		if p.Path == down {
+			_, ok := p.UpstreamPins[up]
+			return ok
+		}
+	}
+	return false
 }
 
 // Name is how p is shown: its Label, else its key.
@@ -195,6 +233,10 @@ func writeDOT(w io.Writer, doc Graph) error {
 	for _, p := range doc.Projects {
 		fmt.Fprintf(&b, "  %q;\n", p.Name())
 		for _, d := range p.Downstream {
+			if doc.pinned(p.Path, d) {
+				fmt.Fprintf(&b, "  %q -> %q [style=bold, label=\"pinned\"];\n", p.Name(), name(d))
+				continue
+			}
 			fmt.Fprintf(&b, "  %q -> %q;\n", p.Name(), name(d))
 		}
 		for _, e := range p.External {
@@ -235,7 +277,11 @@ func writeMermaid(w io.Writer, doc Graph) error {
 	}
 	for _, p := range doc.Projects {
 		for _, d := range p.Downstream {
-			fmt.Fprintf(&b, "  %s --> %s\n", id(p.Name(), false), id(name(d), false))
+			arrow := "-->"
+			if doc.pinned(p.Path, d) {
+				arrow = "==>|pinned|"
+			}
+			fmt.Fprintf(&b, "  %s %s %s\n", id(p.Name(), false), arrow, id(name(d), false))
 		}
 		for _, e := range p.External {
 			fmt.Fprintf(&b, "  %s -.-> %s\n", id(e, true), id(p.Name(), false))
@@ -257,6 +303,13 @@ func upstreams(p Project, name func(string) string) string {
 			s += fmt.Sprintf(" (seen at pipeline %d)", p.UpstreamSeenIn[u])
 		case v == deps.EdgeSeen || v != "" && strings.Contains(s, "@"):
 			s += " (" + string(v) + ")"
+		}
+		if pin, ok := p.UpstreamPins[u]; ok {
+			s += " (pinned " + ShortDigest(pin.Digest)
+			if pin.Tag != "" {
+				s += ", tag " + pin.Tag
+			}
+			s += ")"
 		}
 		out = append(out, s)
 	}

@@ -30,6 +30,7 @@ const svgStyle = `
 .dg-edge{fill:none;stroke:#556;stroke-width:1.1;marker-end:url(#dg-arrow)}
 .dg-edge.dg-external{stroke:#999;stroke-dasharray:4 3}
 .dg-edge.dg-cycle{stroke:#b00;stroke-width:2;stroke-dasharray:6 2}
+.dg-edge.dg-pinned{stroke:#a60;stroke-width:2.4;stroke-dasharray:1 3;stroke-linecap:round}
 .dg-legend{font:12px "DejaVu Sans",sans-serif;fill:#333}
 `
 
@@ -59,9 +60,15 @@ func WriteSVG(w io.Writer, pic Picture, opts SVGOptions) error {
 			class += " dg-cycle"
 		case e.External:
 			class += " dg-external"
+		case e.Pinned:
+			class += " dg-pinned"
+		}
+		note := cycleNote(e)
+		if e.Pinned && !e.Cycle {
+			note = " (pinned by digest: moved by a merge request)"
 		}
 		fmt.Fprintf(bw, `<path class="%s" d="%s"><title>%s → %s%s</title></path>`+"\n",
-			class, edgePath(from, to), esc(from.Name), esc(to.Name), cycleNote(e))
+			class, edgePath(from, to), esc(from.Name), esc(to.Name), note)
 	}
 	bw.WriteString("</g>\n" + `<g class="dg-nodes">` + "\n")
 	for _, nd := range pic.Nodes {
@@ -91,7 +98,7 @@ func WriteSVG(w io.Writer, pic Picture, opts SVGOptions) error {
 		bw.WriteString("</g>\n")
 	}
 	bw.WriteString("</g>\n")
-	fmt.Fprintf(bw, `<text class="dg-legend" x="%d" y="%d">→ built after · dashed grey: external image · ↻ red dashed: on a cycle (never followed) · ★ focus</text>`+"\n",
+	fmt.Fprintf(bw, `<text class="dg-legend" x="%d" y="%d">→ built after · dotted orange: pinned by digest · dashed grey: external image · ↻ red dashed: on a cycle (never followed) · ★ focus</text>`+"\n",
 		margin, pic.Height-10)
 	bw.WriteString("</svg>\n")
 	return bw.Flush()

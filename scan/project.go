@@ -153,7 +153,11 @@ func GraphOf(projects []Project) *deps.Graph {
 	edges := func(node string, ds []deps.Dependency) {
 		for _, d := range ds {
 			if up := d.UpstreamNode(); up != "" && up != node && g.Has(up) {
-				g.AddEdge(up, node)
+				if d.Pinned {
+					g.AddPinnedEdge(up, node)
+				} else {
+					g.AddEdge(up, node)
+				}
 			}
 		}
 	}

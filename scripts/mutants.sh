@@ -1427,6 +1427,53 @@ mutant "a chain's status is posted at every change (not coalesced)" \
 	's.NextSendAt = s.SentAt' \
 	-- go test -count=1 -run 'TestChainStatusIsCoalesced' ./chain/
 
+# Issue 38 (digest pins): the rewrite changes nothing but the pins'
+# digests, and the merge of a pin's merge request is the member's build
+# exactly once.
+mutant "a pin's rewrite also moves a digest written in a comment" \
+	deps/pins.go \
+	'if !code[lineAt(src, start)] {' \
+	'if code == nil {' \
+	-- go test -count=1 -run 'TestMovePins' ./deps/
+
+mutant "a pin's rewrite is not checked by analysing the result" \
+	deps/pins.go \
+	'if after[i] != want {' \
+	'if false && after[i] != want {' \
+	-- go test -count=1 -run 'TestMovePins' ./deps/
+
+mutant "the merge's pipeline counts again once the member moved on" \
+	chain/pins.go \
+	'case m.State == WaitingMerge && m.MergeSHA != "" && ev.SHA == m.MergeSHA:' \
+	'case m.MergeSHA != "" && ev.SHA == m.MergeSHA:' \
+	-- go test -count=1 -run 'TestPinnedMemberGoesOnThroughItsMergeRequest' ./chain/
+
+mutant "a pin commit overwrites a file changed on the target since it was read" \
+	chain/sendpins.go \
+	'Content: string(out), LastCommitID: f.LastCommitSHA}},' \
+	'Content: string(out)}},' \
+	-- go test -count=1 -run 'TestPinsReReadAFileChangedMeanwhile' ./chain/
+
+mutant "a file changed on the target since it was read is not read again" \
+	chain/sendpins.go \
+	'case errors.Is(err, gitlab.ErrConflict) && attempt == 1:' \
+	'case false && errors.Is(err, gitlab.ErrConflict) && attempt == 1:' \
+	-- go test -count=1 -run 'TestPinsReReadAFileChangedMeanwhile' ./chain/
+
+mutant "a resend after a crash commits the pin moves again" \
+	chain/sendpins.go \
+	'err == nil && bytes.Equal(cur.Content, out) {' \
+	'err == nil && false && bytes.Equal(cur.Content, out) {' \
+	-- go test -count=1 -run 'TestPinnedMemberThroughItsMergeRequestAcrossSIGKILL' ./e2e/
+
+mutant "the merge's pipeline is never looked for: only its webhook counts" \
+	chain/pinwatch.go \
+	'		if p == nil {
+			continue // not created yet' \
+	'		if true || p == nil {
+			continue // not created yet' \
+	-- go test -count=1 -run 'TestPinnedMemberGoesOnThroughItsMergeRequest' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -93,11 +93,11 @@ func (s *Store) VerifyProjects(ctx context.Context) ([]verify.Project, error) {
 		}
 		rows.Close()
 
-		rows, err = tx.QueryContext(ctx, `SELECT d.project_id, d.node, d.kind, d.image, d.repository, d.tag, d.upstream, d.upstream_node
+		rows, err = tx.QueryContext(ctx, `SELECT d.project_id, d.node, d.kind, d.image, d.repository, d.tag, d.digest, d.upstream, d.upstream_node
 			FROM dependencies d
 				JOIN projects p ON p.id = d.project_id
 				LEFT JOIN project_refs r ON r.project_id = d.project_id AND r.node = d.node
-			WHERE (d.upstream <> '' AND d.repository <> '' AND d.tag <> '')
+			WHERE (d.upstream <> '' AND d.repository <> '' AND (d.tag <> '' OR d.digest <> ''))
 				OR (COALESCE(r.built, p.built) = '' AND d.kind = $1 AND d.image <> '')
 			ORDER BY d.project_id, d.seq`, string(deps.KindFrom))
 		if err != nil {
@@ -108,9 +108,10 @@ func (s *Store) VerifyProjects(ctx context.Context) ([]verify.Project, error) {
 			var id int64
 			var node string
 			var d deps.Dependency
-			if err := rows.Scan(&id, &node, &d.Kind, &d.Image, &d.Repository, &d.Tag, &d.Project, &d.Node); err != nil {
+			if err := rows.Scan(&id, &node, &d.Kind, &d.Image, &d.Repository, &d.Tag, &d.Digest, &d.Project, &d.Node); err != nil {
 				return err
 			}
+			d.Pinned = d.Digest != ""
 			if i, ok := index[nodeKey{id, node}]; ok {
 				out[i].Dependencies = append(out[i].Dependencies, d)
 			}

@@ -159,6 +159,13 @@ func setOther(v reflect.Value) error {
 	case []string:
 		v.Set(reflect.Append(v, reflect.ValueOf("g/other")))
 		return nil
+	case map[string]string:
+		m := map[string]string{"r/g/other:latest": "sha256:0ther"}
+		for k, x := range v.Interface().(map[string]string) {
+			m[k] = x
+		}
+		v.Set(reflect.ValueOf(m))
+		return nil
 	}
 	switch v.Kind() {
 	case reflect.String:

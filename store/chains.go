@@ -84,6 +84,10 @@ type memberRow struct {
 	pipelineID          any
 	pipelineURL         string
 	triggered, finished any
+	pinned, images      string
+	mergeRequest        string
+	mergeRequestIID     int64
+	mergeSHA            string
 }
 
 func rowOf(m *chain.Member) (memberRow, error) {
@@ -103,6 +107,15 @@ func rowOf(m *chain.Member) (memberRow, error) {
 	if m.PipelineID != 0 {
 		r.pipelineID = m.PipelineID
 	}
+	if len(m.Pinned) > 0 {
+		if r.pinned, err = encodeJSON(m.Pinned); err != nil {
+			return memberRow{}, err
+		}
+	}
+	if r.images, err = encodeImages(m.Images); err != nil {
+		return memberRow{}, err
+	}
+	r.mergeRequest, r.mergeRequestIID, r.mergeSHA = m.MergeRequest, m.MergeRequestIID, m.MergeSHA
 	return r, nil
 }
 
@@ -245,7 +258,8 @@ func (t chainTx) loadReasons(ctx context.Context, byID map[int64]*chain.Chain, i
 
 func (t chainTx) loadMembers(ctx context.Context, byID map[int64]*chain.Chain, in string, ids []any) error {
 	rows, err := t.tx.QueryContext(ctx, `SELECT chain_id, project, project_id, state, upstreams, why, requeued,
-		builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at, no_cache, verified, verify_detail
+		builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at, no_cache, verified, verify_detail,
+		pinned, images, merge_request, merge_request_iid, merge_sha
 		FROM chain_members WHERE chain_id IN `+in+` ORDER BY chain_id, project`, ids...)
 	if err != nil {
 		return fmt.Errorf("read chain members: %w", err)
@@ -256,12 +270,21 @@ func (t chainTx) loadMembers(ctx context.Context, byID map[int64]*chain.Chain, i
 		var m chain.Member
 		var state, ups string
 		var requeued, noCache int
-		var verified string
+		var verified, pinned, images string
 		var pipeline sql.NullInt64
 		var triggered, finished sql.NullString
 		if err := rows.Scan(&id, &m.Project, &m.ProjectID, &state, &ups, &m.Why, &requeued, &m.Builds,
-			&m.ActionID, &pipeline, &m.PipelineURL, &triggered, &finished, &noCache, &verified, &m.VerifyDetail); err != nil {
+			&m.ActionID, &pipeline, &m.PipelineURL, &triggered, &finished, &noCache, &verified, &m.VerifyDetail,
+			&pinned, &images, &m.MergeRequest, &m.MergeRequestIID, &m.MergeSHA); err != nil {
 			return fmt.Errorf("read chain members: %w", err)
+		}
+		if pinned != "" {
+			if err := decodeJSON(pinned, &m.Pinned); err != nil {
+				return fmt.Errorf("chain %d member %s: %w", id, m.Project, err)
+			}
+		}
+		if m.Images, err = decodeImages(images); err != nil {
+			return fmt.Errorf("chain %d member %s: %w", id, m.Project, err)
 		}
 		m.State, m.Requeued, m.PipelineID = chain.MemberState(state), requeued != 0, pipeline.Int64
 		m.NoCache, m.Verified = noCache != 0, chain.ImageState(verified)
@@ -421,11 +444,12 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain, fresh bool) er
 			return err
 		}
 		rows = append(rows, []any{c.ID, m.Project, r.projectID, r.state, r.upstreams, r.why, r.requeued,
-			r.builds, r.actionID, r.pipelineID, r.pipelineURL, r.triggered, r.finished, r.noCache, r.verified, r.verifyDetail})
+			r.builds, r.actionID, r.pipelineID, r.pipelineURL, r.triggered, r.finished, r.noCache, r.verified, r.verifyDetail,
+			r.pinned, r.images, r.mergeRequest, r.mergeRequestIID, r.mergeSHA})
 	}
 	// Several rows per statement (execRows), each text prepared once: by
 	// the statement cache (SQLite) or by pgx per connection.
-	if err := t.tx.execRows(ctx, upsertMemberHead, upsertMemberTail, 16, rows); err != nil {
+	if err := t.tx.execRows(ctx, upsertMemberHead, upsertMemberTail, 21, rows); err != nil {
 		return fmt.Errorf("write chain %d members: %w", c.ID, err)
 	}
 	return nil
@@ -434,7 +458,7 @@ func (t chainTx) saveMembers(ctx context.Context, c *chain.Chain, fresh bool) er
 const (
 	upsertMemberHead = `INSERT INTO chain_members (chain_id, project, project_id, state,
 	upstreams, why, requeued, builds, action_id, pipeline_id, pipeline_url, triggered_at, finished_at,
-	no_cache, verified, verify_detail)
+	no_cache, verified, verify_detail, pinned, images, merge_request, merge_request_iid, merge_sha)
 	VALUES `
 	upsertMemberTail = `
 	ON CONFLICT (chain_id, project) DO UPDATE SET project_id = excluded.project_id, state = excluded.state,
@@ -442,7 +466,9 @@ const (
 		builds = excluded.builds, action_id = excluded.action_id, pipeline_id = excluded.pipeline_id,
 		pipeline_url = excluded.pipeline_url, triggered_at = excluded.triggered_at,
 		finished_at = excluded.finished_at, no_cache = excluded.no_cache, verified = excluded.verified,
-		verify_detail = excluded.verify_detail`
+		verify_detail = excluded.verify_detail, pinned = excluded.pinned, images = excluded.images,
+		merge_request = excluded.merge_request, merge_request_iid = excluded.merge_request_iid,
+		merge_sha = excluded.merge_sha`
 )
 
 // Project returns a stored project's id, default branch and the refs of
@@ -460,15 +486,21 @@ func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool,
 		}
 	}
 	p, found := chain.Project{Path: path}, true
-	var ident string
-	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch, pipeline_ident, visibility FROM projects WHERE path = $1`, path).
-		Scan(&p.ID, &p.DefaultBranch, &ident, &p.Visibility)
+	var ident, file string
+	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch, pipeline_ident, visibility, file FROM projects WHERE path = $1`, path).
+		Scan(&p.ID, &p.DefaultBranch, &ident, &p.Visibility, &file)
 	p.Ident = chain.PipelineIdent(ident)
 	if errIsNotFound(err) {
 		p, found, err = chain.Project{}, false, nil
 	}
 	if found && err == nil {
-		p.Refs, err = projectRefs(ctx, t.tx, p.ID)
+		p.Refs, p.Files, err = projectRefs(ctx, t.tx, p.ID)
+		if file != "" {
+			if p.Files == nil {
+				p.Files = map[string]string{}
+			}
+			p.Files[path] = file
+		}
 	}
 	if err != nil {
 		return chain.Project{}, false, fmt.Errorf("read project %s: %w", path, err)

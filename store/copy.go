@@ -19,6 +19,7 @@ var copiedTables = []string{
 	"upstream_digests", "verifications", "verify_queue", "hook_secrets", "seen_publications",
 	"audit_log",
 	"chain_statuses",
+	"chain_writes",
 }
 
 // ErrTargetNotEmpty: Copy refuses to write into a store that holds state.

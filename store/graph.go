@@ -11,7 +11,8 @@ import (
 
 // Graph builds the dependency graph of the stored projects: every node of
 // every project (its default branch, each followed ref) is a node, and
-// every dependency naming another stored node is an edge. Dependencies
+// every dependency naming another stored node is an edge, pinned when a
+// dependency declaring it pins a digest (deps.Graph.AddPinnedEdge). Dependencies
 // naming a project outside the store (out of scope, removed) add nothing:
 // depsd could never trigger or hear from such a project. Nor does a node
 // naming itself (FROM its own image): it would be a cycle of one, and the
@@ -39,12 +40,14 @@ func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		rows, err = tx.QueryContext(ctx, `SELECT DISTINCT
+		rows, err = tx.QueryContext(ctx, `SELECT
 				CASE WHEN d.upstream_node <> '' THEN d.upstream_node ELSE d.upstream END,
-				CASE WHEN d.node <> '' THEN d.node ELSE p.path END
+				CASE WHEN d.node <> '' THEN d.node ELSE p.path END,
+				MAX(CASE WHEN d.digest <> '' THEN 1 ELSE 0 END)
 			FROM dependencies d
 			JOIN projects p ON p.id = d.project_id
 			WHERE d.upstream <> ''
+			GROUP BY 1, 2
 			ORDER BY 1, 2`)
 		if err != nil {
 			return err
@@ -52,10 +55,15 @@ func (s *Store) Graph(ctx context.Context) (*deps.Graph, error) {
 		defer rows.Close()
 		for rows.Next() {
 			var up, down string
-			if err := rows.Scan(&up, &down); err != nil {
+			var pinned int
+			if err := rows.Scan(&up, &down, &pinned); err != nil {
 				return err
 			}
-			if up != down && g.Has(up) && g.Has(down) {
+			switch {
+			case up == down || !g.Has(up) || !g.Has(down):
+			case pinned != 0:
+				g.AddPinnedEdge(up, down)
+			default:
 				g.AddEdge(up, down)
 			}
 		}

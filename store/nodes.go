@@ -203,22 +203,27 @@ func replaceRefs(ctx context.Context, tx *sql.Tx, p scan.Project, existed bool) 
 // branch, by node key (chain.Project.Refs); nil when it has none.
 func projectRefs(ctx context.Context, tx interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, projectID int64) (map[string]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT node, ref FROM project_refs WHERE project_id = $1`, projectID)
+}, projectID int64) (refs, files map[string]string, err error) {
+	rows, err := tx.QueryContext(ctx, `SELECT node, ref, file FROM project_refs WHERE project_id = $1`, projectID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
-	var out map[string]string
 	for rows.Next() {
-		var node, ref string
-		if err := rows.Scan(&node, &ref); err != nil {
-			return nil, err
+		var node, ref, file string
+		if err := rows.Scan(&node, &ref, &file); err != nil {
+			return nil, nil, err
 		}
-		if out == nil {
-			out = map[string]string{}
+		if refs == nil {
+			refs = map[string]string{}
 		}
-		out[node] = ref
+		refs[node] = ref
+		if file != "" {
+			if files == nil {
+				files = map[string]string{}
+			}
+			files[node] = file
+		}
 	}
-	return out, rows.Err()
+	return refs, files, rows.Err()
 }

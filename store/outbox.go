@@ -11,13 +11,14 @@ import (
 )
 
 const actionColumns = `id, chain_id, project, project_id, ref, upstreams, state, attempts, next_attempt_at,
-	lease_until, last_error, pipeline_id, pipeline_url, created_at, sent_at, claimed_by, claimed_at, no_cache`
+	lease_until, last_error, pipeline_id, pipeline_url, created_at, sent_at, claimed_by, claimed_at, no_cache,
+	kind, payload`
 
 // AddAction writes a new action to the outbox (through the pipeline on
 // PostgreSQL: a success may queue hundreds, sent in one round trip).
 func (t chainTx) AddAction(ctx context.Context, a chain.Action) error {
 	err := t.tx.execLater(ctx, `INSERT INTO outbox (`+actionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`, actionArgs(a)...)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`, actionArgs(a)...)
 	if err != nil {
 		return fmt.Errorf("write action %s: %w", a.ID, err)
 	}
@@ -29,7 +30,7 @@ func (t chainTx) UpdateAction(ctx context.Context, a chain.Action) error {
 	res, err := t.tx.ExecContext(ctx, `UPDATE outbox SET chain_id = $2, project = $3, project_id = $4, ref = $5,
 		upstreams = $6, state = $7, attempts = $8, next_attempt_at = $9, lease_until = $10, last_error = $11,
 		pipeline_id = $12, pipeline_url = $13, created_at = $14, sent_at = $15, claimed_by = $16,
-		claimed_at = $17, no_cache = $18 WHERE id = $1`, actionArgs(a)...)
+		claimed_at = $17, no_cache = $18, kind = $19, payload = $20 WHERE id = $1`, actionArgs(a)...)
 	if err != nil {
 		return fmt.Errorf("update action %s: %w", a.ID, err)
 	}
@@ -50,7 +51,8 @@ func actionArgs(a chain.Action) []any {
 	}
 	return []any{a.ID, a.ChainID, a.Project, a.ProjectID, a.Ref, strings.Join(a.Upstreams, ","), string(a.State),
 		a.Attempts, encodeTime(a.NextAttemptAt), encodeTime(a.LeaseUntil), a.LastError, pipeline, a.PipelineURL,
-		encodeTime(a.CreatedAt), encodeTime(a.SentAt), a.ClaimedBy, encodeTime(a.ClaimedAt), noCache}
+		encodeTime(a.CreatedAt), encodeTime(a.SentAt), a.ClaimedBy, encodeTime(a.ClaimedAt), noCache,
+		string(a.Kind), encodePayload(a.Pins)}
 }
 
 // Action returns the action with this id.
@@ -142,11 +144,11 @@ func scanAction(scan func(dest ...any) error, extra ...any) (chain.Action, bool,
 	var a chain.Action
 	// Every column may be NULL: PipelineSeen's row has no action when
 	// none matched.
-	var id, project, ref, ups, state, lastError, url, claimedBy sql.NullString
+	var id, project, ref, ups, state, lastError, url, claimedBy, kind, payload sql.NullString
 	var chainID, projectID, attempts, pipeline, noCache sql.NullInt64
 	var next, lease, created, sent, claimedAt sql.NullString
 	dest := append([]any{&id, &chainID, &project, &projectID, &ref, &ups, &state, &attempts, &next, &lease,
-		&lastError, &pipeline, &url, &created, &sent, &claimedBy, &claimedAt, &noCache}, extra...)
+		&lastError, &pipeline, &url, &created, &sent, &claimedBy, &claimedAt, &noCache, &kind, &payload}, extra...)
 	err := scan(dest...)
 	if errIsNotFound(err) {
 		return chain.Action{}, false, nil
@@ -160,6 +162,10 @@ func scanAction(scan func(dest ...any) error, extra ...any) (chain.Action, bool,
 	a.ID, a.ChainID, a.Project, a.ProjectID, a.Ref = id.String, chainID.Int64, project.String, projectID.Int64, ref.String
 	a.State, a.Attempts, a.LastError, a.PipelineID = chain.ActionState(state.String), int(attempts.Int64), lastError.String, pipeline.Int64
 	a.PipelineURL, a.ClaimedBy, a.NoCache = url.String, claimedBy.String, noCache.Int64 != 0
+	a.Kind = chain.ActionKind(kind.String)
+	if a.Pins, err = decodePayload(payload.String); err != nil {
+		return chain.Action{}, false, fmt.Errorf("action %s: %w", a.ID, err)
+	}
 	if ups.String != "" {
 		a.Upstreams = strings.Split(ups.String, ",")
 	}

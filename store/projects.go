@@ -148,6 +148,7 @@ func loadDetails(ctx context.Context, tx *sql.Tx, index map[int64]*scan.Project,
 			&node, &d.Node, &d.Via, &d.SeenIn); err != nil {
 			return err
 		}
+		d.Pinned = d.Digest != "" && d.Kind != deps.KindGitLabDeps // as the analysis marks it
 		if n, ok := at(id, node); ok {
 			*n.deps = append(*n.deps, d)
 		}

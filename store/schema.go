@@ -246,5 +246,6 @@ func migrations() []migration {
 		nodesMigration(),
 		signinMigration(),
 		chainStatusMigration(),
+		pinsMigration(),
 	}
 }

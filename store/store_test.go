@@ -42,7 +42,7 @@ func sampleProjects() []scan.Project {
 				{Kind: deps.KindFrom, Line: 3, Ref: "${BASE}", Image: "registry.example.com/group/base:latest",
 					Repository: "registry.example.com/group/base", Tag: "latest", Project: "group/base"},
 				{Kind: deps.KindCopyFrom, Line: 7, Ref: "alpine@sha256:abc", Image: "docker.io/library/alpine@sha256:abc",
-					Repository: "docker.io/library/alpine", Digest: "sha256:abc"},
+					Repository: "docker.io/library/alpine", Digest: "sha256:abc", Pinned: true},
 				{Kind: deps.KindGitLabDeps, Line: 2, Ref: "group/tools", Project: "group/tools"},
 			},
 			Warnings: []deps.Warning{
@@ -321,6 +321,11 @@ func testGraph(t *testing.T, b backend) {
 		{Kind: deps.KindGitLabDeps, Line: 1, Ref: "group/tools", Project: "group/tools"},
 		{Kind: deps.KindGitLabDeps, Line: 2, Ref: "other/outside", Project: "other/outside"},
 	}
+	// app pins tools by digest (besides naming it in .gitlab-deps): a
+	// pinned edge. Its reference to base is not pinned.
+	projects[1].Dependencies = append(projects[1].Dependencies, deps.Dependency{Kind: deps.KindCopyFrom, Line: 8,
+		Ref: "registry.example.com/group/tools:1@sha256:def", Image: "registry.example.com/group/tools:1@sha256:def",
+		Repository: "registry.example.com/group/tools", Tag: "1", Digest: "sha256:def", Pinned: true, Project: "group/tools"})
 	if err := s.ApplyScan(ctx, projects, scan.Meta{StartedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
@@ -340,6 +345,12 @@ func testGraph(t *testing.T, b backend) {
 		}
 		if g.EdgeCount() != 2 {
 			t.Errorf("EdgeCount() = %d, want 2", g.EdgeCount())
+		}
+		if !g.Pinned("group/tools", "group/app") || g.Pinned("group/base", "group/app") {
+			t.Errorf("pinned edges: tools→app %v (want true), base→app %v (want false)", g.Pinned("group/tools", "group/app"), g.Pinned("group/base", "group/app"))
+		}
+		if got := g.PinnedUpstream("group/app"); !reflect.DeepEqual(got, []string{"group/tools"}) {
+			t.Errorf("PinnedUpstream(group/app) = %q, want group/tools", got)
 		}
 	}
 	// The daemon's scope: the stored projects' ids, read with the graph.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -131,6 +132,9 @@ const (
 	FixWatch FixKind = "watch"
 	// FixNone: nothing will; someone has to run depsd rebuild.
 	FixNone FixKind = "none"
+	// FixMergeRequest: a pinned image's project waits, in a running
+	// chain, for the merge request that moves its pin (URL).
+	FixMergeRequest FixKind = "merge-request"
 )
 
 // Fix says what will rebuild a stale image, and when if it is known.
@@ -145,14 +149,19 @@ type Fix struct {
 	Image string `json:"image,omitempty"`
 	// Next is when the schedule fires or the watch checks next.
 	Next time.Time `json:"next,omitzero"`
+	// URL is the merge request moving the pin (FixMergeRequest).
+	URL string `json:"url,omitempty"`
 	// Detail says it in a sentence.
 	Detail string `json:"detail"`
 }
 
-// Rebuilding is a running chain and its members that have work ahead.
+// Rebuilding is a running chain and its members that have work ahead,
+// with the merge requests moving the pins of those waiting for one, by
+// project.
 type Rebuilding struct {
-	ChainID    int64
-	Unfinished []string
+	ChainID       int64
+	Unfinished    []string
+	MergeRequests map[string]string
 }
 
 // Scheduled is a cron schedule that rebuilds Project, firing next at Next
@@ -184,14 +193,31 @@ type FixSources struct {
 // unfinished (the lowest ID), else the schedule of the project or of a
 // project it is built from, directly or not, that fires first, else a
 // watch of a stale upstream image that has not seen the upstream's
-// current digest, else none.
+// current digest, else none. A pinned row's Fix is the merge request
+// moving its pin when a running chain waits for one (else it has none:
+// no rebuild moves a pin).
 func Fixes(rows []Row, src FixSources) {
 	chains := map[string]int64{}
+	type pinMR struct {
+		chainID int64
+		url     string
+	}
+	mrs := map[string]pinMR{}
 	for _, c := range src.Chains {
 		for _, p := range c.Unfinished {
 			if id, ok := chains[p]; !ok || c.ChainID < id {
 				chains[p] = c.ChainID
 			}
+		}
+		for p, url := range c.MergeRequests {
+			mrs[p] = pinMR{c.ChainID, url}
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		if mr, ok := mrs[r.Project]; ok && r.State == StatePinned {
+			r.Fix = &Fix{Kind: FixMergeRequest, ChainID: mr.chainID, URL: mr.url,
+				Detail: fmt.Sprintf("%s moves the pin (chain %d)", mergeRequestName(mr.url), mr.chainID)}
 		}
 	}
 	schedules := map[string]time.Time{}
@@ -270,4 +296,12 @@ func firstSchedule(p string, schedules map[string]time.Time, upstreams func(stri
 		}
 	}
 	return best
+}
+
+// mergeRequestName names a merge request by its URL: "merge request !4".
+func mergeRequestName(url string) string {
+	if i := strings.LastIndexByte(url, '/'); i >= 0 && i < len(url)-1 {
+		return "merge request !" + url[i+1:]
+	}
+	return "a merge request"
 }

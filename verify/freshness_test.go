@@ -1,6 +1,7 @@
 package verify_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +102,21 @@ func TestFixes(t *testing.T) {
 	}
 	if f := rows[5].Fix; f != nil {
 		t.Errorf("a fresh image has a fix: %+v", f)
+	}
+}
+
+// TestFixOfAPinnedImage: a pinned image whose project waits, in a running
+// chain, for the merge request moving its pin is shown with that merge
+// request; another pinned image has no fix (a rebuild would not help).
+func TestFixOfAPinnedImage(t *testing.T) {
+	mr := "https://gitlab.example.com/apps/shop/-/merge_requests/4"
+	rows := []verify.Row{{Project: "apps/shop", State: verify.StatePinned}, {Project: "apps/cli", State: verify.StatePinned}}
+	verify.Fixes(rows, verify.FixSources{Chains: []verify.Rebuilding{{ChainID: 9, Unfinished: []string{"apps/shop"},
+		MergeRequests: map[string]string{"apps/shop": mr}}}})
+	if f := rows[0].Fix; f == nil || f.Kind != verify.FixMergeRequest || f.URL != mr || f.ChainID != 9 || !strings.Contains(f.Detail, "merge request !4") {
+		t.Errorf("fix of the pinned apps/shop = %+v, want its merge request", f)
+	}
+	if f := rows[1].Fix; f != nil {
+		t.Errorf("fix of apps/cli = %+v, want none", f)
 	}
 }

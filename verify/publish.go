@@ -75,8 +75,8 @@ type Image struct {
 // Published gives, per project path, the images it publishes, sorted: by
 // default every image reference in the projects' dependencies that the
 // scan mapped to it (FROM, COPY --from, RUN --mount from, with their
-// tags; a reference pinned by digest alone names nothing to verify), plus
-// what rules declare. Each image is judged against the project's Built
+// tags; a reference pinned by digest alone names the tag the project
+// publishes in that repository, else latest), plus what rules declare. Each image is judged against the project's Built
 // images. A template that does not give a valid reference for a project
 // is an error naming both; the other images are still returned.
 func Published(projects []Project, rules PublishRules) (map[string][]Image, []error) {
@@ -125,6 +125,25 @@ func Published(projects []Project, rules PublishRules) (map[string][]Image, []er
 				continue
 			}
 			add(p.Path, ref, true)
+		}
+	}
+	// A reference pinned by digest alone stands for the tag its upstream
+	// publishes in that repository, else latest (unpinned): that image is
+	// published, so that its digest is read when the upstream is built
+	// (what the pin moves to).
+	for _, p := range projects {
+		for _, d := range p.Dependencies {
+			up := d.UpstreamNode()
+			if d.Project == "" || up == p.Path || !known[up] || d.Repository == "" || d.Tag != "" || d.Digest == "" {
+				continue
+			}
+			has := false
+			for ref := range named[up] {
+				has = has || repositoryOf(ref) == d.Repository
+			}
+			if !has {
+				add(up, d.Repository+":latest", false)
+			}
 		}
 	}
 	out := map[string][]Image{}
@@ -250,4 +269,12 @@ func Expand(tmpl, prefix string) (string, error) {
 func CheckTemplate(tmpl string) error {
 	_, err := Expand(tmpl, "registry.example.com/group/project")
 	return err
+}
+
+// repositoryOf is a published reference (host/path:tag) without its tag.
+func repositoryOf(ref string) string {
+	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
+		return ref[:i]
+	}
+	return ref
 }

@@ -139,3 +139,38 @@ func TestPublishedByNodes(t *testing.T) {
 		t.Errorf("base@bookworm judged against %q, want its own branch's base", ups)
 	}
 }
+
+// TestPublishedForADigestPin: a reference pinned by digest alone names no
+// tag, yet its upstream is verified: what the pin stands for (the tag the
+// upstream publishes in that repository, else latest) is published, so
+// the pin's new digest is known when its upstream is rebuilt.
+func TestPublishedForADigestPin(t *testing.T) {
+	pin := "sha256:" + strings.Repeat("1", 64)
+	projects := []verify.Project{
+		{Path: "g/ruby", RegistryPrefix: "r/g/ruby"},
+		{Path: "g/base", RegistryPrefix: "r/g/base"},
+		{Path: "g/app", Dependencies: []deps.Dependency{
+			{Kind: deps.KindFrom, Image: "r/g/ruby@" + pin, Repository: "r/g/ruby", Digest: pin, Pinned: true, Project: "g/ruby"},
+			{Kind: deps.KindFrom, Image: "r/g/base@" + pin, Repository: "r/g/base", Digest: pin, Pinned: true, Project: "g/base"},
+		}},
+		{Path: "g/cli", Dependencies: []deps.Dependency{
+			{Kind: deps.KindFrom, Image: "r/g/base:3", Repository: "r/g/base", Tag: "3", Project: "g/base"},
+		}},
+	}
+	out, errs := verify.Published(projects, verify.PublishRules{})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	names := func(p string) (s []string) {
+		for _, i := range out[p] {
+			s = append(s, i.Image)
+		}
+		return s
+	}
+	if got := names("g/ruby"); strings.Join(got, ",") != "r/g/ruby:latest" {
+		t.Errorf("g/ruby publishes %v, want r/g/ruby:latest (its digest pin's tag)", got)
+	}
+	if got := names("g/base"); strings.Join(got, ",") != "r/g/base:3" {
+		t.Errorf("g/base publishes %v, want r/g/base:3 alone (the one tag it publishes there)", got)
+	}
+}

@@ -12,7 +12,9 @@
 //     Containerfiles name of the others is theirs to see);
 //   - counts count only what the person may see;
 //   - every free text (a member's reason, a verdict, an image reference)
-//     has the paths of hidden projects replaced by "(hidden)".
+//     has the paths of hidden projects replaced by "(hidden)";
+//   - what depsd wrote to a hidden project (moving its pins) is left out
+//     of a chain's writes.
 //
 // Node keys (docs/design/nodes.md) are seen by their project's path
 // (deps.NodeProject).
@@ -170,6 +172,12 @@ func (s *Scope) Chain(c chain.ChainView) (chain.ChainView, bool) {
 		v.Upstreams = ups
 		if s.Sees(m.Project) {
 			v.Why, v.VerifyDetail = s.Text(m.Why), s.Text(m.VerifyDetail)
+			if m.Pinned != nil {
+				v.Pinned = make([]string, len(m.Pinned))
+				for i, u := range m.Pinned {
+					v.Pinned[i] = name(u)
+				}
+			}
 		} else {
 			v = chain.MemberView{Project: name(m.Project), Hidden: true, State: m.State, Upstreams: ups,
 				Requeued: m.Requeued, Builds: m.Builds}
@@ -193,6 +201,14 @@ func (s *Scope) Chain(c chain.ChainView) (chain.ChainView, bool) {
 		if s.Sees(sk.Project) {
 			sk.Why = s.Text(sk.Why)
 			out.Skipped = append(out.Skipped, sk)
+		}
+	}
+	// What depsd wrote to GitLab: only to the projects the person sees.
+	out.Writes = nil
+	for _, w := range c.Writes {
+		if s.Sees(w.Project) {
+			w.Detail = s.Text(w.Detail)
+			out.Writes = append(out.Writes, w)
 		}
 	}
 	return out, true
@@ -236,6 +252,10 @@ func (s *Scope) Stats(all chain.Stats, active []chain.ChainView) chain.Stats {
 			if m.Hidden {
 				continue
 			}
+			if out.Members == nil {
+				out.Members = map[chain.MemberState]int{}
+			}
+			out.Members[m.State]++
 			switch m.State {
 			case chain.Pending:
 				out.PendingActions++

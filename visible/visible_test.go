@@ -69,3 +69,40 @@ func TestChainShowsHiddenMembersWithoutNames(t *testing.T) {
 		t.Errorf("rows = %+v", got)
 	}
 }
+
+// TestChainHidesPinMovesOfHiddenProjects: a visible member's pinned
+// upstreams are named as its upstreams are (a hidden one by its label),
+// its own merge request shown; a hidden member's merge request is not, and
+// what depsd wrote to a hidden project is left out of the chain's writes.
+func TestChainHidesPinMovesOfHiddenProjects(t *testing.T) {
+	c := chain.ChainView{ID: 1, State: chain.Running, Roots: []string{"h/secret"},
+		Members: []chain.MemberView{
+			{Project: "g/app", State: chain.WaitingMerge, Upstreams: []string{"h/secret"}, Pinned: []string{"h/secret"},
+				MergeRequest: "https://gitlab/g/app/-/merge_requests/4", Why: "waiting for merge request !4 (moves r/h/secret:3 sha256:1 → sha256:2)"},
+			{Project: "h/other", State: chain.WaitingMerge, Upstreams: []string{"h/secret"}, Pinned: []string{"h/secret"},
+				MergeRequest: "https://gitlab/h/other/-/merge_requests/2", MergeSHA: "abc"},
+			{Project: "h/secret", State: chain.Success},
+		},
+		Writes: []chain.Write{
+			{Project: "g/app", Kind: "merge-request", Detail: "opened merge request !4: depsd: move the digest pins of h/secret", URL: "https://gitlab/g/app/-/merge_requests/4"},
+			{Project: "h/other", Kind: "commit", Detail: "commit 5e1f on depsd/pins", URL: "https://gitlab/h/other/-/commit/5e1f"},
+		}}
+	v, ok := scope().Chain(c)
+	if !ok {
+		t.Fatal("the chain is absent")
+	}
+	app, other := v.Members[0], v.Members[1]
+	if strings.Join(app.Pinned, ",") != strings.Join(app.Upstreams, ",") || strings.Contains(app.Why, "secret") || app.MergeRequest == "" {
+		t.Errorf("visible member %+v", app)
+	}
+	if other.MergeRequest != "" || other.MergeSHA != "" || len(other.Pinned) != 0 {
+		t.Errorf("hidden member %+v", other)
+	}
+	if len(v.Writes) != 1 || v.Writes[0].Project != "g/app" || strings.Contains(v.Writes[0].Detail, "secret") {
+		t.Errorf("writes %+v", v.Writes)
+	}
+	st := scope().Stats(chain.Stats{Members: map[chain.MemberState]int{chain.WaitingMerge: 9}}, []chain.ChainView{c})
+	if st.Members[chain.WaitingMerge] != 1 {
+		t.Errorf("stats count %d members waiting-merge, want the visible one", st.Members[chain.WaitingMerge])
+	}
+}

@@ -140,10 +140,13 @@ func printChain(w io.Writer, v chain.ChainView) {
 	}
 	for _, m := range buildOrder(v.Members) {
 		pipeline := "-"
-		if m.PipelineURL != "" {
+		switch {
+		case m.PipelineURL != "":
 			pipeline = m.PipelineURL
-		} else if m.PipelineID != 0 {
+		case m.PipelineID != 0:
 			pipeline = strconv.FormatInt(m.PipelineID, 10)
+		case m.MergeRequest != "":
+			pipeline = m.MergeRequest // waiting for its pin merge request
 		}
 		if !verified {
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", m.wave, m.Project, m.State, pipeline, m.Why)
@@ -158,6 +161,12 @@ func printChain(w io.Writer, v chain.ChainView) {
 	tw.Flush()
 	for _, s := range v.Skipped {
 		fmt.Fprintf(w, "  skipped %s: %s\n", s.Project, s.Why)
+	}
+	if len(v.Writes) > 0 {
+		fmt.Fprintln(w, "written to GitLab:")
+		for _, wr := range v.Writes {
+			fmt.Fprintf(w, "  %s  %s  %s\n", wr.At.Format(time.RFC3339), wr.Project, strings.Join(nonEmpty(wr.Detail, wr.URL), " "))
+		}
 	}
 }
 

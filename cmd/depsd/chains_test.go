@@ -52,3 +52,33 @@ func TestPrintChainShowsVerification(t *testing.T) {
 		})
 	}
 }
+
+// TestPrintChainShowsPinMoves: a member waiting for its pin merge request
+// shows the merge request's link where a pipeline would be, and what depsd
+// wrote to GitLab for the chain is listed under its own heading.
+func TestPrintChainShowsPinMoves(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	mr := "https://gitlab.example.com/g/app/-/merge_requests/4"
+	var buf bytes.Buffer
+	printChain(&buf, chain.ChainView{ID: 7, Mode: chain.Full, State: chain.Running, Roots: []string{"ruby"}, Started: at,
+		Members: []chain.MemberView{
+			{Project: "ruby", State: chain.Success},
+			{Project: "app", State: chain.WaitingMerge, Upstreams: []string{"ruby"}, Pinned: []string{"ruby"}, MergeRequest: mr,
+				Why: "waiting for merge request !4 to be merged (moves r/ruby:3 sha256:1f38c0d0a1f2 → sha256:2a11e9f8d7c6)"},
+		},
+		Writes: []chain.Write{
+			{At: at, Project: "app", Kind: "commit", Ref: "depsd/pins", Detail: "commit 5e1f0a2b3c4d on depsd/pins (from main): Move the digest pins of ruby"},
+			{At: at, Project: "app", Kind: "merge-request", Ref: "depsd/pins", Detail: "opened merge request !4", URL: mr},
+		}})
+	out := buf.String()
+	for _, want := range []string{
+		"1     app      waiting-merge  " + mr + "  waiting for merge request !4",
+		"written to GitLab:",
+		"  2026-01-02T03:04:05Z  app  commit 5e1f0a2b3c4d on depsd/pins (from main): Move the digest pins of ruby",
+		"  2026-01-02T03:04:05Z  app  opened merge request !4 " + mr,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

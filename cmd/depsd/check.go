@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"gitlab.com/depsd/depsd/deps"
+	"gitlab.com/depsd/depsd/report"
 )
 
 // newCheckCmd: exit 0 when every directory was read (warnings allowed), 1
@@ -110,7 +111,7 @@ func printCheckTable(w io.Writer, results []deps.CheckResult) {
 			fmt.Fprintln(w, "  no dependencies")
 		} else {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "  LINE\tKIND\tIMAGE\tPROJECT")
+			fmt.Fprintln(tw, "  LINE\tKIND\tIMAGE\tPROJECT\tPIN")
 			for _, d := range r.Dependencies {
 				image := d.Image
 				if image == "" && d.Kind != deps.KindGitLabDeps {
@@ -123,7 +124,14 @@ func printCheckTable(w io.Writer, results []deps.CheckResult) {
 				if image == "" {
 					image = "-"
 				}
-				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", d.Line, d.Kind, image, project)
+				pin := "-"
+				if d.Pinned {
+					pin = "pinned " + report.ShortDigest(d.Digest)
+					if d.Tag != "" {
+						pin += " (tag " + d.Tag + ")"
+					}
+				}
+				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", d.Line, d.Kind, image, project, pin)
 			}
 			tw.Flush()
 		}

@@ -245,3 +245,53 @@ func TestCheckPlatform(t *testing.T) {
 		t.Errorf("bad platform: exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+// TestCheckShowsPins: a dependency pinned by digest, directly or through
+// an ARG default, is marked pinned with the tag it came from, in the
+// table and in JSON; an unpinned one is not.
+func TestCheckShowsPins(t *testing.T) {
+	const pin = "sha256:1f38c0d0a1f2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c"
+	dir := writeFiles(t, map[string]string{
+		"Containerfile": "ARG RUBY=registry.example.com/g/ruby:3@" + pin + "\nFROM ${RUBY} AS build\nFROM registry.example.com/g/base@" + pin + "\nFROM debian:bookworm\n",
+	})
+	var out, errOut bytes.Buffer
+	if code := run([]string{"check", "--registry", "registry.example.com", dir}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, errOut.String())
+	}
+	lines := strings.Split(out.String(), "\n")
+	want := map[string]string{"g/ruby": "pinned sha256:1f38c0d0a1f2 (tag 3)", "g/base": "pinned sha256:1f38c0d0a1f2", "debian": "-"}
+	for key, pinCol := range want {
+		found := false
+		for _, l := range lines {
+			if strings.Contains(l, key) {
+				found = true
+				if !strings.HasSuffix(strings.TrimSpace(l), pinCol) {
+					t.Errorf("line of %s %q does not end in %q", key, l, pinCol)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no line for %s:\n%s", key, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"check", "--registry", "registry.example.com", "--json", dir}, &out, &errOut); code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var doc struct {
+		Results []struct {
+			Dependencies []struct {
+				Project, Tag, Digest string
+				Pinned               bool
+			}
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || len(doc.Results) != 1 {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, d := range doc.Results[0].Dependencies {
+		if d.Pinned != (d.Digest == pin) || (d.Project == "g/ruby" && d.Tag != "3") {
+			t.Errorf("dependency %+v", d)
+		}
+	}
+}

@@ -130,6 +130,8 @@ func fixedBy(f *verify.Fix) string {
 		return "schedule of " + f.Project + " " + when(f.Next)
 	case verify.FixWatch:
 		return "watch of " + f.Image + " " + when(f.Next)
+	case verify.FixMergeRequest:
+		return f.URL
 	}
 	return "nothing"
 }

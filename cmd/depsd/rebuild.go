@@ -48,7 +48,8 @@ members with no history.`,
 				return dryRunRebuild(ctx, a, &s, cfg, st, g, project)
 			}
 			log := s.logger(a.stderr)
-			ecfg := chain.Config{Store: st, Graph: st.Graph, Logger: log, Mode: cfg.ChainMode(), Refs: cfg.RefRules()}
+			ecfg := chain.Config{Store: st, Graph: st.Graph, Logger: log, Mode: cfg.ChainMode(), Refs: cfg.RefRules(),
+				Pins: cfg.PinRules(), PinTimeout: cfg.Pins.Timeout, DepsOptions: cfg.Analysis()}
 			gl, glErr := cfg.GitLabClient(log)
 			if glErr == nil {
 				// A rebuild merged into a chain started by a pipeline
