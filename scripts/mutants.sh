@@ -519,9 +519,9 @@ mutant "an old GitLab without Repository.blobs is asked again for every batch" \
 	-- go test -count=1 -run 'TestGraphQLScanFallsBack/old' ./scan/
 
 mutant "a query GitLab finds too complex is not asked in parts (every batch read through REST)" \
-	gitlab/graphql.go \
-	'		if errors.Is(err, errTooComplex) && n > 1 {' \
-	'		if false {' \
+	gitlab/graphqlrefs.go \
+	'		case errors.Is(err, errTooComplex) && n > 1:' \
+	'		case false && n > 1:' \
 	-- go test -count=1 -run 'TestGraphQLScanFallsBack/too' ./scan/
 
 mutant "the instance scope lists with offset pages, refused past GitLab's offset limit" \
