@@ -168,7 +168,10 @@ func serveWith(t testing.TB, srv *gitlabtest.Server, projects []gitlabtest.Proje
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := daemon.New(ctx, daemon.Options{
 		Config: cfg, Listen: addr, GitLab: gl, Logger: slog.New(slog.DiscardHandler),
-		ReconcileInterval: time.Minute, PollInterval: 100 * time.Millisecond, DrainTimeout: 5 * time.Second,
+		// Past net/http's 5 s grace for a connection that sent no request
+		// yet: Chromium opens such connections ahead of need, and the
+		// drain waits for them that long.
+		ReconcileInterval: time.Minute, PollInterval: 100 * time.Millisecond, DrainTimeout: 10 * time.Second,
 	})
 	if err != nil {
 		cancel()

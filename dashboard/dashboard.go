@@ -166,6 +166,7 @@ func New(opts Options) (*Dashboard, error) {
 	d := &Dashboard{opts: opts, pages: map[string]*template.Template{}, log: opts.Logger}
 	d.history.entries = map[string]historyEntry{}
 	funcs := templateFuncs(opts.Now)
+	funcs["nodeName"] = d.nodeName
 	for _, page := range []string{"chains", "chain", "graph", "project", "health", "freshness", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+page+".html")
 		if err != nil {

@@ -46,6 +46,22 @@ func (d *Dashboard) loadGraph(ctx context.Context) (*graphData, error) {
 	return data, nil
 }
 
+// nodeName is how pages name a node: project@branch for the default
+// branch of a project with several nodes (deps.NodeLabel), else its key,
+// as the last graph loaded knows it (the key itself before one is).
+func (d *Dashboard) nodeName(key string) string {
+	d.graph.mu.Lock()
+	data := d.graph.data
+	d.graph.mu.Unlock()
+	if data == nil {
+		return key
+	}
+	if p, ok := data.byPath[key]; ok {
+		return p.Name()
+	}
+	return key
+}
+
 // chainView is a chain with its members grouped by wave.
 type chainView struct {
 	chain.ChainView

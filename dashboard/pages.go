@@ -37,6 +37,11 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, code int, nam
 	if d.opts.Viewer != nil {
 		p.Viewer = d.opts.Viewer(r)
 	}
+	// The names of nodes (nodeName) come from the stored scan's graph,
+	// kept until the next scan: a page that did not need it loads it.
+	if _, err := d.loadGraph(r.Context()); err != nil {
+		d.log.Warn("graph not loaded: nodes are named by their keys", "err", err)
+	}
 	tmpl, data := "layout", any(p)
 	if part := r.URL.Query().Get("part"); part != "" {
 		if !slices.Contains(parts, part) {

@@ -22,7 +22,6 @@ import (
 // unblocks the chain, which finishes on the open page with her retry in
 // its audit log.
 func TestSignInAndRetryInBrowser(t *testing.T) {
-	b := newBrowser(t)
 	projects := []gitlabtest.Project{
 		{Path: "acme/images/base", Files: map[string]string{"Containerfile": "FROM debian:bookworm-slim\n"}},
 		{Path: "acme/images/ruby", Files: map[string]string{"Containerfile": "FROM " + registry + "acme/images/base:latest\n"}},
@@ -51,6 +50,10 @@ func TestSignInAndRetryInBrowser(t *testing.T) {
 		}
 		cfg.UI.URL, cfg.UI.OAuth.ClientID, cfg.UI.OAuth.ClientSecret = "http://"+addr, app.ClientID, app.Secret
 	})
+	// The browser after the daemon, so that it is closed first when the
+	// test ends: Chromium keeps connections open that it has not used
+	// yet, which the daemon's drain would wait for.
+	b := newBrowser(t)
 
 	// A chain through the vault's image, blocked by ruby's failure.
 	id := s.rebuild(t, "acme/images/base")

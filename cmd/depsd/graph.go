@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -120,15 +121,29 @@ after the one before has succeeded.`,
 				return err
 			}
 			defer st.Close()
+			// Named as depsd graph names them: project@branch for the
+			// default branch of a project with several nodes.
+			projects, err := st.Projects(cmd.Context())
+			if err != nil {
+				return err
+			}
+			labels := report.Labels(projects)
+			name := func(keys []string) []string {
+				out := make([]string, len(keys))
+				for i, k := range keys {
+					out[i] = cmp.Or(labels[k], k)
+				}
+				return out
+			}
 			if !all {
-				printLines(a.stdout, g.Downstream(project))
+				printLines(a.stdout, name(g.Downstream(project)))
 				return nil
 			}
 			for i, w := range g.Waves(project) {
 				if i == 0 {
 					continue // the project itself
 				}
-				fmt.Fprintf(a.stdout, "wave %d: %s\n", i, strings.Join(w, " "))
+				fmt.Fprintf(a.stdout, "wave %d: %s\n", i, strings.Join(name(w), " "))
 			}
 			return nil
 		},
