@@ -8,34 +8,19 @@ import (
 )
 
 // BranchNames returns the names of every branch of the project
-// (GET /projects/:id/repository/branches, following X-Next-Page): one
-// request for up to PerPage branches. search, when set, is GitLab's branch
-// filter (a substring, ^ anchoring its start and $ its end).
+// (ListBranches): one request for up to PerPage branches. search, when
+// set, is GitLab's branch filter (a substring, ^ anchoring its start and $
+// its end).
 func (c *Client) BranchNames(ctx context.Context, projectID int64, search string) ([]string, error) {
-	opt := &gl.ListBranchesOptions{ListOptions: gl.ListOptions{PerPage: int64(c.cfg.PerPage), Page: 1}}
-	if search != "" {
-		opt.Search = gl.Ptr(search)
+	branches, err := c.ListBranches(ctx, projectID, search)
+	if err != nil {
+		return nil, err
 	}
-	var names []string
-	for {
-		var page []*gl.Branch
-		var resp *gl.Response
-		err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
-			var err error
-			page, resp, err = c.gl.Branches.ListBranches(projectID, opt, o...)
-			return resp, err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list branches of project %d: %w", projectID, err)
-		}
-		for _, b := range page {
-			names = append(names, b.Name)
-		}
-		if resp.NextPage == 0 {
-			return names, nil
-		}
-		opt.Page = resp.NextPage
+	names := make([]string, len(branches))
+	for i, b := range branches {
+		names[i] = b.Name
 	}
+	return names, nil
 }
 
 // NewestTagNames returns up to one page of the project's tag names,
