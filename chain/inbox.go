@@ -149,10 +149,17 @@ func (t *txn) applyEvents(limit int, yield WriteYielder, rescanned map[int64]boo
 		}
 		t.now = t.e.now()
 		outcome := "ignored: empty event"
-		if se.Event.Pipeline != nil {
-			if outcome, err = t.applyPipeline(*se.Event.Pipeline); err != nil {
+		if ev := se.Event.Pipeline; ev != nil {
+			// An event no chain can use is settled without the
+			// per-event look-ups (cheap.go); the others are applied.
+			cheap := false
+			outcome, cheap, err = t.cheapOutcome(*ev)
+			if err == nil && !cheap {
+				outcome, err = t.applyPipeline(*ev)
+			}
+			if err != nil {
 				return done, nil, nil, false, fmt.Errorf("apply event %d (pipeline %d of %s): %w", se.Seq,
-					se.Event.Pipeline.PipelineID, se.Event.Pipeline.Project, err)
+					ev.PipelineID, ev.Project, err)
 			}
 		}
 		if err := t.tx.MarkEvent(t.ctx, se.Seq, t.now, outcome); err != nil {

@@ -1474,6 +1474,38 @@ mutant "the merge's pipeline is never looked for: only its webhook counts" \
 			continue // not created yet' \
 	-- go test -count=1 -run 'TestPinnedMemberGoesOnThroughItsMergeRequest' ./chain/
 
+# Issue 40 item 2: the inbox's cheap path (chain/cheap.go) settles only
+# what no chain can use; an event wrongly taken as useless fails a test.
+mutant "cheap path: a project in an active chain settled without its look-ups" \
+	chain/cheap.go \
+	'if !ok || t.projectInChain(path) {' \
+	'if !ok {' \
+	-- go test -count=1 -run 'FuzzCheapPathSameAsFull' ./chain/
+
+mutant "cheap path: another node of a project in a chain not seen" \
+	chain/cheap.go \
+	'		if i < len(c.Members) && strings.HasPrefix(c.Members[i].Project, prefix) {' \
+	'		if false && i < len(c.Members) && strings.HasPrefix(c.Members[i].Project, prefix) {' \
+	-- go test -count=1 -run 'TestCheapPathSeesEveryNodeOfAProject' ./chain/
+
+mutant "cheap path: depsd's own pipeline (its action id) settled cheaply" \
+	chain/cheap.go \
+	'ev.Variables[VarActionID] != "" || ' \
+	'' \
+	-- go test -count=1 -run 'TestCheapPathLeavesDepsdPipelinesToTheFullPath' ./chain/
+
+mutant "cheap path: a success with something downstream settled cheaply" \
+	chain/cheap.go \
+	'if t.g.HasDownstream(node) || t.e.verifies(node) {' \
+	'if t.e.verifies(node) {' \
+	-- go test -count=1 -run 'FuzzCheapPathSameAsFull' ./chain/
+
+mutant "cheap path: a success to verify for the record settled cheaply" \
+	chain/cheap.go \
+	'if t.g.HasDownstream(node) || t.e.verifies(node) {' \
+	'if t.g.HasDownstream(node) {' \
+	-- go test -count=1 -run 'FuzzCheapPathSameAsFull' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
