@@ -46,6 +46,9 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 			}
 			return err
 		}
+		if err := t.flushMarks(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
 		return t.tx.pipe.commit(context.WithoutCancel(ctx))
 	})
 	if err == nil {
