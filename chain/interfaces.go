@@ -50,8 +50,13 @@ type Repository interface {
 // that the daemon swaps after a rescan. The graph is only read.
 type GraphSource func(ctx context.Context) (*deps.Graph, error)
 
-// Rescan rescans one project after a push to its default branch. It is
-// called by the inbox processor, outside any store transaction.
+// Rescan rescans after a push to project's default branch (or a branch
+// it follows), or a new release of it. It is called by the inbox
+// processor, outside any store transaction. What it reads must include
+// every change GitLab held when it was called, of every project (the
+// daemon's incremental scan of the scope reads every project whose head
+// moved): the inbox marks the pushes recorded before the call, of any
+// project, as covered by it.
 type Rescan func(ctx context.Context, project string) error
 
 // ErrNotFound is returned by Tx.Chain and Engine.Chain for an unknown chain
@@ -165,6 +170,9 @@ type Tx interface {
 	NextEvent(ctx context.Context) (StoredEvent, bool, error)
 	// MarkEvent records that the event was processed, with a short result.
 	MarkEvent(ctx context.Context, seq int64, at time.Time, result string) error
+	// UnprocessedPushes returns the seqs of the unprocessed push events,
+	// oldest first, up to limit.
+	UnprocessedPushes(ctx context.Context, limit int) ([]int64, error)
 	// PruneEvents deletes processed events received before before.
 	PruneEvents(ctx context.Context, before time.Time) (int, error)
 	// CountEvents counts the unprocessed events.

@@ -1475,7 +1475,8 @@ mutant "the merge's pipeline is never looked for: only its webhook counts" \
 	-- go test -count=1 -run 'TestPinnedMemberGoesOnThroughItsMergeRequest' ./chain/
 
 # Issue 40 item 2: the inbox's cheap path (chain/cheap.go) settles only
-# what no chain can use; an event wrongly taken as useless fails a test.
+# what no chain can use (an event wrongly taken as useless fails a test),
+# and one rescan covers the pushes recorded before it.
 mutant "cheap path: a project in an active chain settled without its look-ups" \
 	chain/cheap.go \
 	'if !ok || t.projectInChain(path) {' \
@@ -1505,6 +1506,38 @@ mutant "cheap path: a success to verify for the record settled cheaply" \
 	'if t.g.HasDownstream(node) || t.e.verifies(node) {' \
 	'if t.g.HasDownstream(node) {' \
 	-- go test -count=1 -run 'FuzzCheapPathSameAsFull' ./chain/
+
+mutant "a rescan covers only its own push (a burst of pushes, one scan each)" \
+	chain/inbox.go \
+	'			if outcome != outcomeRescanned {
+				covered = nil' \
+	'			if true {
+				covered = nil' \
+	-- go test -count=1 -run 'TestPushesRecordedBeforeARescanShareIt' ./chain/
+
+mutant "a rescan covers the pushes recorded while it runs" \
+	chain/inbox.go \
+	'			var covered []int64
+			err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+				var err error
+				covered, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
+				return err
+			})
+			if err != nil {
+				return n, fmt.Errorf("process inbox: read push events: %w", err)
+			}
+			outcome := e.rescan(ctx, push.Event.Push)' \
+	'			outcome := e.rescan(ctx, push.Event.Push)
+			var covered []int64
+			err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+				var err error
+				covered, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
+				return err
+			})
+			if err != nil {
+				return n, fmt.Errorf("process inbox: read push events: %w", err)
+			}' \
+	-- go test -count=1 -run 'TestPushesRecordedBeforeARescanShareIt' ./chain/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
