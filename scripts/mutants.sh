@@ -1539,6 +1539,21 @@ mutant "a rescan covers the pushes recorded while it runs" \
 			}' \
 	-- go test -count=1 -run 'TestPushesRecordedBeforeARescanShareIt' ./chain/
 
+# Issue 40 item 3: a replica's recording never waits for the write lock
+# another replica holds.
+mutant "a recording waits for another replica's write lock" \
+	store/chains.go \
+	'				ra.tryLock = true' \
+	'				ra.tryLock = false' \
+	-- go test -count=1 -run 'TestRecordingDoesNotWaitForAnotherReplicasLock' ./store/
+
+mutant "an event recorded only does not wake the inbox" \
+	chain/recorder.go \
+	'		// webhook is answered now.
+		e.NotifyInbox()' \
+	'		// webhook is answered now.' \
+	-- go test -count=1 -run 'TestRecordedOnlyWhileAnotherReplicaHoldsTheLock' ./chain/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1
