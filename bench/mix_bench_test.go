@@ -56,7 +56,12 @@ import (
 //
 // The load generator shares the machine's cores with depsd: at the top of
 // the ramp it is part of what saturates, for the floor as for depsd.
+//
+// DEPSD_BENCH_MIX_PARTS (default "ack,cpu,sat") runs some of the three
+// parts only: scripts/bench-ab.sh alternates "cpu" of two builds.
+// DEPSD_BENCH_SATURATION_SECONDS=0 leaves the saturation out too.
 func BenchmarkWebhookMix(b *testing.B) {
+	parts := mixParts(b)
 	for b.Loop() {
 		b.StopTimer()
 		srv, clk := newFake(gitlabtest.Options{Token: "bench"})
@@ -81,47 +86,52 @@ func BenchmarkWebhookMix(b *testing.B) {
 
 		// Acknowledgements.
 		// DEPSD_BENCH_SCALE shortens the runs to try the benchmark out.
-		rate, seconds := 1000, scaled(b, 10)
-		targets := []string{null.URL + "/hooks/gitlab", durableURL + "/hooks/gitlab", recordURL + "/hooks/gitlab", daemonURL}
-		loads := interleavedMix(targets, mix, rate, seconds)
-		nullRun, durableRun, recordRun, run := loads[0], loads[1], loads[2], loads[3]
-		b.ReportMetric(ms(run.p50), "p50-ms")
-		b.ReportMetric(ms(run.p99), "p99-ms")
-		b.ReportMetric(ms(durableRun.p50), "durable-p50-ms")
-		b.ReportMetric(ms(durableRun.p99), "durable-p99-ms")
-		b.ReportMetric(ratio(run.p99, durableRun.p99), "mix-durable-ratio")
-		b.ReportMetric(medianRatio(run.rounds, durableRun.rounds), "mix-durable-ratio-median")
-		b.ReportMetric(ms(recordRun.p99), "record-p99-ms")
-		b.ReportMetric(ms(nullRun.p99), "null-p99-ms")
-		failures := run.failures + nullRun.failures + durableRun.failures + recordRun.failures
-		b.ReportMetric(float64(failures), "failures")
-		b.Logf("webhook ack, issue 40's mix (%s store): p99 %.1f ms (goal ≤ 5 ms), p50 %.1f ms; %.2f× the durable floor's p99 %.1f ms, per round median %.2f× (goal ≤ 1.2×); recording alone p99 %.1f ms; null p99 %.1f ms; %d failures",
-			storeKind(), ms(run.p99), ms(run.p50), ratio(run.p99, durableRun.p99), ms(durableRun.p99),
-			medianRatio(run.rounds, durableRun.rounds), ms(recordRun.p99), ms(nullRun.p99), failures)
-		if !waitDrained(ctx, backlog, time.Minute) {
-			b.Fatalf("the inbox did not drain after the acknowledgement runs")
+		if parts["ack"] {
+			rate, seconds := 1000, scaled(b, 10)
+			targets := []string{null.URL + "/hooks/gitlab", durableURL + "/hooks/gitlab", recordURL + "/hooks/gitlab", daemonURL}
+			loads := interleavedMix(targets, mix, rate, seconds)
+			nullRun, durableRun, recordRun, run := loads[0], loads[1], loads[2], loads[3]
+			b.ReportMetric(ms(run.p50), "p50-ms")
+			b.ReportMetric(ms(run.p99), "p99-ms")
+			b.ReportMetric(ms(durableRun.p50), "durable-p50-ms")
+			b.ReportMetric(ms(durableRun.p99), "durable-p99-ms")
+			b.ReportMetric(ratio(run.p99, durableRun.p99), "mix-durable-ratio")
+			b.ReportMetric(medianRatio(run.rounds, durableRun.rounds), "mix-durable-ratio-median")
+			b.ReportMetric(ms(recordRun.p99), "record-p99-ms")
+			b.ReportMetric(ms(nullRun.p99), "null-p99-ms")
+			failures := run.failures + nullRun.failures + durableRun.failures + recordRun.failures
+			b.ReportMetric(float64(failures), "failures")
+			b.Logf("webhook ack, issue 40's mix (%s store): p99 %.1f ms (goal ≤ 5 ms), p50 %.1f ms; %.2f× the durable floor's p99 %.1f ms, per round median %.2f× (goal ≤ 1.2×); recording alone p99 %.1f ms; null p99 %.1f ms; %d failures",
+				storeKind(), ms(run.p99), ms(run.p50), ratio(run.p99, durableRun.p99), ms(durableRun.p99),
+				medianRatio(run.rounds, durableRun.rounds), ms(recordRun.p99), ms(nullRun.p99), failures)
+			if !waitDrained(ctx, backlog, time.Minute) {
+				b.Fatalf("the inbox did not drain after the acknowledgement runs")
+			}
 		}
 
 		// CPU per delivery by kind.
-		var lines []string
-		for _, c := range mixCounts {
-			cpu := cpuPerDelivery(b, scaled(b, 4), daemonURL, null.URL+"/hooks/gitlab", m.onlyKind(plan, c.kind), c.kind, backlog)
-			b.ReportMetric(float64(cpu.Nanoseconds())/1000, "cpu-us-"+c.kind)
-			lines = append(lines, fmt.Sprintf("%s %.0f µs (%d in 1,000)", c.kind, float64(cpu.Nanoseconds())/1000, c.n))
+		if parts["cpu"] {
+			var lines []string
+			for _, c := range mixCounts {
+				cpu := cpuPerDelivery(b, scaled(b, 4), daemonURL, null.URL+"/hooks/gitlab", m.onlyKind(plan, c.kind), c.kind, backlog)
+				b.ReportMetric(float64(cpu.Nanoseconds())/1000, "cpu-us-"+c.kind)
+				lines = append(lines, fmt.Sprintf("%s %.0f µs (%d in 1,000)", c.kind, float64(cpu.Nanoseconds())/1000, c.n))
+			}
+			b.Logf("CPU per delivery by kind (%s store; depsd's process less the null receiver's for the same deliveries): %s",
+				storeKind(), strings.Join(lines, ", "))
 		}
-		b.Logf("CPU per delivery by kind (%s store; depsd's process less the null receiver's for the same deliveries): %s",
-			storeKind(), strings.Join(lines, ", "))
 
 		// Saturation.
 		rates := saturationRates(b)
-		satSeconds := saturationSeconds(b)
-		depsdRate := saturate(b, daemonURL, mix, rates, satSeconds, backlog, "depsd")
-		floorRate := saturate(b, durableURL+"/hooks/gitlab", mix, rates, satSeconds, nil, "durable floor")
-		b.ReportMetric(float64(depsdRate), "sat-rate")
-		b.ReportMetric(float64(floorRate), "sat-durable-rate")
-		b.ReportMetric(float64(depsdRate)/float64(max(floorRate, 1)), "sat-ratio")
-		b.Logf("saturation (%s store, %.0f s a rate): depsd keeps p99 ≤ 5 ms and its inbox up to %d deliveries/s of the mix; the durable floor to %d/s: %.2f× (goal ≥ 0.8×)",
-			storeKind(), satSeconds, depsdRate, floorRate, float64(depsdRate)/float64(max(floorRate, 1)))
+		if satSeconds := saturationSeconds(b); parts["sat"] && satSeconds > 0 {
+			depsdRate := saturate(b, daemonURL, mix, rates, satSeconds, backlog, "depsd")
+			floorRate := saturate(b, durableURL+"/hooks/gitlab", mix, rates, satSeconds, nil, "durable floor")
+			b.ReportMetric(float64(depsdRate), "sat-rate")
+			b.ReportMetric(float64(floorRate), "sat-durable-rate")
+			b.ReportMetric(float64(depsdRate)/float64(max(floorRate, 1)), "sat-ratio")
+			b.Logf("saturation (%s store, %.0f s a rate): depsd keeps p99 ≤ 5 ms and its inbox up to %d deliveries/s of the mix; the durable floor to %d/s: %.2f× (goal ≥ 0.8×)",
+				storeKind(), satSeconds, depsdRate, floorRate, float64(depsdRate)/float64(max(floorRate, 1)))
+		}
 
 		b.StopTimer()
 		null.Close()
@@ -201,14 +211,33 @@ func saturationRates(b *testing.B) []int {
 	return rates
 }
 
-// saturationSeconds is how long each rate of the ramp is held.
+// mixParts is the set of BenchmarkWebhookMix's parts to run
+// (DEPSD_BENCH_MIX_PARTS: ack, cpu, sat; default all).
+func mixParts(b *testing.B) map[string]bool {
+	v := os.Getenv("DEPSD_BENCH_MIX_PARTS")
+	if v == "" {
+		v = "ack,cpu,sat"
+	}
+	parts := map[string]bool{}
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if p != "ack" && p != "cpu" && p != "sat" {
+			b.Fatalf("DEPSD_BENCH_MIX_PARTS=%q: want some of ack, cpu, sat, comma-separated", v)
+		}
+		parts[p] = true
+	}
+	return parts
+}
+
+// saturationSeconds is how long each rate of the ramp is held; 0 leaves
+// the saturation ramps out.
 func saturationSeconds(b *testing.B) float64 {
 	v := os.Getenv("DEPSD_BENCH_SATURATION_SECONDS")
 	if v == "" {
 		return 5
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 {
+	if err != nil || f < 0 {
 		b.Fatalf("DEPSD_BENCH_SATURATION_SECONDS=%q: want a number of seconds", v)
 	}
 	b.Logf("each saturation rate held %g s (DEPSD_BENCH_SATURATION_SECONDS)", f)

@@ -57,6 +57,13 @@ import (
 // its own) take min(N × 2 cores / (record + apply), apply bound)
 // deliveries a second (capacity-N/s for N = 1, 3, 10). Goal: the apply
 // bound ≥ 10,000 deliveries/s of the mix, or the figures say where it is.
+//
+// Then, unless DEPSD_BENCH_SATURATION_SECONDS is 0, the saturation of
+// each set-up (sat-rate-1, sat-rate-3): the whole mix, its rescans
+// included, ramped through the proxy as BenchmarkWebhookMix ramps one
+// process (same rates, same test of p99 and backlog), and the durable
+// floor ramped the same way behind the same proxy (sat-durable-rate,
+// sat-ratio-3).
 func BenchmarkReplicaCapacity(b *testing.B) {
 	pgtest.Database(b) // fails or skips as the store tests do
 	bin := buildDepsd(b)
@@ -71,8 +78,13 @@ func BenchmarkReplicaCapacity(b *testing.B) {
 		b.StartTimer()
 
 		var procs []procLoad
+		satSeconds := saturationSeconds(b)
+		sat := map[int]int{}
 		for _, n := range []int{1, 3} {
-			procs = append(procs, replicaRun(b, bin, srv, n, mix, rate, seconds)...)
+			loads, satRate := replicaRun(b, bin, srv, n, mix, rate, seconds,
+				func(i int) delivery { return m.delivery(plan, i) }, satSeconds)
+			procs = append(procs, loads...)
+			sat[n] = satRate
 		}
 		record, apply := fitModel(procs)
 		worst := 0.0
@@ -98,6 +110,22 @@ func BenchmarkReplicaCapacity(b *testing.B) {
 			c := min(float64(n)*2/(record+apply), bound)
 			b.ReportMetric(c, fmt.Sprintf("capacity-%d/s", n))
 			caps = append(caps, fmt.Sprintf("%d: %.0f/s", n, c))
+		}
+		if satSeconds > 0 {
+			// The floor behind the same proxy: the same extra hop.
+			durableURL, stopDurable := startDurableFloor(b)
+			proxy := httptest.NewServer(&roundRobin{backends: []string{strings.TrimPrefix(durableURL, "http://")},
+				client: &http.Client{Timeout: 15 * time.Second}})
+			floor := saturate(b, proxy.URL+"/hooks/gitlab", func(i int) delivery { return m.delivery(plan, i) },
+				saturationRates(b), satSeconds, nil, "durable floor behind the proxy")
+			proxy.Close()
+			stopDurable()
+			b.ReportMetric(float64(sat[1]), "sat-rate-1")
+			b.ReportMetric(float64(sat[3]), "sat-rate-3")
+			b.ReportMetric(float64(floor), "sat-durable-rate")
+			b.ReportMetric(float64(sat[3])/float64(max(floor, 1)), "sat-ratio-3")
+			b.Logf("saturation of the whole mix through the round-robin proxy (PostgreSQL, %.0f s a rate): one depsd serve up to %d deliveries/s, three replicas up to %d/s (%.2f× the durable floor's %d/s; goal ≥ 0.8×)",
+				satSeconds, sat[1], sat[3], float64(sat[3])/float64(max(floor, 1)), floor)
 		}
 		b.Logf("replicas on PostgreSQL, the mix without rescans at %d/s for %g s: %s", rate, seconds, strings.Join(lines, "; "))
 		b.Logf("model: %.0f µs of CPU to record a delivery, %.0f µs to apply an event (largest error %.0f %%); one engine applies the mix at %.0f events/s (%.0f µs of its CPU each) under the write lock; N replicas on N machines of 2 cores take %s (goal: the apply bound ≥ 10,000/s)",
@@ -175,8 +203,11 @@ type replica struct {
 }
 
 // replicaRun starts n replicas on a fresh PostgreSQL database, drives the
-// mix through a round-robin proxy and returns what each did.
-func replicaRun(b *testing.B, bin string, srv *gitlabtest.Server, n int, mix deliveries, rate int, seconds float64) []procLoad {
+// mix through a round-robin proxy and returns what each did; then, with
+// satSeconds > 0, ramps satMix through the proxy as BenchmarkWebhookMix
+// does (saturate) and returns the highest rate taken.
+func replicaRun(b *testing.B, bin string, srv *gitlabtest.Server, n int, mix deliveries, rate int, seconds float64,
+	satMix deliveries, satSeconds float64) (_ []procLoad, satRate int) {
 	b.Helper()
 	db := pgtest.Database(b)
 	dir := b.TempDir()
@@ -278,7 +309,11 @@ func replicaRun(b *testing.B, bin string, srv *gitlabtest.Server, n int, mix del
 			})
 		}
 	}
-	return out
+	if satSeconds > 0 {
+		satRate = saturate(b, proxy.URL+"/hooks/gitlab", satMix, saturationRates(b), satSeconds, backlog,
+			fmt.Sprintf("%d replicas", n))
+	}
+	return out, satRate
 }
 
 // waitHTTP waits until url answers 200.
