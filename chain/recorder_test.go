@@ -435,9 +435,9 @@ func TestRecordedOnlyWhileAnotherReplicaHoldsTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := en.NewRecorder()
-	stop := runWorkers(t, e.ctx, rec.Run, en.RunInbox)
-	defer stop()
+	// The recorder alone first: this process's inbox is idle, so the
+	// lone event goes to applyNow.
+	rec := runRecorder(t, en.NewRecorder())
 	ev := chain.PipelineEvent{ProjectID: e.ids["a"], Project: "a", PipelineID: 70, Status: "success", Ref: "main", Source: "push", At: e.clock.Now()}
 	dup, err := rec.Record(e.ctx, "k", chain.Event{Pipeline: &ev})
 	if err != nil || dup {
@@ -446,6 +446,12 @@ func TestRecordedOnlyWhileAnotherReplicaHoldsTheLock(t *testing.T) {
 	if s.recordedOnly.Load() != 1 {
 		t.Fatalf("%d recordings only, want the lone event's", s.recordedOnly.Load())
 	}
+	if !chain.InboxWoken(en) {
+		t.Fatal("the inbox was not woken for the event recorded only")
+	}
+	// The inbox, started now, applies it.
+	stop := runWorkers(t, e.ctx, en.RunInbox)
+	defer stop()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		cs, err := en.Chains(e.ctx, chain.Filter{})
@@ -456,7 +462,7 @@ func TestRecordedOnlyWhileAnotherReplicaHoldsTheLock(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no chain started: the inbox was not woken for the event recorded only")
+			t.Fatal("no chain started: the inbox did not apply the event recorded only")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
