@@ -107,7 +107,7 @@ bench:
 	$(MAKE) bench-docs
 
 ## bench-capacity: issue 40's figures, recorded (part of make bench; about
-## 45 minutes, most of it the saturation ramps, 60 s a rate, each stopping
+## 45 minutes, at most an hour; most of it the saturation ramps, 60 s a rate, each stopping
 ## at the first rate that fails): the realistic mix's acknowledgement
 ## against the durable floor, CPU per delivery by kind and saturation on
 ## SQLite and on PostgreSQL (one depsd serve, in the benchmark's process),
