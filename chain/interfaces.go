@@ -75,9 +75,10 @@ type Store interface {
 	// GitLab. When ctx comes from RecordingFirst, fn's first write is
 	// Tx.RecordEvents of those events: the store may send it with the
 	// statements that begin the transaction; and where recording needs no
-	// write lock (PostgreSQL) and another process holds it, the store may
-	// instead commit the recording alone, not call fn, and return a
-	// *RecordedOnlyError: the events are recorded, nothing is applied.
+	// write lock (PostgreSQL) and another process holds it, or a writer of
+	// this process is ahead, the store may instead commit the recording
+	// alone, not call fn, and return a *RecordedOnlyError: the events are
+	// recorded, nothing is applied.
 	UpdateChains(ctx context.Context, fn func(Tx) error) error
 	// ViewChains runs fn in a read-only snapshot; fn must not write.
 	ViewChains(ctx context.Context, fn func(Tx) error) error
@@ -113,13 +114,13 @@ func RecordingFirst(ctx context.Context, evs []NewEvent) context.Context {
 
 // RecordedOnlyError is what UpdateChains returns when it recorded the
 // events RecordingFirst announced without applying them: the write lock
-// was held by another process, and recording does not wait for it. The
-// events are committed (Duplicate says which were recorded before); the
-// inbox applies them.
+// was held by another process, or another writer of this process was
+// ahead, and recording does not wait for them. The events are committed
+// (Duplicate says which were recorded before); the inbox applies them.
 type RecordedOnlyError struct{ Duplicate []bool }
 
 func (e *RecordedOnlyError) Error() string {
-	return "recorded only: the write lock is held by another process"
+	return "recorded only: another writer holds the write lock or is ahead of this one"
 }
 
 // EventsRecordedFirst returns the events RecordingFirst announced in ctx.

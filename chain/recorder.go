@@ -148,9 +148,9 @@ func (r *Recorder) answer(batch []*recordReq, dups []bool, err error) (added boo
 // dependents' pipelines. Older unprocessed events (another process
 // recorded them) are applied first, in order; if some are left (more than
 // a few, or a push event ahead), the inbox is woken for them. Where the
-// store records without the write lock and another process holds it
-// (RecordedOnlyError), evs are recorded only, and the inbox woken. On
-// error nothing is recorded.
+// store records without the write lock and another writer holds it or is
+// ahead (RecordedOnlyError), evs are recorded only, and the inbox woken.
+// On error nothing is recorded.
 func (e *Engine) applyNow(ctx context.Context, evs []NewEvent) (duplicate []bool, err error) {
 	g, err := e.cfg.Graph(ctx)
 	if err != nil {
@@ -168,9 +168,9 @@ func (e *Engine) applyNow(ctx context.Context, evs []NewEvent) (duplicate []bool
 	})
 	var only *RecordedOnlyError
 	if errors.As(err, &only) {
-		// Another replica holds the write lock: the events are
-		// recorded, and the inbox applies them once it can, while the
-		// webhook is answered now.
+		// Another writer holds the write lock or is ahead: the events
+		// are recorded, and the inbox applies them once it can, while
+		// the webhook is answered now.
 		e.NotifyInbox()
 		return only.Duplicate, nil
 	}

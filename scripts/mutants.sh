@@ -1549,10 +1549,16 @@ mutant "a recording waits for another replica's write lock" \
 
 mutant "an event recorded only does not wake the inbox" \
 	chain/recorder.go \
-	'		// webhook is answered now.
+	'		// the webhook is answered now.
 		e.NotifyInbox()' \
-	'		// webhook is answered now.' \
+	'		// the webhook is answered now.' \
 	-- go test -count=1 -run 'TestRecordedOnlyWhileAnotherReplicaHoldsTheLock' ./chain/
+
+mutant "a recording queues behind this process's writers" \
+	store/chains.go \
+	'				ctx = withoutGateWait(ctx)' \
+	'' \
+	-- go test -count=1 -run 'TestRecordingDoesNotQueueBehindThisProcesssWriters' ./store/
 
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"

@@ -33,6 +33,10 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 				// held by another session, the recording is kept
 				// alone (chain.RecordedOnlyError).
 				ra.tryLock = true
+				// Nor this process's gate: a writer of its own
+				// there may be waiting for another replica's
+				// lock.
+				ctx = withoutGateWait(ctx)
 			}
 		}
 		ctx = withReadAhead(ctx, ra)
@@ -63,6 +67,16 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 		}
 		return t.tx.pipe.commit(context.WithoutCancel(ctx))
 	})
+	if errors.Is(err, errGateBusy) {
+		// Recorded on the pool instead, as the Recorder's group
+		// commit does; the inbox applies it after that writer.
+		evs := chain.EventsRecordedFirst(ctx)
+		dups, err := s.RecordEvents(ctx, evs)
+		if err != nil {
+			return err
+		}
+		return &chain.RecordedOnlyError{Duplicate: dups}
+	}
 	if err == nil {
 		s.chains.commit(cc.active, cc.fresh)
 	}
