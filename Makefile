@@ -3,7 +3,7 @@
 # a build list with BuildKit's); it builds without cgo and with these tags.
 EXECUTOR_TAGS := remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp
 
-.PHONY: test test-depsd test-executor vet build build-depsd release image man demo bench bench-scale bench-docs fuzz mutants soak e2e-real screenshots-real
+.PHONY: test test-depsd test-executor vet build build-depsd release image man demo bench bench-capacity bench-capacity-record bench-capacity-short bench-scale bench-docs fuzz mutants soak e2e-real screenshots-real
 
 # The version stamped into the binaries (depsd version, User-Agent, the
 # depsd_build_info metric): the git tag, else the commit, "-dirty" for a
@@ -88,7 +88,8 @@ image: build-depsd
 	@echo "built $(IMAGE)"
 
 ## bench: the benchmarks whose figures docs/benchmarks.md quotes (the whole-system
-## ones in bench/ at depsd's default settings; about 20 minutes), and those of
+## ones in bench/ at depsd's default settings; about 65 minutes, 45 of them
+## bench-capacity's), and those of
 ## docs/verification.md's Cost: BenchmarkVerificationCost in bench/ (a real
 ## docker-registry behind a 20 ms proxy, about 20 s) and depsd freshness at 2,000
 ## projects. Each result is recorded in docs/benchmarks.json (bench/benchdoc), then
@@ -96,13 +97,42 @@ image: build-depsd
 BENCHDOC = go run ./bench/benchdoc
 bench:
 	$(BENCHDOC) record -- go test -run '^$$' -bench . -benchmem ./deps/ ./deps/buildkitref/
-	$(BENCHDOC) record -- go test -run '^$$' -bench . -skip '$(SCALE_BENCHES)' -benchtime 1x -timeout 30m ./bench/
+	$(BENCHDOC) record -- go test -run '^$$' -bench . -skip '$(SCALE_BENCHES)|$(CAPACITY_BENCHES)' -benchtime 1x -timeout 30m ./bench/
 	DEPSD_BENCH_STORE=postgres $(BENCHDOC) record -- go test -run '^$$' -bench 'StorageFloor|WebhookAck|SuccessToTrigger|RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
 	DEPSD_BENCH_REQUESTS_PER_MINUTE=-1 $(BENCHDOC) record -- go test -run '^$$' -bench 'RebuildBase2000' -benchtime 1x -timeout 30m ./bench/
 	$(BENCHDOC) record -- go test -run '^$$' -bench 'Freshness.*2000' -benchtime 20x ./daemon/ ./cmd/depsd/
 	$(BENCHDOC) record -- go test -run '^$$' -bench ApplyEvent -benchtime 400x ./chain/
 	DEPSD_TEST_STORE=postgres $(BENCHDOC) record -- go test -run '^$$' -bench ApplyEvent -benchtime 400x ./chain/
+	$(MAKE) bench-capacity-record
 	$(MAKE) bench-docs
+
+## bench-capacity: issue 40's figures, recorded (part of make bench; about
+## 45 minutes, at most an hour; most of it the saturation ramps, 60 s a rate, each stopping
+## at the first rate that fails): the realistic mix's acknowledgement
+## against the durable floor, CPU per delivery by kind and saturation on
+## SQLite and on PostgreSQL (one depsd serve, in the benchmark's process),
+## the replicas' CPU model and the saturation of one and of three
+## `depsd serve` behind the round-robin proxy, the inbox's CPU per event on
+## each path, and the mix's CPU by kind of main and of this tree in turns
+## (scripts/bench-ab.sh). Then the table.
+CAPACITY_BENCHES := WebhookMix|ReplicaCapacity
+CAPACITY_FULL := DEPSD_BENCH_SATURATION_SECONDS=60
+bench-capacity: bench-capacity-record bench-docs
+bench-capacity-record:
+	$(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
+	DEPSD_BENCH_STORE=postgres $(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
+	$(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'ReplicaCapacity' -benchtime 1x -timeout 60m ./bench/
+	$(BENCHDOC) record -- go test -run '^$$' -bench InboxByKind -benchtime 200x ./chain/
+	DEPSD_BENCH_AB_BASE=main DEPSD_BENCH_MIX_PARTS=cpu $(BENCHDOC) record -- scripts/bench-ab.sh
+
+## bench-capacity-short: the same benchmarks at a tenth of their size and
+## two saturation rates of 1 s, recorded nowhere: that they run (CI, about
+## a minute). The figures mean nothing at this size.
+CAPACITY_SHORT := DEPSD_BENCH_SCALE=0.1 DEPSD_BENCH_SATURATION_SECONDS=1 DEPSD_BENCH_SATURATION_RATES=250,500
+bench-capacity-short:
+	$(CAPACITY_SHORT) go test -run '^$$' -bench '$(CAPACITY_BENCHES)' -benchtime 1x -timeout 10m ./bench/
+	DEPSD_BENCH_STORE=postgres $(CAPACITY_SHORT) DEPSD_BENCH_MIX_PARTS=ack,sat go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 10m ./bench/
+	go test -run '^$$' -bench InboxByKind -benchtime 10x ./chain/
 
 ## bench-scale: issue 30's benchmarks at the sizes its goals name, at depsd's
 ## default settings (about 45 minutes; the times want a quiet machine):

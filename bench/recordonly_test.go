@@ -31,7 +31,7 @@ func startRecordingOnly(b *testing.B) (url string, stop func()) {
 	rec := engine.NewRecorder()
 	done := make(chan error, 1)
 	go func() { done <- rec.Run(ctx) }()
-	h, err := webhook.NewHandler(webhook.Options{Secret: hookSecret, Recorder: chainRecorder{rec}})
+	h, err := webhook.NewHandler(webhook.Options{Secret: hookSecret, Recorder: chainRecorder{rec}, DependencyFiles: []string{"Containerfile"}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -161,6 +161,10 @@ type Engine struct {
 	// noInputs: the GitLab is older than 17.10 (no pipeline inputs), so a
 	// project refusing variables gets bare pipelines (SetPipelineInputs).
 	noInputs atomic.Bool
+	// fullPathOnly (tests) applies every inbox event on the full path,
+	// without cheapOutcome's shortcut: the reference the cheap path is
+	// compared with.
+	fullPathOnly bool
 	// inboxRuns counts the ProcessInbox calls running (inboxIdle).
 	inboxRuns atomic.Int32
 	// inboxWaitHook (tests) is called when the reconciler waits for the

@@ -16,6 +16,14 @@ func SetSendHook(e *Engine, f func(Action)) { e.sendHook = f }
 // inbox to apply the events recorded before its round.
 func SetInboxWaitHook(e *Engine, f func()) { e.inboxWaitHook = f }
 
+// SetFullPathOnly makes e's inbox apply every event on the full path
+// (cheap.go's shortcut off), the reference the cheap path is compared with.
+func SetFullPathOnly(e *Engine) { e.fullPathOnly = true }
+
+// InboxWoken reports whether a wake-up of e's inbox (NotifyInbox) waits
+// for RunInbox.
+func InboxWoken(e *Engine) bool { return len(e.inboxC) > 0 }
+
 // ReleaseAbandoned gives back the claims of e's stopped sends, as
 // RunOutbox does at the start of each round.
 func ReleaseAbandoned(ctx context.Context, e *Engine) error { return e.releaseAbandoned(ctx) }

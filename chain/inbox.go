@@ -19,6 +19,13 @@ const (
 	yieldAfter    = 4
 )
 
+// maxCoveredPushes bounds the push events one rescan marks besides its
+// own.
+const maxCoveredPushes = 1000
+
+// outcomeRescanned is the outcome of a push whose project was rescanned.
+const outcomeRescanned = "rescanned"
+
 // WriteYielder is what a Store may also implement so that the inbox
 // processor lets the webhook recorder in: UrgentWritersWaiting reports
 // whether a write of this process that a webhook's answer waits for
@@ -95,9 +102,38 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 			continue
 		}
 		if push != nil {
+			// The rescan reads GitLab as it is when it runs: every push
+			// delivered before it starts is in what it reads. So the
+			// pushes recorded by then, further in the inbox too, are
+			// covered by it and marked with it: a burst of pushes costs
+			// one scan of the scope, not one each.
+			var covered []int64
+			err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+				var err error
+				covered, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
+				return err
+			})
+			if err != nil {
+				return n, fmt.Errorf("process inbox: read push events: %w", err)
+			}
 			outcome := e.rescan(ctx, push.Event.Push)
-			err := e.cfg.Store.UpdateChains(ctx, func(tx Tx) error {
-				return tx.MarkEvent(ctx, push.Seq, e.now(), outcome)
+			if outcome != outcomeRescanned {
+				covered = nil
+			}
+			err = e.cfg.Store.UpdateChains(ctx, func(tx Tx) error {
+				at := e.now()
+				if err := tx.MarkEvent(ctx, push.Seq, at, outcome); err != nil {
+					return err
+				}
+				for _, seq := range covered {
+					if seq == push.Seq {
+						continue
+					}
+					if err := tx.MarkEvent(ctx, seq, at, fmt.Sprintf("%s with event %d", outcomeRescanned, push.Seq)); err != nil {
+						return err
+					}
+				}
+				return nil
 			})
 			if err != nil {
 				return n, fmt.Errorf("process inbox: mark push event %d: %w", push.Seq, err)
@@ -105,6 +141,12 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 			g = nil // the rescan may have changed the graph
 			e.obs.EventApplied(push.Event.Kind(), outcome)
 			n++
+			for _, seq := range covered {
+				if seq != push.Seq {
+					e.obs.EventApplied(push.Event.Kind(), outcomeRescanned)
+					n++
+				}
+			}
 			continue
 		}
 		if drained {
@@ -149,10 +191,17 @@ func (t *txn) applyEvents(limit int, yield WriteYielder, rescanned map[int64]boo
 		}
 		t.now = t.e.now()
 		outcome := "ignored: empty event"
-		if se.Event.Pipeline != nil {
-			if outcome, err = t.applyPipeline(*se.Event.Pipeline); err != nil {
+		if ev := se.Event.Pipeline; ev != nil {
+			// An event no chain can use is settled without the
+			// per-event look-ups (cheap.go); the others are applied.
+			cheap := false
+			outcome, cheap, err = t.cheapOutcome(*ev)
+			if err == nil && !cheap {
+				outcome, err = t.applyPipeline(*ev)
+			}
+			if err != nil {
 				return done, nil, nil, false, fmt.Errorf("apply event %d (pipeline %d of %s): %w", se.Seq,
-					se.Event.Pipeline.PipelineID, se.Event.Pipeline.Project, err)
+					ev.PipelineID, ev.Project, err)
 			}
 		}
 		if err := t.tx.MarkEvent(t.ctx, se.Seq, t.now, outcome); err != nil {
@@ -221,7 +270,7 @@ func (e *Engine) rescan(ctx context.Context, ev *PushEvent) string {
 		e.log.Warn("rescan after push failed", "project", ev.Project, "project_id", ev.ProjectID, "err", err)
 		return "rescan failed: " + err.Error()
 	}
-	return "rescanned"
+	return outcomeRescanned
 }
 
 // ApplyPipelineEvent applies one pipeline event at once, without the inbox

@@ -1,6 +1,7 @@
 package chain_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -79,5 +80,56 @@ func TestInboxAppliesABacklogAsOneByOne(t *testing.T) {
 	want := []string{"a=pending base=success (1 reasons)", "b=pending lib=success (1 reasons)"}
 	if !slices.Equal(got, want) {
 		t.Errorf("chains %q, want %q", got, want)
+	}
+}
+
+// TestPushesRecordedBeforeARescanShareIt: pushes of dependency files
+// recorded before the inbox reaches the first call one rescan, which
+// reads GitLab as it is then (every push delivered before is in it); a
+// push recorded while that rescan runs calls another. The pipeline
+// events between them are applied as before.
+func TestPushesRecordedBeforeARescanShareIt(t *testing.T) {
+	e := newEnv(t, chain.Full, "a>b", "c")
+	var rescans []string
+	recordPush := func(project string) {
+		e.keys++
+		ev := chain.PushEvent{ProjectID: e.ids[project], Project: project, Ref: "main", Changed: []string{"Containerfile"}, At: e.clock.Now()}
+		if _, err := e.engine.RecordEvent(e.ctx, fmt.Sprintf("push-%d", e.keys), chain.Event{Push: &ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	en, err := chain.New(chain.Config{Store: e.store, GitLab: e.gl, Graph: e.store.Graph, Mode: chain.Full, Now: e.clock.Now,
+		Rescan: func(_ context.Context, project string) error {
+			rescans = append(rescans, project)
+			if len(rescans) == 1 {
+				recordPush("c") // delivered while the first rescan runs
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.engine = en
+	recordPush("a")
+	e.keys++
+	ok := chain.PipelineEvent{ProjectID: e.ids["a"], Project: "a", PipelineID: 7, Status: "success", Ref: "main", Source: "push", At: e.clock.Now()}
+	if _, err := e.engine.RecordEvent(e.ctx, "ok", chain.Event{Pipeline: &ok}); err != nil {
+		t.Fatal(err)
+	}
+	recordPush("b")
+	recordPush("c")
+	n, err := e.engine.ProcessInbox(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 {
+		t.Errorf("applied %d events, want 5", n)
+	}
+	if want := []string{"a", "c"}; !slices.Equal(rescans, want) {
+		t.Errorf("rescans of %v, want %v (one for the three pushes recorded before it, one for the push recorded meanwhile)", rescans, want)
+	}
+	e.send()
+	if e.count("b") != 1 {
+		t.Errorf("b built %d times after a's success, want 1", e.count("b"))
 	}
 }

@@ -50,8 +50,13 @@ type Repository interface {
 // that the daemon swaps after a rescan. The graph is only read.
 type GraphSource func(ctx context.Context) (*deps.Graph, error)
 
-// Rescan rescans one project after a push to its default branch. It is
-// called by the inbox processor, outside any store transaction.
+// Rescan rescans after a push to project's default branch (or a branch
+// it follows), or a new release of it. It is called by the inbox
+// processor, outside any store transaction. What it reads must include
+// every change GitLab held when it was called, of every project (the
+// daemon's incremental scan of the scope reads every project whose head
+// moved): the inbox marks the pushes recorded before the call, of any
+// project, as covered by it.
 type Rescan func(ctx context.Context, project string) error
 
 // ErrNotFound is returned by Tx.Chain and Engine.Chain for an unknown chain
@@ -69,7 +74,11 @@ type Store interface {
 	// start (other writers wait), so fn must be quick and must never call
 	// GitLab. When ctx comes from RecordingFirst, fn's first write is
 	// Tx.RecordEvents of those events: the store may send it with the
-	// statements that begin the transaction.
+	// statements that begin the transaction; and where recording needs no
+	// write lock (PostgreSQL) and another process holds it, or a writer of
+	// this process is ahead, the store may instead commit the recording
+	// alone, not call fn, and return a *RecordedOnlyError: the events are
+	// recorded, nothing is applied.
 	UpdateChains(ctx context.Context, fn func(Tx) error) error
 	// ViewChains runs fn in a read-only snapshot; fn must not write.
 	ViewChains(ctx context.Context, fn func(Tx) error) error
@@ -101,6 +110,17 @@ type recordingFirstKey struct{}
 // same slice first: the store may have written them with the BEGIN.
 func RecordingFirst(ctx context.Context, evs []NewEvent) context.Context {
 	return context.WithValue(ctx, recordingFirstKey{}, evs)
+}
+
+// RecordedOnlyError is what UpdateChains returns when it recorded the
+// events RecordingFirst announced without applying them: the write lock
+// was held by another process, or another writer of this process was
+// ahead, and recording does not wait for them. The events are committed
+// (Duplicate says which were recorded before); the inbox applies them.
+type RecordedOnlyError struct{ Duplicate []bool }
+
+func (e *RecordedOnlyError) Error() string {
+	return "recorded only: another writer holds the write lock or is ahead of this one"
 }
 
 // EventsRecordedFirst returns the events RecordingFirst announced in ctx.
@@ -165,6 +185,9 @@ type Tx interface {
 	NextEvent(ctx context.Context) (StoredEvent, bool, error)
 	// MarkEvent records that the event was processed, with a short result.
 	MarkEvent(ctx context.Context, seq int64, at time.Time, result string) error
+	// UnprocessedPushes returns the seqs of the unprocessed push events,
+	// oldest first, up to limit.
+	UnprocessedPushes(ctx context.Context, limit int) ([]int64, error)
 	// PruneEvents deletes processed events received before before.
 	PruneEvents(ctx context.Context, before time.Time) (int, error)
 	// CountEvents counts the unprocessed events.

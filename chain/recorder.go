@@ -147,8 +147,10 @@ func (r *Recorder) answer(batch []*recordReq, dups []bool, err error) (added boo
 // of the inbox in between, on the path from an upstream's success to its
 // dependents' pipelines. Older unprocessed events (another process
 // recorded them) are applied first, in order; if some are left (more than
-// a few, or a push event ahead), the inbox is woken for them. On error
-// nothing is recorded.
+// a few, or a push event ahead), the inbox is woken for them. Where the
+// store records without the write lock and another writer holds it or is
+// ahead (RecordedOnlyError), evs are recorded only, and the inbox woken.
+// On error nothing is recorded.
 func (e *Engine) applyNow(ctx context.Context, evs []NewEvent) (duplicate []bool, err error) {
 	g, err := e.cfg.Graph(ctx)
 	if err != nil {
@@ -164,6 +166,14 @@ func (e *Engine) applyNow(ctx context.Context, evs []NewEvent) (duplicate []bool
 		done, _, _, drained, err = t.applyEvents(len(evs)+yieldAfter, nil, nil)
 		return err
 	})
+	var only *RecordedOnlyError
+	if errors.As(err, &only) {
+		// Another writer holds the write lock or is ahead: the events
+		// are recorded, and the inbox applies them once it can, while
+		// the webhook is answered now.
+		e.NotifyInbox()
+		return only.Duplicate, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -398,5 +399,71 @@ func TestRecorderOnlyRecordsAnEventThatFollowsClosely(t *testing.T) {
 	}
 	if n := e.unprocessed(); n != 1 {
 		t.Errorf("%d events left for the inbox, want 1 (the second)", n)
+	}
+}
+
+// busyLockStore is a store whose write lock another replica holds for
+// every recording announced with RecordingFirst: it records those events
+// alone and says so (RecordedOnlyError), as PostgreSQL does.
+type busyLockStore struct {
+	*store.Store
+	recordedOnly atomic.Int32
+}
+
+func (s *busyLockStore) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error {
+	if evs := chain.EventsRecordedFirst(ctx); len(evs) > 0 {
+		dups, err := s.Store.RecordEvents(ctx, evs)
+		if err != nil {
+			return err
+		}
+		s.recordedOnly.Add(1)
+		return &chain.RecordedOnlyError{Duplicate: dups}
+	}
+	return s.Store.UpdateChains(ctx, fn)
+}
+
+// TestRecordedOnlyWhileAnotherReplicaHoldsTheLock: a lone webhook the
+// store could only record (another replica held the write lock) is
+// answered at once, as recorded, and this process's inbox, woken, applies
+// it: the chain starts without waiting for the poll.
+func TestRecordedOnlyWhileAnotherReplicaHoldsTheLock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, chain.Full, "a>b")
+	s := &busyLockStore{Store: e.store}
+	en, err := chain.New(chain.Config{Store: s, GitLab: e.gl, Graph: e.store.Graph, Mode: chain.Full, Now: e.clock.Now,
+		PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The recorder alone first: this process's inbox is idle, so the
+	// lone event goes to applyNow.
+	rec := runRecorder(t, en.NewRecorder())
+	ev := chain.PipelineEvent{ProjectID: e.ids["a"], Project: "a", PipelineID: 70, Status: "success", Ref: "main", Source: "push", At: e.clock.Now()}
+	dup, err := rec.Record(e.ctx, "k", chain.Event{Pipeline: &ev})
+	if err != nil || dup {
+		t.Fatalf("Record = %v, %v; want recorded", dup, err)
+	}
+	if s.recordedOnly.Load() != 1 {
+		t.Fatalf("%d recordings only, want the lone event's", s.recordedOnly.Load())
+	}
+	if !chain.InboxWoken(en) {
+		t.Fatal("the inbox was not woken for the event recorded only")
+	}
+	// The inbox, started now, applies it.
+	stop := runWorkers(t, e.ctx, en.RunInbox)
+	defer stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cs, err := en.Chains(e.ctx, chain.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no chain started: the inbox did not apply the event recorded only")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

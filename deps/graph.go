@@ -193,6 +193,13 @@ func (g *Graph) Downstream(p string) []string {
 	return g.names(g.down[id])
 }
 
+// HasDownstream reports whether something depends on p directly (its
+// Downstream is not empty), without listing it.
+func (g *Graph) HasDownstream(p string) bool {
+	id, ok := g.ids[p]
+	return ok && len(g.down[id]) > 0
+}
+
 // Affected returns every project that depends on p directly or transitively,
 // excluding p itself (even when p is on a cycle), sorted; nil for an unknown
 // p. It is the set a rebuild of p would have to consider. Its cost is linear

@@ -1474,6 +1474,92 @@ mutant "the merge's pipeline is never looked for: only its webhook counts" \
 			continue // not created yet' \
 	-- go test -count=1 -run 'TestPinnedMemberGoesOnThroughItsMergeRequest' ./chain/
 
+# Issue 40 item 2: the inbox's cheap path (chain/cheap.go) settles only
+# what no chain can use (an event wrongly taken as useless fails a test),
+# and one rescan covers the pushes recorded before it.
+mutant "cheap path: a project in an active chain settled without its look-ups" \
+	chain/cheap.go \
+	'if !ok || t.projectInChain(path) {' \
+	'if !ok {' \
+	-- go test -count=1 -run 'FuzzCheapPathSameAsFull' ./chain/
+
+mutant "cheap path: another node of a project in a chain not seen" \
+	chain/cheap.go \
+	'		if i < len(c.Members) && strings.HasPrefix(c.Members[i].Project, prefix) {' \
+	'		if false && i < len(c.Members) && strings.HasPrefix(c.Members[i].Project, prefix) {' \
+	-- go test -count=1 -run 'TestCheapPathSeesEveryNodeOfAProject' ./chain/
+
+mutant "cheap path: depsd's own pipeline (its action id) settled cheaply" \
+	chain/cheap.go \
+	'ev.Variables[VarActionID] != "" || ' \
+	'' \
+	-- go test -count=1 -run 'TestCheapPathLeavesDepsdPipelinesToTheFullPath' ./chain/
+
+mutant "cheap path: a success with something downstream settled cheaply" \
+	chain/cheap.go \
+	'if t.g.HasDownstream(node) || t.e.verifies(node) {' \
+	'if t.e.verifies(node) {' \
+	-- go test -count=1 -run 'FuzzCheapPathSameAsFull' ./chain/
+
+mutant "cheap path: a success to verify for the record settled cheaply" \
+	chain/cheap.go \
+	'if t.g.HasDownstream(node) || t.e.verifies(node) {' \
+	'if t.g.HasDownstream(node) {' \
+	-- go test -count=1 -run 'FuzzCheapPathSameAsFull' ./chain/
+
+mutant "a rescan covers only its own push (a burst of pushes, one scan each)" \
+	chain/inbox.go \
+	'			if outcome != outcomeRescanned {
+				covered = nil' \
+	'			if true {
+				covered = nil' \
+	-- go test -count=1 -run 'TestPushesRecordedBeforeARescanShareIt' ./chain/
+
+mutant "a rescan covers the pushes recorded while it runs" \
+	chain/inbox.go \
+	'			var covered []int64
+			err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+				var err error
+				covered, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
+				return err
+			})
+			if err != nil {
+				return n, fmt.Errorf("process inbox: read push events: %w", err)
+			}
+			outcome := e.rescan(ctx, push.Event.Push)' \
+	'			outcome := e.rescan(ctx, push.Event.Push)
+			var covered []int64
+			err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+				var err error
+				covered, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
+				return err
+			})
+			if err != nil {
+				return n, fmt.Errorf("process inbox: read push events: %w", err)
+			}' \
+	-- go test -count=1 -run 'TestPushesRecordedBeforeARescanShareIt' ./chain/
+
+# Issue 40 item 3: a replica's recording never waits for the write lock
+# another replica holds.
+mutant "a recording waits for another replica's write lock" \
+	store/chains.go \
+	'				ra.tryLock = true' \
+	'				ra.tryLock = false' \
+	-- go test -count=1 -run 'TestRecordingDoesNotWaitForAnotherReplicasLock' ./store/
+
+mutant "an event recorded only does not wake the inbox" \
+	chain/recorder.go \
+	'		// the webhook is answered now.
+		e.NotifyInbox()' \
+	'		// the webhook is answered now.' \
+	-- go test -count=1 -run 'TestRecordedOnlyWhileAnotherReplicaHoldsTheLock' ./chain/
+
+mutant "a recording queues behind this process's writers" \
+	store/chains.go \
+	'				ctx = withoutGateWait(ctx)' \
+	'' \
+	-- go test -count=1 -run 'TestRecordingDoesNotQueueBehindThisProcesssWriters' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

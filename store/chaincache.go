@@ -271,6 +271,8 @@ type txCache struct {
 	events []chain.StoredEvent
 	// eventsDrained: the last read of events found fewer than it asked for.
 	eventsDrained bool
+	// marks are the events marked processed, not yet written (MarkEvent).
+	marks []eventMarks
 	// newFrom is the lowest chain id free when the transaction first
 	// learned it (0: not yet): a chain at or above it is one this
 	// transaction created. nextID is the id NewChainID hands out next.

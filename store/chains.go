@@ -29,6 +29,14 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 			// cannot be encoded, RecordEvents says why.
 			if a, err := newRecordingAhead(evs); err == nil {
 				recorded, ra.then = a, a.statements()
+				// A recording needs no write lock on PostgreSQL:
+				// held by another session, the recording is kept
+				// alone (chain.RecordedOnlyError).
+				ra.tryLock = true
+				// Nor this process's gate: a writer of its own
+				// there may be waiting for another replica's
+				// lock.
+				ctx = withoutGateWait(ctx)
 			}
 		}
 		ctx = withReadAhead(ctx, ra)
@@ -40,14 +48,35 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 		}
 		cc = &txCache{cache: s.chains, fresh: map[int64]cachedChain{}, versions: ra, recorded: recorded}
 		t.cc = cc
+		if ra != nil && ra.busy {
+			// Another session holds the write lock: the recording
+			// went in with the BEGIN, and is committed alone.
+			if err := t.tx.pipe.commit(context.WithoutCancel(ctx)); err != nil {
+				return err
+			}
+			return &chain.RecordedOnlyError{Duplicate: slices.Clone(recorded.rec.duplicate)}
+		}
 		if err := fn(t); err != nil {
 			if t.tx.pipe != nil && t.tx.pipe.err != nil {
 				return errors.Join(t.tx.pipe.err, err) // what failed first, first
 			}
 			return err
 		}
+		if err := t.flushMarks(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
 		return t.tx.pipe.commit(context.WithoutCancel(ctx))
 	})
+	if errors.Is(err, errGateBusy) {
+		// Recorded on the pool instead, as the Recorder's group
+		// commit does; the inbox applies it after that writer.
+		evs := chain.EventsRecordedFirst(ctx)
+		dups, err := s.RecordEvents(ctx, evs)
+		if err != nil {
+			return err
+		}
+		return &chain.RecordedOnlyError{Duplicate: dups}
+	}
 	if err == nil {
 		s.chains.commit(cc.active, cc.fresh)
 	}

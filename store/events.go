@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gitlab.com/depsd/depsd/chain"
@@ -68,6 +69,9 @@ func (t chainTx) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplic
 	}
 	// Only UpdateChains's transactions can write, and theirs have a pipe
 	// exactly on PostgreSQL.
+	if err := t.flushMarks(ctx); err != nil {
+		return nil, err
+	}
 	switch {
 	case t.tx.pipe != nil && t.cc != nil && len(t.cc.events) == 0 && !t.cc.eventsDrained:
 		// PostgreSQL, where the events are read by the same round trip
@@ -305,8 +309,12 @@ func (t chainTx) NextEvent(ctx context.Context) (chain.StoredEvent, bool, error)
 	return t.cc.events[0], true, nil
 }
 
-// readEvents reads the oldest n unprocessed events.
+// readEvents reads the oldest n unprocessed events (the marks kept
+// written first).
 func (t chainTx) readEvents(ctx context.Context, n int) ([]chain.StoredEvent, error) {
+	if err := t.flushMarks(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := t.tx.QueryContext(ctx, `SELECT seq, key, payload, received_at FROM events
 		WHERE processed_at IS NULL ORDER BY seq LIMIT $1`, n)
 	if err != nil {
@@ -352,20 +360,99 @@ func scanEvents(rows rowScanner, cols int, each func(se chain.StoredEvent, flag 
 }
 
 // MarkEvent records that an event was processed, unless it already was.
+// In a write transaction the marks are kept until the events are read
+// again, or the transaction ends, and then written a statement for every
+// run of marks with the same time and result (flushMarks): the inbox
+// marks dozens of events a transaction, most of them settled alike.
 func (t chainTx) MarkEvent(ctx context.Context, seq int64, at time.Time, result string) error {
-	err := t.tx.execLater(ctx, `UPDATE events SET processed_at = $1, result = $2
-		WHERE seq = $3 AND processed_at IS NULL`, encodeTime(at), result, seq)
-	if err != nil {
-		return fmt.Errorf("mark event %d processed: %w", seq, err)
+	if t.cc == nil {
+		err := t.tx.execLater(ctx, `UPDATE events SET processed_at = $1, result = $2
+			WHERE seq = $3 AND processed_at IS NULL`, encodeTime(at), result, seq)
+		if err != nil {
+			return fmt.Errorf("mark event %d processed: %w", seq, err)
+		}
+		return nil
 	}
-	if t.cc != nil {
-		t.cc.events = slices.DeleteFunc(t.cc.events, func(se chain.StoredEvent) bool { return se.Seq == seq })
+	t.cc.events = slices.DeleteFunc(t.cc.events, func(se chain.StoredEvent) bool { return se.Seq == seq })
+	m := &t.cc.marks
+	if n := len(*m); n > 0 && (*m)[n-1].at.Equal(at) && (*m)[n-1].result == result && len((*m)[n-1].seqs) < maxMarkBatch {
+		(*m)[n-1].seqs = append((*m)[n-1].seqs, seq)
+		return nil
+	}
+	*m = append(*m, eventMarks{at: at, result: result, seqs: []int64{seq}})
+	return nil
+}
+
+// maxMarkBatch bounds the events one statement of flushMarks marks.
+const maxMarkBatch = 64
+
+// eventMarks are events marked processed at the same time with the same
+// result, not yet written.
+type eventMarks struct {
+	at     time.Time
+	result string
+	seqs   []int64
+}
+
+// flushMarks writes the marks MarkEvent kept: one statement for each run
+// of marks alike (on PostgreSQL, queued with the transaction's other
+// statements whose results nothing reads).
+func (t chainTx) flushMarks(ctx context.Context) error {
+	if t.cc == nil || len(t.cc.marks) == 0 {
+		return nil
+	}
+	marks := t.cc.marks
+	t.cc.marks = nil
+	for _, m := range marks {
+		var q strings.Builder
+		q.WriteString(`UPDATE events SET processed_at = $1, result = $2 WHERE processed_at IS NULL AND seq IN (`)
+		args := make([]any, 0, 2+len(m.seqs))
+		args = append(args, encodeTime(m.at), m.result)
+		for i, seq := range m.seqs {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(&q, "$%d", i+3)
+			args = append(args, seq)
+		}
+		q.WriteString(")")
+		if err := t.tx.execLater(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("mark %d events processed (first %d): %w", len(m.seqs), m.seqs[0], err)
+		}
 	}
 	return nil
 }
 
+// UnprocessedPushes returns the seqs of the unprocessed push events,
+// oldest first, up to limit.
+func (t chainTx) UnprocessedPushes(ctx context.Context, limit int) ([]int64, error) {
+	if err := t.flushMarks(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := t.tx.QueryContext(ctx, `SELECT seq FROM events WHERE processed_at IS NULL AND kind = 'push' ORDER BY seq LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read unprocessed pushes: %w", err)
+	}
+	defer rows.Close()
+	var seqs []int64
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, fmt.Errorf("read unprocessed pushes: %w", err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read unprocessed pushes: %w", err)
+	}
+	return seqs, nil
+}
+
 // PruneEvents deletes processed events received before before.
 func (t chainTx) PruneEvents(ctx context.Context, before time.Time) (int, error) {
+	if err := t.flushMarks(ctx); err != nil {
+		return 0, err
+	}
 	res, err := t.tx.ExecContext(ctx, `DELETE FROM events WHERE processed_at IS NOT NULL AND received_at < $1`,
 		encodeTime(before))
 	if err != nil {
@@ -377,6 +464,9 @@ func (t chainTx) PruneEvents(ctx context.Context, before time.Time) (int, error)
 
 // CountEvents counts the unprocessed events.
 func (t chainTx) CountEvents(ctx context.Context) (int, error) {
+	if err := t.flushMarks(ctx); err != nil {
+		return 0, err
+	}
 	var n int
 	if err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM events WHERE processed_at IS NULL`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count events: %w", err)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 )
@@ -54,6 +55,18 @@ func (g *writeGate) acquire(ctx context.Context, urgent bool) error {
 	}
 }
 
+// tryAcquire takes the gate if it is free, without waiting; the caller
+// must release it if it did.
+func (g *writeGate) tryAcquire() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held {
+		return false
+	}
+	g.held = true
+	return true
+}
+
 // release hands the gate to the next waiter, urgent ones first.
 func (g *writeGate) release() {
 	g.mu.Lock()
@@ -82,6 +95,20 @@ type urgentKey struct{}
 func withUrgentWrites(ctx context.Context) context.Context {
 	return context.WithValue(ctx, urgentKey{}, true)
 }
+
+// noWaitKey marks a context whose write transaction must not wait for
+// the gate (withoutGateWait).
+type noWaitKey struct{}
+
+// withoutGateWait makes ctx's write transaction fail with errGateBusy
+// instead of waiting when the gate is held.
+func withoutGateWait(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noWaitKey{}, true)
+}
+
+// errGateBusy is a write transaction begun withoutGateWait while another
+// writer of this process held the gate.
+var errGateBusy = errors.New("another writer of this process holds the write gate")
 
 func isUrgent(ctx context.Context) bool {
 	u, _ := ctx.Value(urgentKey{}).(bool)

@@ -90,6 +90,11 @@ type readAhead struct {
 	// query: the transaction then begins with one pgx batch of prepared
 	// statements (beginBatch) instead of the simple query.
 	then []aheadStatement
+	// tryLock: the batch only tries the write lock (a recording sent
+	// with the BEGIN, which needs no lock); busy: another session held
+	// it, so the statements ran without it and only the recording may
+	// be kept.
+	tryLock, busy bool
 }
 
 // aheadStatement is a statement sent with the BEGIN, and what reads its
@@ -129,16 +134,27 @@ func (ra *readAhead) beginBatch(ctx context.Context, pc *pgx.Conn) error {
 	stmts := append([]aheadStatement{versions}, ra.then...)
 	var b pgx.Batch
 	b.Queue(beginReadCommitted)
-	b.Queue("SELECT pg_advisory_xact_lock($1)", int64(writeLockKey))
+	if ra.tryLock {
+		b.Queue("SELECT pg_try_advisory_xact_lock($1)", int64(writeLockKey))
+	} else {
+		b.Queue("SELECT pg_advisory_xact_lock($1)", int64(writeLockKey))
+	}
 	for _, st := range stmts {
 		b.Queue(st.query, st.args...)
 	}
 	br := pc.SendBatch(ctx, &b)
 	err := func() error {
-		for range 2 {
-			if _, err := br.Exec(); err != nil {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if ra.tryLock {
+			var locked bool
+			if err := br.QueryRow().Scan(&locked); err != nil {
 				return err
 			}
+			ra.busy = !locked
+		} else if _, err := br.Exec(); err != nil {
+			return err
 		}
 		for _, st := range stmts {
 			rows, err := br.Query()

@@ -176,7 +176,11 @@ func (s *Store) inConnTx(ctx context.Context, opts *sql.TxOptions, fn func(*sql.
 	}
 	readOnly := opts != nil && opts.ReadOnly
 	if !readOnly {
-		if err := s.gate.acquire(ctx, isUrgent(ctx)); err != nil {
+		if noWait, _ := ctx.Value(noWaitKey{}).(bool); noWait {
+			if !s.gate.tryAcquire() {
+				return errGateBusy
+			}
+		} else if err := s.gate.acquire(ctx, isUrgent(ctx)); err != nil {
 			return err
 		}
 		defer s.gate.release()

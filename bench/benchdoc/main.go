@@ -46,6 +46,19 @@ type Row struct {
 	// From: a figure computed from the recorded runs instead.
 	From *From  `json:"from,omitempty"`
 	Goal string `json:"goal"`
+	// Glance puts the row in the short table a user scans first.
+	Glance *Glance `json:"glance,omitempty"`
+}
+
+// Glance is a row as the short table shows it: what in a few words, the
+// figure (a written one in brief; for a row from runs, the first Metrics
+// of its metrics, all when 0) and the goal or floor in brief (the row's
+// when empty). Its last column is when the figure was measured.
+type Glance struct {
+	What    string `json:"what"`
+	Figure  string `json:"figure,omitempty"`
+	Metrics int    `json:"metrics,omitempty"`
+	Goal    string `json:"goal,omitempty"`
 }
 
 // Measured says where, when and with which settings a figure was taken.
@@ -283,9 +296,39 @@ func replaceTable(doc, table string) (string, error) {
 	return strings.Replace(doc, beginMark+"\n"+old+endMark, beginMark+"\n"+table+endMark, 1), nil
 }
 
-// render is the Markdown table of f's rows.
+// render is the Markdown of f's rows: the short table of the rows with a
+// Glance (what, figure, goal or floor, when), then every row with how it
+// was measured (the lab notes).
 func render(f File) string {
 	var b strings.Builder
+	b.WriteString("| what | figure | goal · floor | when |\n| --- | --- | --- | --- |\n")
+	for _, r := range f.Rows {
+		if r.Glance == nil {
+			continue
+		}
+		g := *r.Glance
+		figure, goal, when := g.Figure, g.Goal, ""
+		if r.Measured != nil {
+			when = r.Measured.Date
+		}
+		if r.From != nil {
+			from := *r.From
+			if g.Metrics > 0 && g.Metrics < len(from.Metrics) {
+				from.Metrics = from.Metrics[:g.Metrics]
+			}
+			var measured string
+			figure, measured = fromRuns(from, f.Runs)
+			when = whenOf(measured)
+		}
+		if figure == "" {
+			figure = r.Figure
+		}
+		if goal == "" {
+			goal = r.Goal
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(g.What), cell(figure), cell(goal), cell(when))
+	}
+	b.WriteString("\n**Lab notes**: every figure, with what was measured, how, on which machine and with which settings.\n\n")
 	b.WriteString("| what | figure | goal · floor | measured on, when, with |\n| --- | --- | --- | --- |\n")
 	for _, r := range f.Rows {
 		figure, measured := r.Figure, ""
@@ -298,6 +341,16 @@ func render(f File) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(r.What), cell(figure), cell(r.Goal), cell(measured))
 	}
 	return b.String()
+}
+
+// whenOf is the dates of fromRuns's provenance ("machines; dates;
+// settings").
+func whenOf(measured string) string {
+	parts := strings.Split(measured, "; ")
+	if len(parts) < 3 {
+		return ""
+	}
+	return parts[len(parts)-2]
 }
 
 func cell(s string) string { return strings.TrimSpace(strings.ReplaceAll(s, "|", `\|`)) }

@@ -117,6 +117,41 @@ func TestFigureFromRuns(t *testing.T) {
 	}
 }
 
+// The short table shows the rows with a Glance, in brief: a written
+// figure's own brief, a figure from runs with the metrics it names, and
+// when each was measured; every row is in the lab notes below it.
+func TestRenderShortTableFirst(t *testing.T) {
+	m := Machine{Host: "ci", CPU: "EPYC", CPUs: 2, GOOS: "linux", GOARCH: "amd64"}
+	f := File{
+		Rows: []Row{
+			{What: "a long description of a written figure", Figure: "3.2 s and many details", Goal: "≤ 5 s, and why",
+				Measured: &Measured{Machine: "vm", Date: "2026-11-23", Settings: "default"}, Glance: &Glance{What: "written", Figure: "3.2 s", Goal: "≤ 5 s"}},
+			{What: "not at a glance", Figure: "1", Goal: "", Measured: &Measured{Machine: "vm", Date: "2026-11-20", Settings: "default"}},
+			{What: "from runs", Goal: "≤ 2 ms", From: &From{Benchmark: "BenchmarkX", Metrics: []Metric{{"p99-ms", "p99 %.1f ms"}, {"ratio", "%.2f×"}}},
+				Glance: &Glance{What: "ack", Metrics: 1}},
+		},
+		Runs: []Run{{Date: "2026-11-28T10:00:00Z", Machine: m, Benchmark: "BenchmarkX", Metrics: map[string]float64{"p99-ms": 1.5, "ratio": 1.1}}},
+	}
+	got := render(f)
+	short, notes, ok := strings.Cut(got, "**Lab notes**")
+	if !ok {
+		t.Fatalf("no lab notes:\n%s", got)
+	}
+	for _, want := range []string{"| written | 3.2 s | ≤ 5 s | 2026-11-23 |", "| ack | p99 1.5 ms (1 run) | ≤ 2 ms | 2026-11-28 |"} {
+		if !strings.Contains(short, want) {
+			t.Errorf("short table lacks %q:\n%s", want, short)
+		}
+	}
+	if strings.Contains(short, "not at a glance") || strings.Contains(short, "many details") {
+		t.Errorf("short table shows what only the lab notes should:\n%s", short)
+	}
+	for _, want := range []string{"a long description of a written figure", "not at a glance", "p99 1.5 ms, 1.10× (1 run)"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("lab notes lack %q:\n%s", want, notes)
+		}
+	}
+}
+
 // A range says the words around its number once, before or after it.
 func TestRangeOf(t *testing.T) {
 	for _, tc := range []struct{ lo, hi, want string }{
