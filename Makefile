@@ -118,12 +118,16 @@ bench:
 CAPACITY_BENCHES := WebhookMix|ReplicaCapacity
 CAPACITY_FULL := DEPSD_BENCH_SATURATION_SECONDS=60
 bench-capacity: bench-capacity-record bench-docs
+# CAPACITY_AB_BASE: the build the capacity rows call "before": main as it was
+# before issue 40's inbox work (the cheap path, batched marks, lock-free
+# recording) merged.
+CAPACITY_AB_BASE ?= 4d88d66
 bench-capacity-record:
 	$(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
 	DEPSD_BENCH_STORE=postgres $(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
 	$(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'ReplicaCapacity' -benchtime 1x -timeout 60m ./bench/
 	$(BENCHDOC) record -- go test -run '^$$' -bench InboxByKind -benchtime 200x ./chain/
-	DEPSD_BENCH_AB_BASE=main DEPSD_BENCH_MIX_PARTS=cpu $(BENCHDOC) record -- scripts/bench-ab.sh
+	DEPSD_BENCH_AB_BASE=$(CAPACITY_AB_BASE) DEPSD_BENCH_MIX_PARTS=cpu $(BENCHDOC) record -- scripts/bench-ab.sh
 
 ## bench-capacity-short: the same benchmarks at a tenth of their size and
 ## two saturation rates of 1 s, recorded nowhere: that they run (CI, about
