@@ -44,8 +44,8 @@ import (
 //     the fake GitLab, a chain's creates: the fake answers in this
 //     process too);
 //   - saturation (sat-rate, sat-durable-rate, sat-ratio): the highest
-//     rate of the ramp (DEPSD_BENCH_SATURATION_RATES, default 500, 1,000,
-//     2,000, 3,000, 4,000, 6,000 a second) at which the daemon's p99 stays
+//     rate of the ramp (DEPSD_BENCH_SATURATION_RATES, default 100, 250,
+//     500, 1,000, 2,000, 3,000, 4,000, 6,000 a second) at which the daemon's p99 stays
 //     ≤ 5 ms and its inbox keeps up, each rate for
 //     DEPSD_BENCH_SATURATION_SECONDS (default 5; 60 in make bench). The
 //     inbox keeps up when its backlog, read every 250 ms, is at the end
@@ -197,7 +197,7 @@ func processCPU(b *testing.B) time.Duration {
 func saturationRates(b *testing.B) []int {
 	v := os.Getenv("DEPSD_BENCH_SATURATION_RATES")
 	if v == "" {
-		return []int{500, 1000, 2000, 3000, 4000, 6000}
+		return []int{100, 250, 500, 1000, 2000, 3000, 4000, 6000}
 	}
 	var rates []int
 	for _, f := range strings.Split(v, ",") {
