@@ -257,10 +257,12 @@ type MRValidation struct {
 	// StartDue: PipelineID succeeded and its validation is still to
 	// start (RunValidations reads the merge request and the candidate).
 	StartDue bool
-	// ChainID is the current validation (0: none yet); Chains every one,
-	// oldest first.
-	ChainID int64
-	Chains  []int64
+	// ChainID is the current validation (0: none yet), Validated the
+	// merge request pipeline it validates the candidate of; Chains every
+	// validation, oldest first.
+	ChainID   int64
+	Validated int64
+	Chains    []int64
 	// Note is the merge request note depsd keeps, and Cleanup the tags
 	// to delete once the merge request is merged or closed.
 	Note    NoteSend

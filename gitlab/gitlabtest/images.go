@@ -56,7 +56,8 @@ type PublishPlan struct {
 // component (templates/image-build.yml, docs/build-component.md):
 //   - a merge request pipeline (source merge_request_event) pushes only
 //     the candidate, the repository of Images.Refs' first reference
-//     with tag mr-<iid>;
+//     with tag mr-<iid>; a pipeline of a branch with open merge requests
+//     from it pushes their candidates besides Images.Refs;
 //   - a validation (the depsd_validate input, or DEPSD_VALIDATE=1)
 //     pushes only depsd_validate_tag (DEPSD_VALIDATE_TAG) in that
 //     repository, or nothing;
@@ -110,6 +111,19 @@ func (s *Server) buildOf(pipelineID int64, im Images) build {
 		}
 	case pl.source == "merge_request_event" && pl.mrIID != 0 && repo != "":
 		b.refs = []string{fmt.Sprintf("%s:mr-%d", repo, pl.mrIID)}
+	case !pl.tag && repo != "":
+		// A branch with open merge requests from it pushes their
+		// candidates too (CI_OPEN_MERGE_REQUESTS).
+		if p, ok := s.inst.projects[pl.projectID]; ok && pl.ref != p.defaultBranch {
+			for _, mr := range p.mrs {
+				if mr.state == mrOpened && mr.source == pl.ref {
+					b.refs = append(b.refs, fmt.Sprintf("%s:mr-%d", repo, mr.iid))
+				}
+			}
+			if b.refs != nil {
+				b.refs = append(slices.Clone(im.Refs), b.refs...)
+			}
+		}
 	}
 	if im.From != "" {
 		fromRepo := ""
