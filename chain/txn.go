@@ -199,7 +199,7 @@ func (t *txn) flush() error {
 			return fmt.Errorf("save chain %d: %w", c.ID, err)
 		}
 		c.end()
-		if c.State != t.was[c.ID] && (c.State == Finished || c.State == Expired) {
+		if c.State != t.was[c.ID] && (c.State == Finished || c.State == Expired) && !c.IsValidation() {
 			state, d, id := c.State, c.EndedAt.Sub(c.StartedAt), c.ID
 			t.after = append(t.after, func() {
 				t.e.obs.ChainEnded(state, d)

@@ -870,3 +870,45 @@ func TestValidationResendStillValidates(t *testing.T) {
 		}
 	}
 }
+
+// endedObserver counts the chains the engine says ended.
+type endedObserver struct {
+	mu    sync.Mutex
+	ended int
+}
+
+func (o *endedObserver) EventApplied(string, string)  {}
+func (o *endedObserver) PipelineCreated(string, bool) {}
+func (o *endedObserver) ActionError(string, bool)     {}
+func (o *endedObserver) CommitStatus(string, string)  {}
+func (o *endedObserver) ChainEnded(chain.State, time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ended++
+}
+
+// TestValidationIsNoChainEnded: a validation that finishes is not counted
+// in depsd_chain_duration_seconds (the rebuilds' durations).
+func TestValidationIsNoChainEnded(t *testing.T) {
+	t.Parallel()
+	e := newValEnv(t, chain.PremergeRule{}, nil)
+	obs := &endedObserver{}
+	e.cfg.Observer = obs
+	e.engine = e.newEngine()
+	iid, mrp := e.openMR("slim")
+	e.succeed(mrp.ID)
+	e.step()
+	for _, p := range []string{"g/ruby", "g/python"} {
+		e.endValidation(p, "success")
+	}
+	e.step()
+	view, err := e.engine.Chain(e.ctx, e.mr(iid).ChainID)
+	if err != nil || view.State != chain.Finished {
+		t.Fatalf("validation %+v, %v: want finished", view.State, err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.ended != 0 {
+		t.Errorf("%d chains ended: a validation is no rebuild", obs.ended)
+	}
+}
