@@ -57,6 +57,10 @@ type MemberView struct {
 	VerifyDetail string     `json:"verify_detail,omitempty"`
 	TriggeredAt  *time.Time `json:"triggered_at,omitempty"`
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+	// Built is, in a validation, the image the member's validation
+	// pipeline built (its digest; the reference it pushed to at depth
+	// all): what the next level built on.
+	Built string `json:"built,omitempty"`
 }
 
 // View returns the chain as shown to users.
@@ -81,6 +85,11 @@ func (c *Chain) View() ChainView {
 			NoCache: m.NoCache, Verified: m.Verified, VerifyDetail: m.VerifyDetail,
 			TriggeredAt: timePtr(m.TriggeredAt), FinishedAt: timePtr(m.FinishedAt),
 		})
+		if c.IsValidation() {
+			if image, d := onlyImage(m.Images); d != "" {
+				v.Members[len(v.Members)-1].Built = image + "@" + d
+			}
+		}
 	}
 	return v
 }
