@@ -113,7 +113,7 @@ func (a *api) views(mux *http.ServeMux) {
 // estimates).
 func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
 	return dashboard.New(dashboard.Options{
-		Store: d.store, Chains: d.engine, History: d.gitlab, Now: d.opts.Now,
+		Store: d.store, Chains: d.engine, Validations: d.engine, History: d.gitlab, Now: d.opts.Now,
 		Logger: d.log.With("component", "dashboard"),
 		Schedules: func(ctx context.Context) ([]scheduler.Entry, error) {
 			return ListSchedules(ctx, d.opts.Config.Scheduler, d.store, d.log)
