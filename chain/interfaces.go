@@ -235,6 +235,10 @@ type Tx interface {
 	// the sender read it.
 	SaveChainStatusSend(ctx context.Context, s ChainStatus) error
 
+	// OwnerAlive reports whether owner (a Config.Owner) is alive at now:
+	// its "alive:<owner>" lease has not run out (as DueAction).
+	OwnerAlive(ctx context.Context, owner string, now time.Time) (bool, error)
+
 	// MRValidation returns what is kept of a merge request of an
 	// upstream (premerge.go).
 	MRValidation(ctx context.Context, projectID, iid int64) (MRValidation, bool, error)

@@ -912,3 +912,43 @@ func TestValidationIsNoChainEnded(t *testing.T) {
 		t.Errorf("%d chains ended: a validation is no rebuild", obs.ended)
 	}
 }
+
+// TestNoteClaimOfADeadSenderIsTakenOver: a note whose send a process
+// claimed and then died in (its liveness lease gone, the claim's own
+// lease still minutes away) is written by the next round, once, the
+// earlier note found and edited, not left until the claim runs out.
+func TestNoteClaimOfADeadSenderIsTakenOver(t *testing.T) {
+	t.Parallel()
+	e := newValEnv(t, chain.PremergeRule{}, nil)
+	iid, mrp := e.openMR("slim")
+	e.succeed(mrp.ID)
+	e.step()
+	if _, n := e.note(iid); n != 1 {
+		t.Fatalf("%d notes before the claim", n)
+	}
+	v := e.mr(iid)
+	// A dead process claimed the send of the next want (the ruby and
+	// python pipelines' end) and died before it recorded anything.
+	err := e.store.UpdateChains(e.ctx, func(tx chain.Tx) error {
+		cur, _, err := tx.MRValidation(e.ctx, v.ProjectID, v.IID)
+		if err != nil {
+			return err
+		}
+		cur.Note.WantSeq++
+		cur.Note.Want = strings.Replace(cur.Note.Want, "#### depsd:", "#### depsd (claimed):", 1)
+		cur.Note.Doubt, cur.Note.NextSendAt = true, e.clock.Now()
+		cur.Note.LeaseUntil, cur.Note.ClaimedBy = e.clock.Now().Add(5*time.Minute), "dead/1"
+		return tx.SaveMRValidation(e.ctx, cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.validate()
+	body, n := e.note(iid)
+	if n != 1 || !strings.Contains(body, "depsd (claimed):") {
+		t.Errorf("%d notes, the last:\n%s\nwant the one note edited by the next round", n, body)
+	}
+	if got := e.mr(iid).Note; got.ClaimedBy != "" || got.DoneSeq != got.WantSeq {
+		t.Errorf("note send %+v: want done, unclaimed", got)
+	}
+}

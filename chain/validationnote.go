@@ -332,6 +332,20 @@ func validationLink(e *Engine, chainID int64) string {
 	return formatID(chainID)
 }
 
+// noteDue reports whether n is to be sent now: due (NoteSend.Due), or
+// claimed by an owner no longer alive, whose claim is void before its
+// lease ends (as an action's: the store's liveness leases).
+func (t *txn) noteDue(n NoteSend) (bool, error) {
+	if n.Due(t.now) {
+		return true, nil
+	}
+	if n.DoneSeq >= n.WantSeq || n.NextSendAt.After(t.now) || n.ClaimedBy == "" || n.ClaimedBy == t.e.cfg.Owner {
+		return false, nil
+	}
+	alive, err := t.tx.OwnerAlive(t.ctx, n.ClaimedBy, t.now)
+	return !alive, err
+}
+
 // sendNote brings the note on v's merge request to what it should say:
 // claimed (in doubt from then on), created once (a note in doubt is
 // looked for among the merge request's notes by the token's user first),
@@ -343,7 +357,10 @@ func (e *Engine) sendNote(ctx context.Context, v MRValidation) error {
 	var wasInDoubt, claimed bool
 	err := e.update(ctx, nil, func(t *txn) error {
 		cur, ok, err := t.tx.MRValidation(t.ctx, v.ProjectID, v.IID)
-		if err != nil || !ok || !cur.Note.Due(t.now) {
+		if err != nil || !ok {
+			return err
+		}
+		if due, err := t.noteDue(cur.Note); err != nil || !due {
 			return err
 		}
 		wasInDoubt = cur.Note.Doubt

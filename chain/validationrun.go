@@ -162,7 +162,9 @@ func (e *Engine) ValidatePending(ctx context.Context) error {
 		return fmt.Errorf("validations: read the notes due: %w", err)
 	}
 	for _, v := range due {
-		if v.Note.Due(e.now()) {
+		// Due, or claimed by a dead owner: sendNote looks again as it
+		// claims.
+		if v.Note.DoneSeq < v.Note.WantSeq && !v.Note.NextSendAt.After(e.now()) {
 			keep(e.sendNote(ctx, v))
 		}
 	}

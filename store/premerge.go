@@ -27,7 +27,9 @@ func premergeMigration() migration {
 			`ALTER TABLE chains ADD COLUMN validation TEXT NOT NULL DEFAULT ''`,
 			`ALTER TABLE chain_statuses ADD COLUMN name TEXT NOT NULL DEFAULT ''`,
 			// note_due_at: when the note's want falls due (NULL when
-			// none is); cleanup: 1 while tags are left to delete.
+			// none is), note_claimed_by who claimed its send (a claim
+			// of an owner no longer alive is void, as an action's);
+			// cleanup: 1 while tags are left to delete.
 			`CREATE TABLE mr_validations (
 				project_id BIGINT NOT NULL,
 				iid BIGINT NOT NULL,
@@ -36,6 +38,7 @@ func premergeMigration() migration {
 				start_due INTEGER NOT NULL,
 				next_check_at TEXT NOT NULL,
 				note_due_at TEXT,
+				note_claimed_by TEXT NOT NULL DEFAULT '',
 				cleanup INTEGER NOT NULL,
 				chain_id BIGINT NOT NULL,
 				updated_at TEXT NOT NULL,
@@ -115,25 +118,37 @@ func (t chainTx) SaveMRValidation(ctx context.Context, v chain.MRValidation) err
 		return fmt.Errorf("encode merge request !%d of project %d: %w", v.IID, v.ProjectID, err)
 	}
 	var noteDue any
+	claimedBy := ""
 	if v.Note.DoneSeq < v.Note.WantSeq {
 		at := v.Note.NextSendAt
 		if v.Note.LeaseUntil.After(at) {
-			at = v.Note.LeaseUntil
+			at, claimedBy = v.Note.LeaseUntil, v.Note.ClaimedBy
 		}
 		noteDue = encodeSomeTime(at)
 	}
-	_, err = t.tx.ExecContext(ctx, `INSERT INTO mr_validations (`+mrColumns+`, note_due_at, cleanup)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO mr_validations (`+mrColumns+`, note_due_at, note_claimed_by, cleanup)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (project_id, iid) DO UPDATE SET project = excluded.project, state = excluded.state,
 			start_due = excluded.start_due, next_check_at = excluded.next_check_at, chain_id = excluded.chain_id,
 			updated_at = excluded.updated_at, data = excluded.data, note_due_at = excluded.note_due_at,
-			cleanup = excluded.cleanup`,
+			note_claimed_by = excluded.note_claimed_by, cleanup = excluded.cleanup`,
 		v.ProjectID, v.IID, v.Project, string(v.State), boolInt(v.StartDue), encodeSomeTime(v.NextCheckAt), v.ChainID,
-		encodeSomeTime(v.UpdatedAt), string(b), noteDue, boolInt(v.CleanupPending()))
+		encodeSomeTime(v.UpdatedAt), string(b), noteDue, claimedBy, boolInt(v.CleanupPending()))
 	if err != nil {
 		return fmt.Errorf("save merge request !%d of project %d: %w", v.IID, v.ProjectID, err)
 	}
 	return nil
+}
+
+// OwnerAlive implements chain.Tx.
+func (t chainTx) OwnerAlive(ctx context.Context, owner string, now time.Time) (bool, error) {
+	var n int
+	err := t.tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM leases WHERE name = $1 AND expires_at > $2`,
+		"alive:"+owner, encodeTime(now)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("read whether %s is alive: %w", owner, err)
+	}
+	return n > 0, nil
 }
 
 // MRValidation implements chain.Tx.
@@ -152,7 +167,9 @@ func (t chainTx) MRValidations(ctx context.Context, f chain.MRFilter) ([]chain.M
 	if f.Due {
 		args = append(args, encodeTime(f.Now))
 		where = append(where, `((next_check_at <= $1 AND (start_due = 1 OR state = 'opened' OR cleanup = 1))
-			OR note_due_at <= $1)`)
+			OR note_due_at <= $1
+			OR (note_due_at IS NOT NULL AND note_claimed_by <> '' AND NOT EXISTS (SELECT 1 FROM leases l
+				WHERE l.name = 'alive:' || mr_validations.note_claimed_by AND l.expires_at > $1)))`)
 	}
 	if f.ProjectID != 0 {
 		args = append(args, f.ProjectID)

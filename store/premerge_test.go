@@ -161,3 +161,48 @@ func testPremergeRoundTrip(t *testing.T, b backend) {
 		t.Fatal(err)
 	}
 }
+
+// A merge request note claimed by a process whose liveness lease ran out
+// is due again before the claim's own lease ends (as an action's claim,
+// TestClaimOfADeadOwnerIsVoid); one claimed by a live process is not.
+func TestNoteClaimOfADeadOwnerIsVoid(t *testing.T) {
+	forEachBackend(t, testNoteClaimOfADeadOwnerIsVoid)
+}
+
+func testNoteClaimOfADeadOwnerIsVoid(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
+	ctx := t.Context()
+	if _, err := s.TryLease(ctx, "alive:r1/x", "r1/x", t0, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	v := chain.MRValidation{ProjectID: 10, IID: 4, Project: "group/base", State: chain.MROpened, NextCheckAt: t0.Add(time.Hour),
+		CreatedAt: t0, UpdatedAt: t0, Note: chain.NoteSend{Want: "note", WantSeq: 2, DoneSeq: 1, Doubt: true, NextSendAt: t0,
+			LeaseUntil: t0.Add(5 * time.Minute), ClaimedBy: "r1/x"}}
+	err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+		if err := tx.SaveMRValidation(ctx, v); err != nil {
+			return err
+		}
+		due := func(at time.Time) bool {
+			list, err := tx.MRValidations(ctx, chain.MRFilter{Due: true, Now: at})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(list) == 1
+		}
+		if due(t0.Add(10 * time.Second)) {
+			t.Error("the note claim of a live process was taken over")
+		}
+		if !due(t0.Add(15 * time.Second)) {
+			t.Error("the note claim of a dead process is not due before its lease ends")
+		}
+		for at, want := range map[time.Time]bool{t0.Add(10 * time.Second): true, t0.Add(15 * time.Second): false} {
+			if alive, err := tx.OwnerAlive(ctx, "r1/x", at); err != nil || alive != want {
+				t.Errorf("OwnerAlive at %s = %v, %v; want %v", at, alive, err, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
