@@ -36,6 +36,7 @@ type valEnv struct {
 	reg       *registry.Client
 	delivered int
 	verifier  *fakeVerifier
+	projects  []scan.Project // as scanned
 }
 
 const (
@@ -121,7 +122,7 @@ func newValEnv(t *testing.T, rule chain.PremergeRule, hc *http.Client) *valEnv {
 	cfg := chain.Config{Verifier: v, Premerge: &chain.PremergeOptions{Rules: chain.PremergeRules{rule}, Registry: reg,
 		URL: func(id int64) string { return fmt.Sprintf("%s%d", valURL, id) }}}
 	g := &glEnv{t: t, ctx: t.Context(), srv: srv, client: client, store: s, path: path, clock: clk, cfg: cfg}
-	e := &valEnv{glEnv: g, host: host, reg: reg, verifier: v}
+	e := &valEnv{glEnv: g, host: host, reg: reg, verifier: v, projects: projects}
 	g.engine = e.newEngine()
 	// The base's release, which everyone is built on.
 	id, err := srv.RunPipeline("g/base", "main", "push")
@@ -950,5 +951,38 @@ func TestNoteClaimOfADeadSenderIsTakenOver(t *testing.T) {
 	}
 	if got := e.mr(iid).Note; got.ClaimedBy != "" || got.DoneSeq != got.WantSeq {
 		t.Errorf("note send %+v: want done, unclaimed", got)
+	}
+}
+
+// TestValidationNoteNamesOnlyWhatTheMergeRequestsViewersSee: base is
+// internal, python private. Everyone who sees base's merge request reads
+// its status and note: python, which fails, is counted there, never
+// named (chain/commitstatus.go's mayName); ruby, internal, is named.
+func TestValidationNoteNamesOnlyWhatTheMergeRequestsViewersSee(t *testing.T) {
+	t.Parallel()
+	e := newValEnv(t, chain.PremergeRule{}, nil)
+	for i := range e.projects {
+		if e.projects[i].Path == "g/python" {
+			e.projects[i].Visibility = "private"
+		}
+	}
+	if err := e.store.ApplyScan(e.ctx, e.projects, scan.Meta{StartedAt: t0.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	iid, mrp := e.openMR("slim")
+	e.succeed(mrp.ID)
+	e.step()
+	e.endValidation("g/ruby", "success")
+	e.endValidation("g/python", "failed")
+	e.step()
+	e.clock.Advance(time.Minute)
+	e.step()
+	s := e.shownStatus(mrp)
+	body, _ := e.note(iid)
+	if s.Status != "failed" || strings.Contains(s.Description, "python") || !strings.Contains(s.Description, "1 failed") {
+		t.Errorf("status %+v: want failed, python counted, not named", s)
+	}
+	if strings.Contains(body, "python") || !strings.Contains(body, "| 1 project you may not see | **failed** |") || !strings.Contains(body, "g/ruby | built") {
+		t.Errorf("note names python, or does not count it, or does not name ruby:\n%s", body)
 	}
 }
