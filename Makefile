@@ -42,7 +42,7 @@ test-executor:
 ## Needs the podman service (eval "$$(.ci/podman.sh start)"), the job image
 ## (.ci/buildah-image.sh) and DEPSD_GITLAB_RUNNER (.ci/run sets all three).
 e2e-real:
-	go test -count=1 -v -run '^(TestRealChain|TestDemoReal)$$' ./e2e/
+	go test -count=1 -v -run '^(TestRealChain|TestRealValidation|TestDemoReal)$$' ./e2e/
 
 ## screenshots-real: docs/screenshots/real-freshness.png and real-chain.png,
 ## the dashboard after the real chain's first chain, taken with headless

@@ -442,7 +442,7 @@ func applyBound(b *testing.B, srv *gitlabtest.Server, m *mixInstance, plan mixPl
 		if d.event != "Pipeline Hook" {
 			continue
 		}
-		ev, err := webhook.Decode(d.event, d.body, nil, nil, time.Now())
+		ev, err := webhook.Decode(d.event, d.body, nil, nil, nil, time.Now())
 		if err != nil {
 			continue
 		}

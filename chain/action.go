@@ -31,8 +31,11 @@ type Action struct {
 	ID string // DEPSD_ACTION_ID: unique, random
 	// Kind is ActionPipeline (a pipeline to create) or ActionPins (the
 	// merge request moving the member's pins, Pins).
-	Kind      ActionKind
-	Pins      *PinsRequest
+	Kind ActionKind
+	Pins *PinsRequest
+	// Validate is what an action of kind ActionValidate builds on and
+	// pushes (premerge.go).
+	Validate  *ValidateRequest
 	ChainID   int64 // the chain when the action was written; merges may move the member
 	Project   string
 	ProjectID int64
@@ -78,6 +81,12 @@ func (a Action) createOptions(chainID int64, noCacheInputRefused bool) gitlab.Cr
 		if a.NoCache && !noCacheInputRefused {
 			inputs[InputNoCache] = "true"
 		}
+		if v := a.Validate; v != nil {
+			inputs[InputValidate], inputs[InputBuildContexts] = "true", v.BuildContexts
+			if v.Tag != "" {
+				inputs[InputValidateTag] = v.Tag
+			}
+		}
 		return gitlab.CreateOptions{Inputs: inputs}
 	case IdentNone:
 		return gitlab.CreateOptions{}
@@ -94,6 +103,12 @@ func (a Action) Variables(chainID int64) map[string]string {
 	}
 	if a.NoCache {
 		vars[VarNoCache] = "1"
+	}
+	if v := a.Validate; v != nil {
+		vars[VarValidate], vars[VarBuildContexts] = "1", v.BuildContexts
+		if v.Tag != "" {
+			vars[VarValidateTag] = v.Tag
+		}
 	}
 	return vars
 }

@@ -52,12 +52,18 @@ func (t *txn) applyPipeline(ev PipelineEvent) (string, error) {
 	if !ok {
 		return "ignored: project not in scope", nil
 	}
+	if isCandidate(ev) {
+		// A merge request pipeline: its image is a candidate, never a
+		// release, whatever its ref (premerge.go).
+		return t.applyCandidate(ev, p)
+	}
 	node, ok := eventNode(p, ev.Ref, ev.Tag, t.e.cfg.Refs)
 	switch {
 	case !ok && ev.Tag:
 		return "ignored: not a release tag", nil
 	case !ok:
-		return "ignored: not a followed branch", nil
+		// A branch no node follows may be a merge request's source.
+		return t.queueBranchCandidate(ev, p)
 	}
 	// From here on the event is about its node: members, roots and
 	// actions are nodes.
@@ -283,8 +289,8 @@ func (t *txn) applyToAction(a Action, ev PipelineEvent) (handled, succeeded, cha
 func (t *txn) unblock(ev PipelineEvent) (bool, error) {
 	any := false
 	for _, c := range t.chains {
-		if !c.State.Active() {
-			continue
+		if !c.State.Active() || c.IsValidation() {
+			continue // a validation's failure is its answer
 		}
 		m := c.member(ev.Project)
 		if m == nil || (m.State != Failed && m.State != Canceled && m.State != Stale) {

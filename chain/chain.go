@@ -136,8 +136,13 @@ type Skip struct {
 // project in it. A project is a member of at most one active full-mode
 // chain; first-level chains stand alone.
 type Chain struct {
-	ID         int64
-	Mode       Mode
+	ID   int64
+	Mode Mode
+	// Kind is KindValidation for a validation; "" (or KindRelease) for
+	// a release chain. Validation says what a validation validates (nil
+	// for a release chain).
+	Kind       ChainKind
+	Validation *Validation
 	State      State
 	Roots      []string // sorted
 	Reasons    []Reason // in the order they came
@@ -197,6 +202,9 @@ type Member struct {
 	TriggeredAt     time.Time
 	FinishedAt      time.Time
 }
+
+// IsValidation reports whether c is a validation (premerge.go).
+func (c *Chain) IsValidation() bool { return c.Kind == KindValidation }
 
 // member returns the member for project p, or nil.
 func (c *Chain) member(p string) *Member {

@@ -13,11 +13,6 @@ const (
 	outcomeSettledNoDownstream = "settled: nothing downstream"
 )
 
-// SourceMergeRequest is the source GitLab gives a merge request's
-// pipeline: never settled on the cheap path (pre-merge validation reads
-// them).
-const SourceMergeRequest = "merge_request_event"
-
 // cheapOutcome decides, from what the transaction holds in memory (the
 // graph, the active chains, the project as cached), whether a pipeline
 // event can move no chain, now or later, and so needs none of the
@@ -45,7 +40,7 @@ const SourceMergeRequest = "merge_request_event"
 //     gains dependents at a later scan is caught up as before (CatchUp).
 func (t *txn) cheapOutcome(ev PipelineEvent) (outcome string, ok bool, err error) {
 	if t.e.fullPathOnly || t.g == nil || ev.Variables[VarActionID] != "" || ev.Tag ||
-		ev.Source == SourceMergeRequest || ev.Source == SourceChildPipeline {
+		isCandidate(ev) || ev.Source == SourceChildPipeline {
 		return "", false, nil
 	}
 	path := deps.NodeProject(ev.Project)

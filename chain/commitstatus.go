@@ -88,10 +88,13 @@ type ChainStatusOptions struct {
 // ChainStatus is the commit status of one pipeline that started a chain:
 // what the chain wants it to show, and what the sender knows GitLab shows.
 type ChainStatus struct {
-	PipelineID int64  // the root's pipeline, which the status lands on: the key
-	ProjectID  int64  // the root's project
-	Project    string // the root node
-	SHA, Ref   string // the pipeline's commit and ref
+	PipelineID int64 // the root's pipeline, which the status lands on: the key
+	// Name is the status's name: StatusName, or ValidationStatusName for
+	// a validation's (on the merge request pipeline).
+	Name      string
+	ProjectID int64  // the root's project
+	Project   string // the root node
+	SHA, Ref  string // the pipeline's commit and ref
 	// ChainID is the chain holding the root's reason now (a merge moves
 	// it into the older chain).
 	ChainID int64
@@ -330,6 +333,9 @@ type statusWant struct {
 // status recorded (a chain started before statuses were on) is left
 // alone by the store.
 func (t *txn) wantStatuses(c *Chain) error {
+	if c.IsValidation() {
+		return t.wantValidation(c)
+	}
 	if t.e.cfg.Statuses == nil || c.State == Merged {
 		return nil
 	}

@@ -93,6 +93,10 @@ type Config struct {
 	// on the commit of every pipeline whose success started it
 	// (commitstatus.go); RunStatuses sends them. Nil: none.
 	Statuses *ChainStatusOptions
+	// Premerge, when set, validates the merge requests of the projects
+	// its rules cover (premerge.go); RunValidations does its GitLab and
+	// registry work. Nil: no validations.
+	Premerge *PremergeOptions
 	Now      func() time.Time // default time.Now
 	Logger   *slog.Logger     // default: discard
 	Observer Observer         // default: none
@@ -146,16 +150,21 @@ type Config struct {
 //     build (a chain's root, first-level mode) and every success under
 //     VerifyReport are verified and recorded, never acted on.
 type Engine struct {
-	cfg      Config
-	log      *slog.Logger
-	obs      Observer
-	now      func() time.Time
-	inboxC   chan struct{}
-	outboxC  chan struct{}
-	verifyC  chan struct{}
-	pinsC    chan struct{}
-	statusC  chan struct{}
-	sendHook func(Action) // tests: called after a claim, before GitLab is asked
+	cfg     Config
+	log     *slog.Logger
+	obs     Observer
+	now     func() time.Time
+	inboxC  chan struct{}
+	outboxC chan struct{}
+	verifyC chan struct{}
+	pinsC   chan struct{}
+	statusC chan struct{}
+	// validateC wakes RunValidations; imageReads counts the failed reads
+	// of members' validation images (validationrun.go).
+	validateC    chan struct{}
+	imageReadsMu sync.Mutex
+	imageReads   map[string]int
+	sendHook     func(Action) // tests: called after a claim, before GitLab is asked
 	// statusHooks (tests) look into the commit status sender.
 	statusHooks statusHooks
 	// noInputs: the GitLab is older than 17.10 (no pipeline inputs), so a
@@ -260,6 +269,20 @@ func New(cfg Config) (*Engine, error) {
 		def(&o.Interval, 5*time.Second)
 		cfg.Statuses = &o
 	}
+	if pm := cfg.Premerge; pm != nil {
+		if pm.GitLab == nil || pm.Registry == nil {
+			return nil, errors.New("chain engine: validations without a GitLab client or a registry")
+		}
+		o := *pm
+		def(&o.Interval, time.Minute)
+		def(&o.NoteInterval, 5*time.Second)
+		for _, r := range o.Rules {
+			if r.Depth != "" && !slices.Contains(ValidationDepths(), r.Depth) {
+				return nil, errors.New("chain engine: unknown validation depth " + strconv.Quote(string(r.Depth)))
+			}
+		}
+		cfg.Premerge = &o
+	}
 	if cfg.VerifyConcurrency <= 0 {
 		cfg.VerifyConcurrency = 4
 	}
@@ -282,6 +305,8 @@ func New(cfg Config) (*Engine, error) {
 		verifyC: make(chan struct{}, 1),
 		pinsC:   make(chan struct{}, 1),
 		statusC: make(chan struct{}, 1),
+
+		validateC: make(chan struct{}, 1),
 	}, nil
 }
 

@@ -20,6 +20,10 @@ type PipelineEvent struct {
 	Variables  map[string]string // pipeline variables; depsd's own carry DEPSD_ACTION_ID
 	URL        string
 	At         time.Time // when GitLab reported it (finished_at, else the delivery time)
+	// MergeRequest is the merge request of a merge request pipeline
+	// (Source SourceMergeRequest), from its Pipeline Hook: its image is a
+	// candidate (premerge.go), never a release.
+	MergeRequest *MergeRequestRef `json:",omitempty"`
 }
 
 // PushEvent says a project's default branch moved and which files changed.

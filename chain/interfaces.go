@@ -257,6 +257,48 @@ type Tx interface {
 	// WantSeq, ChainID), which a chain transaction may have changed since
 	// the sender read it.
 	SaveChainStatusSend(ctx context.Context, s ChainStatus) error
+
+	// OwnerAlive reports whether owner (a Config.Owner) is alive at now:
+	// its "alive:<owner>" lease has not run out (as DueAction).
+	OwnerAlive(ctx context.Context, owner string, now time.Time) (bool, error)
+
+	// MRValidation returns what is kept of a merge request of an
+	// upstream (premerge.go).
+	MRValidation(ctx context.Context, projectID, iid int64) (MRValidation, bool, error)
+	// SaveMRValidation inserts or replaces it.
+	SaveMRValidation(ctx context.Context, v MRValidation) error
+	// MRValidations returns those f selects, the most recently changed
+	// first.
+	MRValidations(ctx context.Context, f MRFilter) ([]MRValidation, error)
+	// NextMRValidationDue returns when the earliest work of
+	// RunValidations on a merge request falls due (a start, a check, a
+	// note whose lease or retry ends, a cleanup).
+	NextMRValidationDue(ctx context.Context) (time.Time, bool, error)
+	// QueueBranchCandidate records the success of a pipeline of a branch
+	// no node follows, in a project premerge covers: the branch may be a
+	// merge request's source (RunValidations looks). One queued for the
+	// same pipeline is kept as it is.
+	QueueBranchCandidate(ctx context.Context, c BranchCandidate) error
+	// BranchCandidates returns up to limit queued, oldest first;
+	// DoneBranchCandidate removes one.
+	BranchCandidates(ctx context.Context, limit int) ([]BranchCandidate, error)
+	DoneBranchCandidate(ctx context.Context, pipelineID int64) error
+	// UpstreamRefs returns node's dependencies on the node upstream, as
+	// its files write them (Ref, Kind): what a validation build of node
+	// replaces by the upstream's candidate.
+	UpstreamRefs(ctx context.Context, node, upstream string) ([]deps.Dependency, error)
+}
+
+// BranchCandidate is a successful pipeline of a branch that may be a
+// merge request's source (Tx.QueueBranchCandidate).
+type BranchCandidate struct {
+	ProjectID   int64
+	Project     string // path
+	Branch      string
+	SHA         string
+	PipelineID  int64
+	PipelineURL string
+	QueuedAt    time.Time
 }
 
 // Project is what the engine needs to know of a stored project.
@@ -280,6 +322,9 @@ type Project struct {
 	// Files are the dependency file (the Containerfile) each of its nodes
 	// was analysed from, by node key; none for a node without one.
 	Files map[string]string
+	// RegistryPrefix is where its images live (host/path: GitLab's
+	// container_registry_image_prefix); "" without a registry.
+	RegistryPrefix string
 }
 
 // PipelineIdent is how the pipelines depsd creates in a project name their
@@ -315,6 +360,9 @@ type StoredEvent struct {
 
 // Filter selects chains for Chains. The zero value selects the newest 100.
 type Filter struct {
+	// Kind keeps chains of this kind; empty: release chains (the views
+	// of rebuilds show no validation).
+	Kind    ChainKind
 	State   State  // only chains in this state; empty: any
 	Project string // only chains with this member; empty: any
 	Limit   int    // at most this many; 0 means 100

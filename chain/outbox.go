@@ -399,7 +399,13 @@ func (e *Engine) send(ctx context.Context, a Action, chainID int64, callsDone fu
 				return false, ctx.Err()
 			}
 			permanent := gitlab.IsPermanent(err)
-			log.Warn("create pipeline failed", "err", err, "permanent", permanent)
+			var cv *cannotValidateError
+			if errors.As(err, &cv) {
+				permanent = true
+				log.Info("project cannot validate", "err", err)
+			} else {
+				log.Warn("create pipeline failed", "err", err, "permanent", permanent)
+			}
 			callsDone()
 			return false, e.retryStore(ctx, log, func() error { return e.recordError(ctx, a, err, permanent) })
 		}
@@ -430,6 +436,11 @@ func (e *Engine) create(ctx context.Context, log *slog.Logger, a *Action, chainI
 		switch {
 		case err == nil:
 			return p, nil
+		case errors.Is(err, gitlab.ErrInputsRefused) && a.Kind == ActionValidate:
+			// The project declares depsd_action_id but not the validation
+			// inputs: it cannot validate. Nothing is learned of how its
+			// release builds are identified.
+			return p, &cannotValidateError{err}
 		case errors.Is(err, gitlab.ErrInputsRefused) && a.Ident == IdentInputs && a.NoCache && !noCacheRefused:
 			// The project declares depsd_action_id but not depsd_no_cache:
 			// the same inputs less that one, and nothing to learn.
@@ -440,6 +451,12 @@ func (e *Engine) create(ctx context.Context, log *slog.Logger, a *Action, chainI
 			next = IdentInputs
 			if e.noInputs.Load() {
 				next = IdentNone
+			}
+			if next == IdentNone && a.Kind == ActionValidate {
+				if err := e.learnIdent(ctx, a.ProjectID, next); err != nil {
+					return gitlab.Pipeline{}, err
+				}
+				return p, &cannotValidateError{err}
 			}
 		case errors.Is(err, gitlab.ErrInputsRefused) && a.Ident == IdentInputs:
 			next = IdentNone
@@ -454,6 +471,14 @@ func (e *Engine) create(ctx context.Context, log *slog.Logger, a *Action, chainI
 		a.Ident = next
 	}
 }
+
+// cannotValidateError is a validation build GitLab refused for the
+// inputs or variables it carries: the project cannot validate (its member
+// is skipped, not failed).
+type cannotValidateError struct{ err error }
+
+func (e *cannotValidateError) Error() string { return "cannot validate: " + e.err.Error() }
+func (e *cannotValidateError) Unwrap() error { return e.err }
 
 // learnIdent stores how a project's pipelines are identified.
 func (e *Engine) learnIdent(ctx context.Context, projectID int64, ident PipelineIdent) error {
@@ -618,6 +643,12 @@ func (e *Engine) recordError(ctx context.Context, a Action, cause error, permane
 		what := "create pipeline"
 		if cur.Kind == ActionPins {
 			what = "move pins"
+		}
+		if cv := (*cannotValidateError)(nil); errors.As(cause, &cv) {
+			m.State, m.FinishedAt = MemberSkipped, t.now
+			m.Why = "cannot validate: " + CannotValidateSnippet + " (GitLab: " + cv.err.Error() + ")"
+			c.touch(t.now)
+			return t.settle(c)
 		}
 		if permanent {
 			m.State, m.FinishedAt = Failed, t.now

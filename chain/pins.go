@@ -166,7 +166,7 @@ func (c *Chain) pinnedChanged(m *Member) []*Member {
 // the member is built as any other (none of its pins moves), and done
 // false when the member ended (skipped) and its chain must settle again.
 func (t *txn) enqueuePins(c *Chain, m *Member) (handled, done bool, err error) {
-	if c.Mode != Full || len(m.Pinned) == 0 {
+	if c.Mode != Full || len(m.Pinned) == 0 || c.IsValidation() {
 		return false, true, nil
 	}
 	ups := c.pinnedChanged(m)
@@ -259,7 +259,7 @@ func (t *txn) applyToMerge(ev PipelineEvent) (handled, succeeded, changed bool, 
 		return false, false, false, nil
 	}
 	for _, c := range t.chains {
-		if !c.State.Active() || c.Mode != Full {
+		if !c.State.Active() || c.Mode != Full || c.IsValidation() {
 			continue
 		}
 		m := c.member(ev.Project)

@@ -228,7 +228,7 @@ func (e *Engine) pinsEnded(ctx context.Context, w waitingMerge, why string) (boo
 // and records it as changed.
 func (t *txn) waitingFor(w waitingMerge) (*Chain, *Member) {
 	for _, c := range t.chains {
-		if !c.State.Active() {
+		if !c.State.Active() || c.IsValidation() {
 			continue
 		}
 		if m := c.member(w.node); m != nil && m.State == WaitingMerge && m.MergeRequestIID == w.iid {

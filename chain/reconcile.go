@@ -218,6 +218,9 @@ func (e *Engine) reconcileBroken(ctx context.Context) (int, error) {
 	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
 		chains, err := tx.ActiveChains(ctx)
 		for _, c := range chains {
+			if c.IsValidation() {
+				continue // a validation's failure is its answer
+			}
 			for _, m := range c.Members {
 				if (m.State == Failed || m.State == Canceled || m.State == Stale) && m.ProjectID != 0 {
 					todo = append(todo, broken{m.Project, m.ProjectID, m.PipelineID, m.ActionID, m.FinishedAt, m.State == Stale})

@@ -181,6 +181,8 @@ func (c *Chain) updateState(now time.Time) {
 	b := c.shape()
 	next := Finished
 	switch {
+	case c.IsValidation():
+		next = c.validationState(b)
 	case b.unfinished > 0:
 		next = Running
 	case b.unsuccessful > 0:
@@ -191,10 +193,10 @@ func (c *Chain) updateState(now time.Time) {
 		c.touch(now)
 	}
 	switch {
-	case c.State == Finished && c.EndedAt.IsZero():
+	case (c.State == Finished || c.State == ChainCanceled) && c.EndedAt.IsZero():
 		c.EndedAt = now
 		c.touch(now)
-	case c.State != Finished && !c.EndedAt.IsZero():
+	case c.State != Finished && c.State != ChainCanceled && !c.EndedAt.IsZero():
 		c.EndedAt = time.Time{} // a blocked chain resumed
 		c.touch(now)
 	}

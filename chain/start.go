@@ -57,7 +57,7 @@ func (t *txn) startFull(root string, done *rootSuccess, reason Reason) (*Chain, 
 
 	var over []*Chain
 	for _, c := range t.chains {
-		if c.Mode != Full || !c.State.Active() {
+		if c.Mode != Full || !c.State.Active() || c.IsValidation() {
 			continue
 		}
 		if slices.ContainsFunc(c.Members, func(m *Member) bool { return set[m.Project] }) {

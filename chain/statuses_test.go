@@ -64,7 +64,7 @@ func (g *statusEnv) deliver() {
 	g.t.Helper()
 	ds := g.srv.Deliveries()
 	for _, d := range ds[g.delivered:] {
-		ev, err := webhook.Decode(d.Event, d.Payload, nil, nil, time.Now())
+		ev, err := webhook.Decode(d.Event, d.Payload, nil, nil, nil, time.Now())
 		if err != nil {
 			continue // ignored by the receiver too
 		}
@@ -148,7 +148,7 @@ func (g *statusEnv) hooked(pipelineID int64, status string) int {
 	g.t.Helper()
 	n := 0
 	for _, d := range g.srv.Deliveries() {
-		ev, err := webhook.Decode(d.Event, d.Payload, nil, nil, time.Now())
+		ev, err := webhook.Decode(d.Event, d.Payload, nil, nil, nil, time.Now())
 		if err == nil && ev.Pipeline != nil && ev.Pipeline.PipelineID == pipelineID && ev.Pipeline.Status == status {
 			n++
 		}

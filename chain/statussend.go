@@ -21,7 +21,7 @@ const maxStatusRefusals = 3
 // posted again. It returns an error only when the store fails or ctx
 // ends; GitLab's errors are recorded on the status.
 func (e *Engine) SendStatuses(ctx context.Context) (int, error) {
-	if e.cfg.Statuses == nil {
+	if e.statusGitLab() == nil {
 		return 0, nil
 	}
 	sent := 0
@@ -80,7 +80,7 @@ func (e *Engine) sendStatus(ctx context.Context, s ChainStatus, wasInDoubt bool)
 	if h := e.statusHooks.claimed; h != nil {
 		h(s)
 	}
-	gl := e.cfg.Statuses.GitLab
+	gl := e.statusGitLab()
 	claim := s
 	if wasInDoubt {
 		have, desc, err := e.readStatus(ctx, s)
@@ -98,8 +98,8 @@ func (e *Engine) sendStatus(ctx context.Context, s ChainStatus, wasInDoubt bool)
 		e.obs.CommitStatus(string(s.Want), StatusUnchanged)
 		return false, e.recordStatus(ctx, claim, s)
 	}
-	o := gitlab.StatusOptions{State: string(state), Name: StatusName, Ref: s.Ref, Description: s.WantDesc, PipelineID: s.PipelineID}
-	if u := e.cfg.Statuses.ChainURL; u != nil {
+	o := gitlab.StatusOptions{State: string(state), Name: s.name(), Ref: s.Ref, Description: s.WantDesc, PipelineID: s.PipelineID}
+	if u := e.statusURL(s); u != nil {
 		o.TargetURL = u(s.ChainID)
 	}
 	got, err := gl.SetCommitStatus(ctx, s.ProjectID, s.SHA, o)
@@ -115,7 +115,7 @@ func (e *Engine) sendStatus(ctx context.Context, s ChainStatus, wasInDoubt bool)
 	}
 	s.DoneSeq, s.Doubt, s.Attempts, s.LastError = claim.WantSeq, false, 0, ""
 	s.SentAt = e.now()
-	s.NextSendAt = s.SentAt.Add(e.cfg.Statuses.Interval)
+	s.NextSendAt = s.SentAt.Add(e.statusInterval())
 	s.LeaseUntil, s.ClaimedBy = time.Time{}, ""
 	e.obs.CommitStatus(string(state), StatusPosted)
 	if err := e.recordStatus(ctx, claim, s); err != nil {
@@ -130,19 +130,19 @@ func (e *Engine) sendStatus(ctx context.Context, s ChainStatus, wasInDoubt bool)
 // the newest of that name, ref and pipeline by the token's user ("" when
 // there is none).
 func (e *Engine) readStatus(ctx context.Context, s ChainStatus) (CommitState, string, error) {
-	gl := e.cfg.Statuses.GitLab
+	gl := e.statusGitLab()
 	me, err := gl.CurrentUser(ctx)
 	if err != nil {
 		return "", "", err
 	}
-	list, err := gl.ListCommitStatuses(ctx, s.ProjectID, s.SHA, gitlab.StatusFilter{Ref: s.Ref, Name: StatusName})
+	list, err := gl.ListCommitStatuses(ctx, s.ProjectID, s.SHA, gitlab.StatusFilter{Ref: s.Ref, Name: s.name()})
 	if err != nil {
 		return "", "", err
 	}
 	var found *gitlab.CommitStatus
 	for i := range list {
 		st := &list[i]
-		if st.PipelineID != s.PipelineID || st.Name != StatusName || (me.Username != "" && st.Author != me.Username) {
+		if st.PipelineID != s.PipelineID || st.Name != s.name() || (me.Username != "" && st.Author != me.Username) {
 			continue
 		}
 		if found == nil || st.ID > found.ID {
@@ -203,7 +203,7 @@ func (e *Engine) statusFailed(ctx context.Context, claim, cur ChainStatus, err e
 		// cannot be shown. Nothing moved on GitLab.
 		outcome = StatusGaveUp
 		next.DoneSeq, next.Doubt, next.Attempts = s.WantSeq, false, 0
-		next.NextSendAt = e.now().Add(e.cfg.Statuses.Interval)
+		next.NextSendAt = e.now().Add(e.statusInterval())
 		e.log.Error("commit status not set", "project", s.Project, "pipeline_id", s.PipelineID,
 			"chain_id", s.ChainID, "state", string(s.Want), "err", err)
 	}
@@ -243,7 +243,7 @@ const (
 // falls due, and every PollInterval for those other processes changed.
 // Errors are logged and retried at the next wake.
 func (e *Engine) RunStatuses(ctx context.Context) error {
-	if e.cfg.Statuses == nil {
+	if e.statusGitLab() == nil {
 		return nil
 	}
 	for {
@@ -265,6 +265,52 @@ func (e *Engine) RunStatuses(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// statusGitLab is the client statuses are posted with: the chains'
+// (Config.Statuses), else the validations' (Config.Premerge); nil when
+// neither is on.
+func (e *Engine) statusGitLab() StatusGitLab {
+	if st := e.cfg.Statuses; st != nil {
+		return st.GitLab
+	}
+	if pm := e.cfg.Premerge; pm != nil {
+		return pm.GitLab
+	}
+	return nil
+}
+
+// statusInterval is the least time between two posts of one status.
+func (e *Engine) statusInterval() time.Duration {
+	if st := e.cfg.Statuses; st != nil {
+		return st.Interval
+	}
+	if pm := e.cfg.Premerge; pm != nil {
+		return pm.NoteInterval
+	}
+	return 5 * time.Second
+}
+
+// statusURL is the link of s's target page: a chain's, or a validation's.
+func (e *Engine) statusURL(s ChainStatus) func(int64) string {
+	if s.name() == ValidationStatusName {
+		if pm := e.cfg.Premerge; pm != nil {
+			return pm.URL
+		}
+		return nil
+	}
+	if st := e.cfg.Statuses; st != nil {
+		return st.ChainURL
+	}
+	return nil
+}
+
+// name is s's status name (StatusName when unset).
+func (s ChainStatus) name() string {
+	if s.Name == "" {
+		return StatusName
+	}
+	return s.Name
 }
 
 // NotifyStatuses wakes RunStatuses: a chain's status changed. It never

@@ -199,7 +199,7 @@ func (t *txn) flush() error {
 			return fmt.Errorf("save chain %d: %w", c.ID, err)
 		}
 		c.end()
-		if c.State != t.was[c.ID] && (c.State == Finished || c.State == Expired) {
+		if c.State != t.was[c.ID] && (c.State == Finished || c.State == Expired) && !c.IsValidation() {
 			state, d, id := c.State, c.EndedAt.Sub(c.StartedAt), c.ID
 			t.after = append(t.after, func() {
 				t.e.obs.ChainEnded(state, d)
@@ -294,6 +294,15 @@ func (t *txn) settle(c *Chain) error {
 // upstream that changed (enqueuePins), else its build. false means the
 // member ended instead (failed or skipped): its chain settles again.
 func (t *txn) enqueue(c *Chain, m *Member) (bool, error) {
+	if c.IsValidation() {
+		if c.Validation.Canceled != "" {
+			m.State, m.Why, m.FinishedAt = Canceled, c.Validation.Canceled, t.now
+			c.changed(m)
+			c.touch(t.now)
+			return false, nil
+		}
+		return t.enqueueValidation(c, m)
+	}
 	if handled, done, err := t.enqueuePins(c, m); handled || err != nil {
 		return done, err
 	}
@@ -343,7 +352,9 @@ func (t *txn) enqueuePipeline(c *Chain, m *Member) (bool, error) {
 // it is then sent as soon as this transaction commits, without a claim of
 // its own or a wake-up of the outbox.
 func (t *txn) addAction(c *Chain, a *Action) error {
-	handed := t.out != nil && t.out.reserve()
+	// A validation's build is claimed after every release action due
+	// (lower priority), never handed over at once.
+	handed := a.Kind != ActionValidate && t.out != nil && t.out.reserve()
 	if handed {
 		a.Attempts, a.LeaseUntil, a.ClaimedBy, a.ClaimedAt = 1, t.now.Add(t.e.cfg.Lease), t.e.cfg.Owner, t.now
 	}

@@ -118,6 +118,10 @@ func (t *txn) queueVerify(task VerifyTask) error {
 // Verifying (its descendants wait) until the verdict. The caller holds m
 // changed.
 func (t *txn) verifyAfter(c *Chain, m *Member) error {
+	if c.IsValidation() {
+		// Published nothing: its image is read only for the level below.
+		return t.validatedAfter(c, m)
+	}
 	if m.State != Success || !t.e.verifies(m.Project) {
 		return nil
 	}
@@ -319,7 +323,7 @@ func (t *txn) settlePinners(c *Chain, u *Member) error {
 // task's pipeline.
 func (t *txn) verifiedMember(task VerifyTask) (*Chain, *Member) {
 	for _, c := range t.chains {
-		if !c.State.Active() {
+		if !c.State.Active() || c.IsValidation() {
 			continue
 		}
 		if m := c.member(task.Project); m != nil && m.PipelineID == task.PipelineID && (m.State == Verifying || m.State == Success) {

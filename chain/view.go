@@ -8,8 +8,12 @@ import (
 
 // ChainView is a chain as the HTTP API and the CLI show it.
 type ChainView struct {
-	ID         int64        `json:"id"`
-	Mode       Mode         `json:"mode"`
+	ID   int64 `json:"id"`
+	Mode Mode  `json:"mode"`
+	// Kind is release or validation; Validation what a validation
+	// validates (premerge.go).
+	Kind       ChainKind    `json:"kind"`
+	Validation *Validation  `json:"validation,omitempty"`
 	State      State        `json:"state"`
 	Roots      []string     `json:"roots"`
 	Reasons    []Reason     `json:"reasons"`
@@ -53,12 +57,20 @@ type MemberView struct {
 	VerifyDetail string     `json:"verify_detail,omitempty"`
 	TriggeredAt  *time.Time `json:"triggered_at,omitempty"`
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+	// Built is, in a validation, the image the member's validation
+	// pipeline built (its digest; the reference it pushed to at depth
+	// all): what the next level built on.
+	Built string `json:"built,omitempty"`
 }
 
 // View returns the chain as shown to users.
 func (c *Chain) View() ChainView {
+	kind := c.Kind
+	if kind == "" {
+		kind = KindRelease
+	}
 	v := ChainView{
-		ID: c.ID, Mode: c.Mode, State: c.State, Roots: nonNil(c.Roots), Reasons: c.Reasons,
+		ID: c.ID, Mode: c.Mode, Kind: kind, Validation: c.Validation, State: c.State, Roots: nonNil(c.Roots), Reasons: c.Reasons,
 		Skipped: c.Skipped, MergedInto: c.MergedInto, Started: c.StartedAt, Updated: c.UpdatedAt,
 		Ended: timePtr(c.EndedAt), Members: make([]MemberView, 0, len(c.Members)),
 	}
@@ -73,6 +85,11 @@ func (c *Chain) View() ChainView {
 			NoCache: m.NoCache, Verified: m.Verified, VerifyDetail: m.VerifyDetail,
 			TriggeredAt: timePtr(m.TriggeredAt), FinishedAt: timePtr(m.FinishedAt),
 		})
+		if c.IsValidation() {
+			if image, d := onlyImage(m.Images); d != "" {
+				v.Members[len(v.Members)-1].Built = image + "@" + d
+			}
+		}
 	}
 	return v
 }
@@ -127,7 +144,10 @@ func (e *Engine) Chain(ctx context.Context, id int64) (ChainView, error) {
 
 // Stats are gauges for the daemon's metrics.
 type Stats struct {
-	ActiveChains int `json:"active_chains"`
+	// ActiveChains counts the release chains running or blocked (a
+	// validation is no rebuild: ActiveValidations counts those running).
+	ActiveChains      int `json:"active_chains"`
+	ActiveValidations int `json:"active_validations"`
 	// BlockedChains are the active chains in state Blocked; BlockedSince
 	// is when the one among them that has not moved for the longest last
 	// changed (zero when none is blocked): how long it has waited for
@@ -152,8 +172,12 @@ func (e *Engine) Stats(ctx context.Context) (Stats, error) {
 		if err != nil {
 			return err
 		}
-		s.ActiveChains = len(cs)
 		for _, c := range cs {
+			if c.IsValidation() {
+				s.ActiveValidations++
+				continue
+			}
+			s.ActiveChains++
 			for _, m := range c.Members {
 				if s.Members == nil {
 					s.Members = map[MemberState]int{}

@@ -71,6 +71,10 @@ type Config struct {
 	// Pins say what a project that pins a rebuilt upstream by digest gets
 	// (docs/chains.md, "Pinned bases move through a merge request").
 	Pins Pins `yaml:"pins"`
+	// Premerge say which projects' merge requests are validated before
+	// the merge: their dependents built on the candidate image
+	// (config/premerge.go, docs/validation.md). Empty: none.
+	Premerge []Premerge `yaml:"premerge"`
 	// UI is who may use the dashboard and the API, and how they sign in
 	// (docs/dashboard.md).
 	UI UI `yaml:"ui"`
@@ -700,6 +704,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Images.problems()...)
 	errs = append(errs, c.refsProblems()...)
 	errs = append(errs, c.Pins.problems()...)
+	errs = append(errs, c.premergeProblems()...)
 	if c.Hooks.URL != "" {
 		if u, err := url.Parse(c.Hooks.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("hooks.url %q: want the http(s) URL GitLab should post to", c.Hooks.URL))

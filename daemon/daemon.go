@@ -26,6 +26,7 @@ import (
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/deps"
 	"gitlab.com/depsd/depsd/gitlab"
+	"gitlab.com/depsd/depsd/registry"
 	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/scheduler"
 	"gitlab.com/depsd/depsd/signin"
@@ -203,6 +204,9 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		// Every replica writes what a chain's commit status should show;
 		// the leader sends them (lead).
 		Statuses: cfg.ChainStatuses(d.gitlab),
+		// The merge requests premerge covers: validated on their
+		// candidates (docs/validation.md); the leader does the work.
+		Premerge: d.premergeOptions(),
 		Now:      opts.Now, Logger: opts.Logger, Observer: observer{d.metrics},
 	})
 	if err != nil {
@@ -228,6 +232,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		Groups: cfg.HookGroups(), ProjectPath: d.state.projectPath,
 		Signing: cfg.Hooks.Signing, SigningTokens: d.signingTokens,
 		DependencyFiles: append(append([]string{}, cfg.Containerfiles...), ".gitlab-deps"), Follows: cfg.Follows(),
+		Premerge: cfg.PremergeCovers(),
 		Recorder: recorder{d.recorder}, Scope: d.state, // the Recorder wakes the inbox
 		Observe: func(kind, outcome string) { d.metrics.events.WithLabelValues(kind, outcome).Inc() },
 		Now:     opts.Now, Logger: opts.Logger.With("component", "webhook"),
@@ -278,6 +283,31 @@ func chainURL(hooksURL, uiListen string) func(int64) string {
 		return nil
 	}
 	return func(id int64) string { return base + "/chains/" + strconv.FormatInt(id, 10) }
+}
+
+// validationURL links a validation's page for its commit status and
+// note, as chainURL does a chain's.
+func validationURL(hooksURL, uiListen string) func(int64) string {
+	base, ok := strings.CutSuffix(hooksURL, "/hooks/gitlab")
+	if hooksURL == "" || !ok || uiListen != "" {
+		return nil
+	}
+	return func(id int64) string { return base + "/validations/" + strconv.FormatInt(id, 10) }
+}
+
+// premergeOptions are the engine's validations (nil when premerge covers
+// nothing): the candidates' digests are read by a registry client under
+// the verifier's policy (registries.go), at most the registries it may
+// read.
+func (d *Daemon) premergeOptions() *chain.PremergeOptions {
+	cfg := d.opts.Config
+	rules := cfg.PremergeRules()
+	if rules == nil {
+		return nil
+	}
+	return &chain.PremergeOptions{Rules: rules, GitLab: d.gitlab, Registry: registry.New(d.registryOptions()),
+		Interval: d.opts.ReconcileInterval, NoteInterval: cfg.GitLab.CommitStatusInterval,
+		URL: validationURL(cfg.Hooks.URL, d.opts.UIListen)}
 }
 
 // Run serves until ctx ends, then drains. The store is closed when it

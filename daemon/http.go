@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,6 +92,8 @@ func (a *api) views(mux *http.ServeMux) {
 	inner.HandleFunc("GET /api/v1/graph", a.graph)
 	inner.HandleFunc("GET /api/v1/chains", a.chains)
 	inner.HandleFunc("GET /api/v1/chains/{id}", a.chain)
+	inner.HandleFunc("GET /api/v1/validations", a.validations)
+	inner.HandleFunc("GET /api/v1/validations/{id}", a.validation)
 	inner.HandleFunc("GET /api/v1/status", a.statusHandler)
 	inner.HandleFunc("GET /api/v1/freshness", a.freshnessHandler)
 	if a.dashboard != nil {
@@ -110,7 +113,7 @@ func (a *api) views(mux *http.ServeMux) {
 // estimates).
 func (d *Daemon) newDashboard() (*dashboard.Dashboard, error) {
 	return dashboard.New(dashboard.Options{
-		Store: d.store, Chains: d.engine, History: d.gitlab, Now: d.opts.Now,
+		Store: d.store, Chains: d.engine, Validations: d.engine, History: d.gitlab, Now: d.opts.Now,
 		Logger: d.log.With("component", "dashboard"),
 		Schedules: func(ctx context.Context) ([]scheduler.Entry, error) {
 			return ListSchedules(ctx, d.opts.Config.Scheduler, d.store, d.log)
@@ -212,6 +215,63 @@ func (a *api) chain(w http.ResponseWriter, r *http.Request) {
 		var ok bool
 		if view, ok = a.scope(r).Chain(view); !ok {
 			err = fmt.Errorf("chain %d: %w", id, chain.ErrNotFound)
+		}
+	}
+	switch {
+	case errors.Is(err, chain.ErrNotFound):
+		writeError(w, http.StatusNotFound, err)
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, http.StatusOK, view)
+	}
+}
+
+// validations is GET /api/v1/validations: the merge requests validated,
+// the most recently changed first, with their newest validation, as the
+// person may see them (?limit=, default 100).
+func (a *api) validations(w http.ResponseWriter, r *http.Request) {
+	f := chain.MRFilter{}
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, errors.New("limit: want a positive number"))
+			return
+		}
+		f.Limit = n
+	}
+	scope := a.scope(r)
+	want := cmp.Or(f.Limit, 100)
+	if !scope.Everything() {
+		f.Limit = want * 5 // hidden ones take no place in the answer
+	}
+	views, err := a.engine.Validations(r.Context(), f)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if views = scope.Validations(views); len(views) > want {
+		views = views[:want]
+	}
+	if views == nil {
+		views = []chain.ValidationView{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"validations": views})
+}
+
+// validation is GET /api/v1/validations/{id}: one validation (a chain id)
+// with its merge request and members.
+func (a *api) validation(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, errors.New("validation id: want a number"))
+		return
+	}
+	view, err := a.engine.Validation(r.Context(), id)
+	if err == nil {
+		var ok bool
+		if view, ok = a.scope(r).Validation(view); !ok {
+			err = fmt.Errorf("validation %d: %w", id, chain.ErrNotFound)
 		}
 	}
 	switch {

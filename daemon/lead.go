@@ -47,6 +47,9 @@ func (d *Daemon) lead(ctx context.Context) error {
 	g.Go(func() error { d.watchVerifyQueue(gctx); return nil })
 	// The pin merge requests of waiting members: merged, closed, timed out.
 	g.Go(func() error { return d.engine.RunPins(gctx) })
+	// The validations of merge requests (premerge): candidates read,
+	// merge requests followed, notes written, tags deleted.
+	g.Go(func() error { return d.engine.RunValidations(gctx) })
 	g.Go(func() error { return d.rescanWhenAsked(gctx) })
 	g.Go(func() error {
 		return d.every(gctx, jobReconcile, d.opts.ReconcileInterval, func(ctx context.Context) error {

@@ -36,6 +36,7 @@ type metrics struct {
 	// What the alerts in packaging/prometheus/depsd-alerts.yml watch,
 	// refreshed by exportState (and jobRuns by every).
 	chains         *prometheus.GaugeVec   // active chains by state
+	validations    prometheus.Gauge       // validations running
 	members        *prometheus.GaugeVec   // the active chains' members by state
 	blockedLongest prometheus.Gauge       // seconds the longest-blocked chain has not moved
 	storeUp        prometheus.Gauge       // 1 when the store answered the last look
@@ -110,6 +111,9 @@ func newMetrics(projectLabels bool) *metrics {
 		chains: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "depsd_chains", Help: "Active chains, by state (running, blocked).",
 		}, []string{"state"}),
+		validations: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depsd_validations_running", Help: "Validations of merge requests running (premerge; not counted in depsd_chains).",
+		}),
 		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "depsd_chain_members", Help: "Members of the active chains, by state (every member state, waiting-merge and skipped included).",
 		}, []string{"state"}),
@@ -174,7 +178,7 @@ func newMetrics(projectLabels bool) *metrics {
 	buildInfo.Set(1)
 	m.registry.MustRegister(buildInfo, m.fires, m.verifications, m.imagesByState, m.imageStale, m.staleSeconds, m.events, m.applied, m.triggers, m.statuses, m.apiErrors, m.chainDuration, m.queueDepth,
 		m.lastScan, m.scanDuration, m.scanProjects, m.scanWarnings,
-		m.chains, m.members, m.blockedLongest, m.storeUp, m.replicas, m.webhooks, m.jobRuns,
+		m.chains, m.validations, m.members, m.blockedLongest, m.storeUp, m.replicas, m.webhooks, m.jobRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -226,6 +230,7 @@ func (m *metrics) observeState(now time.Time, s chain.Stats, ok bool, replicas i
 	m.queueDepth.WithLabelValues("verify").Set(float64(s.VerifyQueued))
 	m.chains.WithLabelValues(string(chain.Running)).Set(float64(s.ActiveChains - s.BlockedChains))
 	m.chains.WithLabelValues(string(chain.Blocked)).Set(float64(s.BlockedChains))
+	m.validations.Set(float64(s.ActiveValidations))
 	for _, st := range chain.MemberStates() {
 		m.members.WithLabelValues(string(st)).Set(float64(s.Members[st]))
 	}

@@ -122,6 +122,9 @@ type Options struct {
 	// Viewer says who asks for a page and what they may see (sign-in);
 	// nil: nobody in particular, who sees everything and no action.
 	Viewer func(r *http.Request) Viewer
+	// Validations reads the validations of merge requests (premerge;
+	// chain.Engine); nil shows none.
+	Validations Validations
 	// Audit reads the audit log (chain.Engine.Audit); nil shows none.
 	Audit  func(ctx context.Context, f chain.AuditFilter) ([]chain.AuditEntry, error)
 	Now    func() time.Time
@@ -167,7 +170,7 @@ func New(opts Options) (*Dashboard, error) {
 	d.history.entries = map[string]historyEntry{}
 	funcs := templateFuncs(opts.Now)
 	funcs["nodeName"] = d.nodeName
-	for _, page := range []string{"chains", "chain", "graph", "project", "health", "freshness", "error"} {
+	for _, page := range []string{"chains", "chain", "graph", "project", "health", "freshness", "validations", "validation", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("dashboard template %s: %w", page, err)
@@ -178,7 +181,8 @@ func New(opts Options) (*Dashboard, error) {
 }
 
 // Register adds the dashboard's routes to mux: /, /chains/{id}, /graph,
-// /graph.svg, /graph/projects, /projects/{path}, /health, /freshness and /static/.
+// /graph.svg, /graph/projects, /projects/{path}, /health, /freshness,
+// /validations, /validations/{id} and /static/.
 // Every page reads through reads (the viewer's scope); view_test.go's
 // TestEveryRouteShowsOnlyWhatThePersonMaySee asks each of these routes as
 // a person who may not see everything, and fails on a route it does not
@@ -211,6 +215,8 @@ func (d *Dashboard) routes() []route {
 		{"GET /projects/{path...}", d.projectPage},
 		{"GET /health", d.healthPage},
 		{"GET /freshness", d.freshnessPage},
+		{"GET /validations", d.validationsPage},
+		{"GET /validations/{id}", d.validationPage},
 	}
 }
 

@@ -131,6 +131,11 @@ func (d *Dashboard) chainPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	if c.Kind == chain.KindValidation && r.URL.Query().Get("part") == "" {
+		// A validation has its own page, with its merge request.
+		http.Redirect(w, r, "/validations/"+strconv.FormatInt(id, 10), http.StatusSeeOther)
+		return
+	}
 	v := viewChain(c)
 	v.Images = rd.memberImages(c)
 	v.CSRF = rd.v.CSRF
@@ -702,6 +707,10 @@ func stateIcon(state any) string {
 		return "∅"
 	case "merged":
 		return "⇢"
+	case "opened": // a merge request
+		return "○"
+	case "closed":
+		return "×"
 	}
 	return "?"
 }

@@ -46,6 +46,21 @@ func (f filteredChains) Stats(context.Context) (chain.Stats, error) {
 	return chain.Stats{ActiveChains: 2, BlockedChains: 2, PendingActions: 7, UnprocessedEvts: 3}, nil
 }
 
+// fakeValidations are the validations of merge requests, by chain id.
+type fakeValidations []chain.ValidationView
+
+func (f fakeValidations) Validations(context.Context, chain.MRFilter) ([]chain.ValidationView, error) {
+	return f, nil
+}
+func (f fakeValidations) Validation(_ context.Context, id int64) (chain.ValidationView, error) {
+	for _, v := range f {
+		if v.Chain != nil && v.Chain.ID == id {
+			return v, nil
+		}
+	}
+	return chain.ValidationView{}, chain.ErrNotFound
+}
+
 // secretWorld is an instance where h/secret is a project ann may not
 // see: downstream of g/base, in a chain with g/app, with images,
 // schedules, a watch, a hook and audit entries of its own, and a chain of
@@ -108,6 +123,19 @@ func secretWorld(t *testing.T) *http.ServeMux {
 				{ID: 1, ChainID: 1, Actor: "ann", Action: chain.AuditSkip, Target: "g/app", Reason: "h/secret is gone", Outcome: chain.OutcomeDone, At: now},
 			}, nil
 		},
+		Validations: fakeValidations{
+			{Project: "g/base", IID: 3, State: chain.MROpened, Result: chain.CommitFailed, Summary: "1 of 2 dependents built, 1 failed: h/secret",
+				Chains: []int64{9}, Chain: &chain.ChainView{ID: 9, Kind: chain.KindValidation, State: chain.Finished, Roots: []string{"g/base"},
+					Validation: &chain.Validation{ProjectID: 1, IID: 3, Candidate: "r/g/base:mr-3", Digest: "sha256:c", PipelineID: 30},
+					Members: []chain.MemberView{
+						{Project: "g/app", State: chain.Success, PipelineID: 31, Upstreams: []string{"g/base"}},
+						{Project: "g/base", State: chain.Success, PipelineID: 30, Upstreams: []string{}},
+						{Project: "h/secret", State: chain.Failed, PipelineID: 32, Upstreams: []string{"g/base"}, Why: "pipeline 32 failed", Built: "r/h/secret:depsd-validate-9@sha256:s"},
+					}},
+				Cleanup: []chain.TagCleanup{{Project: "g/base", Image: "r/g/base:mr-3"}, {Project: "h/secret", Image: "r/h/secret:depsd-validate-9"}}},
+			{Project: "h/secret", IID: 4, State: chain.MROpened, Chains: []int64{10}, Chain: &chain.ChainView{ID: 10, Kind: chain.KindValidation, State: chain.Running,
+				Roots: []string{"h/secret"}, Members: []chain.MemberView{{Project: "h/secret", State: chain.Success, Upstreams: []string{}}}}},
+		},
 		Viewer: func(*http.Request) Viewer {
 			return Viewer{Name: "ann", CSRF: "tok", Key: "ann", SeenAt: now,
 				Scope: visible.For(visible.Set([]string{"g/base", "g/app"}), visible.Set([]string{"g/base", "g/app", "h/secret"}))}
@@ -149,6 +177,10 @@ func TestEveryRouteShowsOnlyWhatThePersonMaySee(t *testing.T) {
 		{"GET /projects/{path...}", "/projects/h/secret", 404, []string{"not in the scanned graph"}},
 		{"GET /health", "/health", 200, []string{"<dd>2 (1 dependencies, 1 external images)</dd>", "<dt>Active chains</dt><dd>1</dd>",
 			"<dt>Pipelines waiting to be created</dt><dd>0</dd>"}},
+		{"GET /validations", "/validations", 200, []string{`href="/validations/9"`, "g/base", "1 failed"}},
+		{"GET /validations/{id}", "/validations/9", 200, []string{"hidden", "r/g/base:mr-3@sha256:c", "#31", "r/g/base:mr-3"}},
+		{"GET /validations/{id}", "/validations/9?part=validation", 200, []string{"hidden"}},
+		{"GET /validations/{id}", "/validations/10", 404, []string{"there is no validation 10"}},
 		{"GET /freshness", "/freshness", 200, []string{"of 1 image"}},
 		{"GET /freshness", "/freshness?project=h/", 200, []string{"of 0 images"}},
 	} {

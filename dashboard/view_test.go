@@ -294,3 +294,35 @@ func graphHandler(b *testing.B, n int) {
 		})
 	}
 }
+
+// TestValidationChainOpensItsValidationPage: /chains/ID of a validation
+// (as the chains API or an old link names it) sends the person to its
+// validation's page, which shows its merge request; with validations off
+// that page is not found, and the list says how to turn them on.
+func TestValidationChainOpensItsValidationPage(t *testing.T) {
+	c := chain.ChainView{ID: 9, Kind: chain.KindValidation, State: chain.Running, Roots: []string{"g/base"}}
+	vs := fakeValidations{{Project: "g/base", IID: 3, State: chain.MROpened, Chains: []int64{9}, Chain: &c}}
+	for _, tc := range []struct {
+		opts       Options
+		path       string
+		code       int
+		want, href string
+	}{
+		{Options{Store: fakeStore{}, Chains: fakeChains{c}, Validations: vs}, "/chains/9", http.StatusSeeOther, "", "/validations/9"},
+		{Options{Store: fakeStore{}, Chains: fakeChains{c}, Validations: vs}, "/validations/9", 200, `data-live-src="/validations/9?part=validation"`, ""},
+		{Options{Store: fakeStore{}, Chains: fakeChains{c}}, "/validations/9", 404, "there is no validation 9", ""},
+		{Options{Store: fakeStore{}, Chains: fakeChains{c}}, "/validations", 200, "<code>premerge:</code>", ""},
+	} {
+		d, err := New(tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		d.Register(mux)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.want) || rec.Header().Get("Location") != tc.href {
+			t.Errorf("GET %s: %d %q, want %d %q with %q\n%.400s", tc.path, rec.Code, rec.Header().Get("Location"), tc.code, tc.href, tc.want, rec.Body.String())
+		}
+	}
+}

@@ -54,10 +54,15 @@ type User struct {
 // CurrentUser returns the token's user, read once (GET /user) and then
 // kept: the user a token belongs to does not change.
 func (c *Client) CurrentUser(ctx context.Context) (User, error) {
+	// The lock guards the cached user only, never the request: a caller
+	// at urgent priority must not wait behind a normal one the limits
+	// hold (while urgent work is due, for minutes). Callers asking at
+	// once each read it; the answer is the same.
 	c.userMu.Lock()
-	defer c.userMu.Unlock()
-	if c.user != nil {
-		return *c.user, nil
+	cached := c.user
+	c.userMu.Unlock()
+	if cached != nil {
+		return *cached, nil
 	}
 	var u *gl.User
 	err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
@@ -69,8 +74,11 @@ func (c *Client) CurrentUser(ctx context.Context) (User, error) {
 	if err != nil {
 		return User{}, fmt.Errorf("get the token's user: %w", err)
 	}
-	c.user = &User{ID: u.ID, Username: u.Username}
-	return *c.user, nil
+	user := User{ID: u.ID, Username: u.Username}
+	c.userMu.Lock()
+	c.user = &user
+	c.userMu.Unlock()
+	return user, nil
 }
 
 // VariablesPolicy is what a project's settings say of pipeline variables

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
 )
@@ -110,5 +111,47 @@ func TestVersionAndCurrentUser(t *testing.T) {
 	}
 	if n := srv.Requests("GET /user"); n != 1 {
 		t.Errorf("GET /user sent %d times, want once", n)
+	}
+}
+
+// TestCurrentUserOfUrgentWorkPassesAHeldNormalOne: while urgent work is
+// due (HoldNormal), a normal-priority CurrentUser waits for the limits
+// (up to normalMaxWait); an urgent one asked meanwhile (a send in doubt
+// looking for what it created) is answered at once, not queued behind
+// the normal one: the user is not read under a lock held across the
+// request.
+func TestCurrentUserOfUrgentWorkPassesAHeldNormalOne(t *testing.T) {
+	t.Parallel()
+	srv := newFake(t, gitlabtest.Options{})
+	c, _ := newClient(t, srv, nil)
+	c.HoldNormal(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	normal := make(chan error, 1)
+	go func() {
+		_, err := c.CurrentUser(ctx)
+		normal <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the normal one waits for the limits
+	urgent := make(chan error, 1)
+	go func() {
+		u, err := c.CurrentUser(WithPriority(ctx, PriorityUrgent))
+		if err == nil && u.Username != gitlabtest.TokenUsername {
+			err = errors.New("user " + u.Username)
+		}
+		urgent <- err
+	}()
+	select {
+	case err := <-urgent:
+		if err != nil {
+			t.Fatalf("urgent CurrentUser while a normal one is held: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		c.HoldNormal(false)
+		t.Fatal("urgent CurrentUser still waiting after 5s behind a held normal one")
+	}
+	c.HoldNormal(false)
+	if err := <-normal; err != nil {
+		t.Errorf("the normal CurrentUser, once let go: %v", err)
 	}
 }

@@ -2,8 +2,10 @@ package gitlab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"time"
 
@@ -115,6 +117,30 @@ func (c *Client) GetPipeline(ctx context.Context, projectID, pipelineID int64) (
 	})
 	if err != nil {
 		return Pipeline{}, fmt.Errorf("get pipeline %d of project %d: %w", pipelineID, projectID, err)
+	}
+	return fromPipeline(p), nil
+}
+
+// CancelPipeline cancels a pipeline and its jobs that have not finished
+// (POST /projects/:id/pipelines/:pipeline_id/cancel) and returns it as
+// GitLab answers. Canceling is idempotent, so it is retried like a read. A
+// pipeline that already ended is not an error: GitLab before 18.0 answers
+// it as it is, 18.0 and later 422 "Pipeline is not cancelable", after
+// which it is read (GetPipeline) and returned.
+func (c *Client) CancelPipeline(ctx context.Context, projectID, pipelineID int64) (Pipeline, error) {
+	var p *gl.Pipeline
+	err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+		var resp *gl.Response
+		var err error
+		p, resp, err = c.gl.Pipelines.CancelPipelineBuild(projectID, pipelineID, o...)
+		return resp, err
+	})
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == http.StatusUnprocessableEntity {
+		return c.GetPipeline(ctx, projectID, pipelineID)
+	}
+	if err != nil {
+		return Pipeline{}, fmt.Errorf("cancel pipeline %d of project %d: %w", pipelineID, projectID, err)
 	}
 	return fromPipeline(p), nil
 }

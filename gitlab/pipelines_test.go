@@ -2,6 +2,7 @@ package gitlab
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -107,3 +108,41 @@ func TestPipelines(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestCancelPipeline cancels a running pipeline, and one that already
+// ended as GitLab before 18.0 (200, as it is) and from 18.0 on (422
+// "Pipeline is not cancelable") answer it: the pipeline as it is, no
+// error, either way. A pipeline of another project is not found.
+func TestCancelPipeline(t *testing.T) {
+	for _, version := range []string{"17.11.1", "18.2.0"} {
+		t.Run(version, func(t *testing.T) {
+			srv := newFake(t, gitlabtest.Options{Version: version})
+			id := must(srv.AddProject(gitlabtest.Project{Path: "g/app", Files: map[string]string{"a": "b"}}))
+			other := must(srv.AddProject(gitlabtest.Project{Path: "g/other", Files: map[string]string{"a": "b"}}))
+			c, _ := newClient(t, srv, nil)
+			ctx := context.Background()
+			running := must(c.CreatePipeline(ctx, id, "main", CreateOptions{}))
+			if err := srv.SetPipelineStatus(running.ID, "running"); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.CancelPipeline(ctx, id, running.ID)
+			if err != nil || got.ID != running.ID || got.Status != "canceled" {
+				t.Fatalf("cancel running = %+v, %v", got, err)
+			}
+			done := must(c.CreatePipeline(ctx, id, "main", CreateOptions{}))
+			if err := srv.SetPipelineStatus(done.ID, "success"); err != nil {
+				t.Fatal(err)
+			}
+			got, err = c.CancelPipeline(ctx, id, done.ID)
+			if err != nil || got.ID != done.ID || got.Status != "success" {
+				t.Fatalf("cancel ended = %+v, %v", got, err)
+			}
+			if p, _ := c.GetPipeline(ctx, id, done.ID); p.Status != "success" {
+				t.Fatalf("an ended pipeline was changed by a cancel: %+v", p)
+			}
+			if _, err := c.CancelPipeline(ctx, other, running.ID); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("cancel through another project = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}

@@ -1560,6 +1560,51 @@ mutant "a recording queues behind this process's writers" \
 	'' \
 	-- go test -count=1 -run 'TestRecordingDoesNotQueueBehindThisProcesssWriters' ./store/
 
+# issue 39: validations before the merge.
+mutant "a validation pipeline whose answer was lost is created again (not adopted)" \
+	chain/outbox.go \
+	'		if vars[VarActionID] == a.ID {' \
+	'		if vars[VarActionID] == a.ID && a.Kind != ActionValidate {' \
+	-- go test -count=1 -run 'TestValidationPipelinesCreatedOnce' ./chain/
+
+mutant "a merge request pipeline (a candidate) is taken for a release" \
+	chain/validation.go \
+	'return ev.Source == SourceMergeRequest || ev.MergeRequest != nil' \
+	'return false && (ev.Source == SourceMergeRequest || ev.MergeRequest != nil)' \
+	-- go test -count=1 -run 'TestCandidateIsNeverARelease' ./chain/
+
+mutant "depth all: a level is built before the validation image of the one above is read" \
+	chain/validation.go \
+	'if m.State != Success || c.Validation.Depth != DepthAll || !c.hasDependents(m)' \
+	'if m.State != Success || true || c.Validation.Depth != DepthAll || !c.hasDependents(m)' \
+	-- go test -count=1 -run 'TestValidationOfADiamond' ./chain/
+
+mutant "depth all: a diamond's bottom is built after one side only" \
+	chain/settle.go \
+	'		case um.State != Success:
+			waitFor = append(waitFor, u)' \
+	'		case um.State != Success && len(waitFor) > 0:
+			waitFor = append(waitFor, u)' \
+	-- go test -count=1 -run 'TestValidationOfADiamond' ./chain/
+
+mutant "a note claimed by a dead sender waits out the claim's lease" \
+	chain/validationnote.go \
+	'	alive, err := t.tx.OwnerAlive(t.ctx, n.ClaimedBy, t.now)
+	return !alive, err' \
+	'	_, err := t.tx.OwnerAlive(t.ctx, n.ClaimedBy, t.now)
+	return false, err' \
+	-- go test -count=1 -run 'TestNoteClaimOfADeadSenderIsTakenOver' ./chain/
+
+mutant "CurrentUser holds its lock across the request: an urgent caller waits behind a held normal one" \
+	gitlab/instance.go \
+	'	c.userMu.Lock()
+	cached := c.user
+	c.userMu.Unlock()' \
+	'	c.userMu.Lock()
+	defer c.userMu.Unlock()
+	cached := c.user' \
+	-- go test -count=1 -run 'TestCurrentUserOfUrgentWorkPassesAHeldNormalOne' ./gitlab/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -379,9 +379,13 @@ func chainRecord(c *chain.Chain) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	kind, validation, err := encodeKind(c)
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "chain %d %s %s %s %s %d %v %v %v\n", c.ID, c.Mode, c.State, roots, skipped, c.MergedInto,
-		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt))
+	fmt.Fprintf(&b, "chain %d %s %s %s %s %d %v %v %v %s %s\n", c.ID, c.Mode, c.State, roots, skipped, c.MergedInto,
+		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt), kind, validation)
 	for _, r := range c.Reasons {
 		fmt.Fprintf(&b, "reason %s %s %q %d %v\n", r.Kind, r.Project, r.Detail, r.PipelineID, encodeTime(r.At))
 	}

@@ -148,7 +148,7 @@ func rowOf(m *chain.Member) (memberRow, error) {
 	return r, nil
 }
 
-const chainColumns = `id, mode, state, roots, skipped, merged_into, started_at, updated_at, ended_at`
+const chainColumns = `id, mode, state, roots, skipped, merged_into, started_at, updated_at, ended_at, kind, validation`
 
 // ActiveChains returns the running and blocked chains with their members.
 func (t chainTx) ActiveChains(ctx context.Context) ([]*chain.Chain, error) {
@@ -176,6 +176,17 @@ func (t chainTx) Chain(ctx context.Context, id int64) (*chain.Chain, error) {
 func (t chainTx) Chains(ctx context.Context, f chain.Filter) ([]*chain.Chain, error) {
 	var where []string
 	var args []any
+	kind := f.Kind
+	if kind == "" {
+		kind = chain.KindRelease
+	}
+	if kind == chain.KindRelease {
+		args = append(args, string(chain.KindValidation))
+		where = append(where, fmt.Sprintf("kind <> $%d", len(args)))
+	} else {
+		args = append(args, string(kind))
+		where = append(where, fmt.Sprintf("kind = $%d", len(args)))
+	}
 	if f.State != "" {
 		args = append(args, string(f.State))
 		where = append(where, fmt.Sprintf("state = $%d", len(args)))
@@ -207,14 +218,22 @@ func (t chainTx) queryChains(ctx context.Context, q string, args ...any) ([]*cha
 	byID := map[int64]*chain.Chain{}
 	for rows.Next() {
 		var c chain.Chain
-		var mode, state, roots, skipped string
+		var mode, state, roots, skipped, kind, validation string
 		var merged sql.NullInt64
 		var started, updated, ended sql.NullString
-		if err := rows.Scan(&c.ID, &mode, &state, &roots, &skipped, &merged, &started, &updated, &ended); err != nil {
+		if err := rows.Scan(&c.ID, &mode, &state, &roots, &skipped, &merged, &started, &updated, &ended, &kind, &validation); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read chains: %w", err)
 		}
 		c.Mode, c.State, c.MergedInto = chain.Mode(mode), chain.State(state), merged.Int64
+		c.Kind = chain.ChainKind(kind) // "" is a release chain
+		if validation != "" {
+			c.Validation = new(chain.Validation)
+			if err := json.Unmarshal([]byte(validation), c.Validation); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("chain %d validation: %w", c.ID, err)
+			}
+		}
 		if err := decodeJSON(roots, &c.Roots); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("chain %d roots: %w", c.ID, err)
@@ -367,8 +386,12 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 	if c.MergedInto != 0 {
 		merged = c.MergedInto
 	}
+	kind, validation, err := encodeKind(c)
+	if err != nil {
+		return err
+	}
 	row := []any{c.ID, string(c.Mode), string(c.State), roots, skipped, merged,
-		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt)} // chainColumns
+		encodeTime(c.StartedAt), encodeTime(c.UpdatedAt), encodeTime(c.EndedAt), kind, validation} // chainColumns
 	// version counts the saves, for the caches of every process
 	// (chaincache.go).
 	var version int64
@@ -378,21 +401,23 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 		// pipeline with the rest of the save.
 		version = e.version + 1
 		err = t.tx.execLater(ctx, `UPDATE chains SET mode = $2, state = $3, roots = $4, skipped = $5, merged_into = $6,
-			started_at = $7, updated_at = $8, ended_at = $9, version = $10 WHERE id = $1`, append(row, version)...)
+			started_at = $7, updated_at = $8, ended_at = $9, kind = $10, validation = $11, version = $12 WHERE id = $1`,
+			append(row, version)...)
 	} else if t.cc.unstored(c) {
 		// A chain created in this transaction (NewChainID), saved for
 		// the first time.
 		version = 1
 		err = t.tx.execLater(ctx, `INSERT INTO chains (`+chainColumns+`, version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)`, row...)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1)`, row...)
 	} else {
 		// Not known stored: written whatever the row holds, and its
 		// version read back.
 		err = t.tx.QueryRowContext(ctx, `INSERT INTO chains (`+chainColumns+`, version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 1)
 			ON CONFLICT (id) DO UPDATE SET mode = excluded.mode, state = excluded.state, roots = excluded.roots,
 				skipped = excluded.skipped, merged_into = excluded.merged_into, started_at = excluded.started_at,
-				updated_at = excluded.updated_at, ended_at = excluded.ended_at, version = chains.version + 1
+				updated_at = excluded.updated_at, ended_at = excluded.ended_at, kind = excluded.kind,
+				validation = excluded.validation, version = chains.version + 1
 			RETURNING version`, row...).Scan(&version)
 	}
 	if err != nil {
@@ -516,8 +541,9 @@ func (t chainTx) Project(ctx context.Context, path string) (chain.Project, bool,
 	}
 	p, found := chain.Project{Path: path}, true
 	var ident, file string
-	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch, pipeline_ident, visibility, file FROM projects WHERE path = $1`, path).
-		Scan(&p.ID, &p.DefaultBranch, &ident, &p.Visibility, &file)
+	err := t.tx.QueryRowContext(ctx, `SELECT id, default_branch, pipeline_ident, visibility, file, registry_prefix
+		FROM projects WHERE path = $1`, path).
+		Scan(&p.ID, &p.DefaultBranch, &ident, &p.Visibility, &file, &p.RegistryPrefix)
 	p.Ident = chain.PipelineIdent(ident)
 	if errIsNotFound(err) {
 		p, found, err = chain.Project{}, false, nil

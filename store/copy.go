@@ -20,6 +20,7 @@ var copiedTables = []string{
 	"audit_log",
 	"chain_statuses",
 	"chain_writes",
+	"mr_validations", "branch_candidates",
 }
 
 // ErrTargetNotEmpty: Copy refuses to write into a store that holds state.

@@ -52,7 +52,7 @@ func actionArgs(a chain.Action) []any {
 	return []any{a.ID, a.ChainID, a.Project, a.ProjectID, a.Ref, strings.Join(a.Upstreams, ","), string(a.State),
 		a.Attempts, encodeTime(a.NextAttemptAt), encodeTime(a.LeaseUntil), a.LastError, pipeline, a.PipelineURL,
 		encodeTime(a.CreatedAt), encodeTime(a.SentAt), a.ClaimedBy, encodeTime(a.ClaimedAt), noCache,
-		string(a.Kind), encodePayload(a.Pins)}
+		string(a.Kind), encodePayload(a)}
 }
 
 // Action returns the action with this id.
@@ -104,14 +104,17 @@ func (t chainTx) PipelineSeen(ctx context.Context, pipelineID int64) (chain.Pipe
 	return seen, nil
 }
 
-// DueAction returns the pending action due first whose lease, if any, ran out.
+// DueAction returns the pending action due first whose lease, if any, ran
+// out; a validation's build only when no other action is due (lower
+// priority, chain/premerge.go).
 func (t chainTx) DueAction(ctx context.Context, now time.Time) (chain.Action, bool, error) {
 	n := encodeTime(now)
 	return t.queryAction(ctx, `SELECT `+actionColumns+` FROM outbox
 		WHERE state = $1 AND next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until <= $2
 			OR (claimed_by <> '' AND NOT EXISTS (SELECT 1 FROM leases l
 				WHERE l.name = 'alive:' || outbox.claimed_by AND l.expires_at > $2)))
-		ORDER BY next_attempt_at, created_at, id LIMIT 1`, []any{string(chain.ActionPending), n})
+		ORDER BY CASE WHEN kind = $3 THEN 1 ELSE 0 END, next_attempt_at, created_at, id LIMIT 1`,
+		[]any{string(chain.ActionPending), n, string(chain.ActionValidate)})
 }
 
 // NextDue returns when the earliest pending action falls due.
@@ -163,7 +166,7 @@ func scanAction(scan func(dest ...any) error, extra ...any) (chain.Action, bool,
 	a.State, a.Attempts, a.LastError, a.PipelineID = chain.ActionState(state.String), int(attempts.Int64), lastError.String, pipeline.Int64
 	a.PipelineURL, a.ClaimedBy, a.NoCache = url.String, claimedBy.String, noCache.Int64 != 0
 	a.Kind = chain.ActionKind(kind.String)
-	if a.Pins, err = decodePayload(payload.String); err != nil {
+	if err := decodePayload(&a, payload.String); err != nil {
 		return chain.Action{}, false, fmt.Errorf("action %s: %w", a.ID, err)
 	}
 	if ups.String != "" {

@@ -98,26 +98,40 @@ func decodeImages(s string) (map[string]string, error) {
 	return m, nil
 }
 
-// encodePayload stores what a pins action moves as JSON (” for other
-// actions).
-func encodePayload(p *chain.PinsRequest) string {
-	if p == nil {
+// encodePayload stores what a pins action moves, or what a validation
+// builds on, as JSON (” for other actions).
+func encodePayload(a chain.Action) string {
+	var v any
+	switch {
+	case a.Pins != nil:
+		v = a.Pins
+	case a.Validate != nil:
+		v = a.Validate
+	default:
 		return ""
 	}
-	b, err := json.Marshal(p)
+	b, err := json.Marshal(v)
 	if err != nil {
 		return "" // plain strings and maps: it does not fail
 	}
 	return string(b)
 }
 
-func decodePayload(s string) (*chain.PinsRequest, error) {
+// decodePayload reads an action's payload by its kind.
+func decodePayload(a *chain.Action, s string) error {
 	if s == "" {
-		return nil, nil
+		return nil
 	}
-	var p chain.PinsRequest
-	if err := json.Unmarshal([]byte(s), &p); err != nil {
-		return nil, fmt.Errorf("decode pins %q: %w", s, err)
+	if a.Kind == chain.ActionValidate {
+		a.Validate = new(chain.ValidateRequest)
+		if err := json.Unmarshal([]byte(s), a.Validate); err != nil {
+			return fmt.Errorf("decode validation %q: %w", s, err)
+		}
+		return nil
 	}
-	return &p, nil
+	a.Pins = new(chain.PinsRequest)
+	if err := json.Unmarshal([]byte(s), a.Pins); err != nil {
+		return fmt.Errorf("decode pins %q: %w", s, err)
+	}
+	return nil
 }

@@ -247,5 +247,6 @@ func migrations() []migration {
 		signinMigration(),
 		chainStatusMigration(),
 		pinsMigration(),
+		premergeMigration(),
 	}
 }

@@ -52,16 +52,16 @@ func chainStatusMigration() migration {
 }
 
 const chainStatusColumns = `pipeline_id, project_id, project, sha, ref, chain_id, want, want_desc, want_seq, done_seq,
-	have, have_desc, doubt, next_send_at, lease_until, claimed_by, attempts, last_error, created_at, sent_at`
+	have, have_desc, doubt, next_send_at, lease_until, claimed_by, attempts, last_error, created_at, sent_at, name`
 
 // AddChainStatus implements chain.Tx.
 func (t chainTx) AddChainStatus(ctx context.Context, s chain.ChainStatus) error {
 	err := t.tx.execLater(ctx, `INSERT INTO chain_statuses (`+chainStatusColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 		ON CONFLICT (pipeline_id) DO NOTHING`,
 		s.PipelineID, s.ProjectID, s.Project, s.SHA, s.Ref, s.ChainID, string(s.Want), s.WantDesc, s.WantSeq, s.DoneSeq,
 		string(s.Have), s.HaveDesc, boolInt(s.Doubt), encodeTime(s.NextSendAt), encodeTime(s.LeaseUntil), s.ClaimedBy,
-		s.Attempts, s.LastError, encodeTime(s.CreatedAt), encodeTime(s.SentAt))
+		s.Attempts, s.LastError, encodeTime(s.CreatedAt), encodeTime(s.SentAt), statusName(s.Name))
 	if err != nil {
 		return fmt.Errorf("record the commit status of pipeline %d: %w", s.PipelineID, err)
 	}
@@ -151,8 +151,11 @@ func (t chainTx) queryChainStatuses(ctx context.Context, q string, args ...any) 
 		var next, lease, created, sent sql.NullString
 		if err := rows.Scan(&s.PipelineID, &s.ProjectID, &s.Project, &s.SHA, &s.Ref, &s.ChainID, &want, &s.WantDesc,
 			&s.WantSeq, &s.DoneSeq, &have, &s.HaveDesc, &doubt, &next, &lease, &s.ClaimedBy, &s.Attempts, &s.LastError,
-			&created, &sent); err != nil {
+			&created, &sent, &s.Name); err != nil {
 			return nil, fmt.Errorf("read commit statuses: %w", err)
+		}
+		if s.Name == "" {
+			s.Name = chain.StatusName
 		}
 		s.Want, s.Have, s.Doubt = chain.CommitState(want), chain.CommitState(have), doubt != 0
 		for _, f := range []struct {
@@ -166,6 +169,15 @@ func (t chainTx) queryChainStatuses(ctx context.Context, q string, args ...any) 
 		out = append(out, s)
 	}
 	return out, rows.Err()
+}
+
+// statusName is how a status's name is stored: ” for depsd/chain (every
+// status before validations).
+func statusName(name string) string {
+	if name == chain.StatusName {
+		return ""
+	}
+	return name
 }
 
 func boolInt(b bool) int {

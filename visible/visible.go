@@ -214,6 +214,48 @@ func (s *Scope) Chain(c chain.ChainView) (chain.ChainView, bool) {
 	return out, true
 }
 
+// Validation is a merge request's validation as the person may see it;
+// ok is false unless they may see the upstream whose merge request it is.
+// Its validation chain shows its members as Chain does; its summary and
+// error say no hidden path, and the cleanup lists only their projects'
+// tags.
+func (s *Scope) Validation(v chain.ValidationView) (chain.ValidationView, bool) {
+	if s == nil {
+		return v, true
+	}
+	if !s.Sees(v.Project) {
+		return chain.ValidationView{}, false
+	}
+	out := v
+	out.Summary, out.Error = s.Text(v.Summary), s.Text(v.Error)
+	if v.Chain != nil {
+		c, _ := s.Chain(*v.Chain)
+		out.Chain = &c
+	}
+	out.Cleanup = nil
+	for _, tc := range v.Cleanup {
+		if s.Sees(tc.Project) {
+			out.Cleanup = append(out.Cleanup, tc)
+		}
+	}
+	return out, true
+}
+
+// Validations keeps the validations the person may see, as they may see
+// them.
+func (s *Scope) Validations(vs []chain.ValidationView) []chain.ValidationView {
+	if s == nil {
+		return vs
+	}
+	out := make([]chain.ValidationView, 0, len(vs))
+	for _, v := range vs {
+		if w, ok := s.Validation(v); ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // Chains keeps the chains the person may see, as they may see them.
 func (s *Scope) Chains(cs []chain.ChainView) []chain.ChainView {
 	if s == nil {

@@ -106,3 +106,33 @@ func TestChainHidesPinMovesOfHiddenProjects(t *testing.T) {
 		t.Errorf("stats count %d members waiting-merge, want the visible one", st.Members[chain.WaitingMerge])
 	}
 }
+
+// TestValidationShowsOnlyWhatThePersonMaySee: a validation of a merge
+// request of a project the person sees shows its hidden dependents as
+// hidden labels, its summary without their paths, and only their tags;
+// one of a hidden project's merge request is absent.
+func TestValidationShowsOnlyWhatThePersonMaySee(t *testing.T) {
+	c := chain.ChainView{ID: 4, Kind: chain.KindValidation, State: chain.Finished, Roots: []string{"g/base"},
+		Members: []chain.MemberView{
+			{Project: "g/app", State: chain.Success, Upstreams: []string{"g/base"}},
+			{Project: "g/base", State: chain.Success},
+			{Project: "h/secret", State: chain.Failed, PipelineID: 12, Upstreams: []string{"g/base"}, Why: "pipeline 12 failed"},
+		}}
+	v := chain.ValidationView{Project: "g/base", IID: 3, Result: chain.CommitFailed, Summary: "1 of 2 dependents built, 1 failed: h/secret",
+		Chain: &c, Chains: []int64{4}, Cleanup: []chain.TagCleanup{
+			{Project: "g/base", Image: "r/g/base:mr-3"}, {Project: "h/secret", Image: "r/h/secret:depsd-validate-4"}}}
+	got, ok := scope().Validation(v)
+	if !ok {
+		t.Fatal("the validation of a visible project's merge request is absent")
+	}
+	if strings.Contains(got.Summary, "secret") || len(got.Cleanup) != 1 || got.Chain.Members[2].Project != "hidden-1" || got.Chain.Members[2].PipelineID != 0 {
+		t.Errorf("a hidden dependent shows: %+v %+v %+v", got.Summary, got.Cleanup, got.Chain.Members[2])
+	}
+	v.Project = "h/secret"
+	if _, ok := scope().Validation(v); ok {
+		t.Error("the validation of a hidden project's merge request is shown")
+	}
+	if list := scope().Validations([]chain.ValidationView{v}); len(list) != 0 {
+		t.Errorf("listed %+v", list)
+	}
+}

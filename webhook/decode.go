@@ -39,10 +39,16 @@ var hookTimeLayouts = [...]string{"2006-01-02 15:04:05 MST", "2006-01-02 15:04:0
 // default branch calls for a rescan. It returns an *Ignored error for events
 // depsd does not act on and ErrMalformed for bodies it cannot read. It does
 // no I/O, so it is table-tested and fuzzed on its own.
-func Decode(eventType string, body []byte, depFiles []string, follows Follows, received time.Time) (Event, error) {
+//
+// A merge request pipeline (source merge_request_event, or a merge_request
+// object) of a project premerge covers is accepted whatever its ref, with
+// its merge request: its image is a candidate to validate, never a
+// release; so is the success of a pipeline of a branch no node follows
+// there (it may be a merge request's source). Elsewhere both are ignored.
+func Decode(eventType string, body []byte, depFiles []string, follows Follows, premerge Covers, received time.Time) (Event, error) {
 	switch gl.EventType(eventType) {
 	case gl.EventTypePipeline:
-		return decodePipeline(body, follows, received)
+		return decodePipeline(body, follows, premerge, received)
 	case gl.EventTypePush:
 		return decodePush(body, depFiles, follows, received)
 	case "":
@@ -59,7 +65,13 @@ type Follows func(project, ref string, tag bool) bool
 
 func (f Follows) follows(project, ref string, tag bool) bool { return f != nil && f(project, ref, tag) }
 
-func decodePipeline(body []byte, follows Follows, received time.Time) (Event, error) {
+// Covers says whether premerge covers a project: its merge requests'
+// candidates are validated (`premerge:` in depsd.yaml). Nil covers none.
+type Covers func(project string) bool
+
+func (c Covers) covers(project string) bool { return c != nil && c(project) }
+
+func decodePipeline(body []byte, follows Follows, premerge Covers, received time.Time) (Event, error) {
 	var p gl.PipelineEvent
 	if err := json.Unmarshal(body, &p); err != nil {
 		return Event{}, fmt.Errorf("%w: pipeline hook: %v", ErrMalformed, err)
@@ -70,10 +82,21 @@ func decodePipeline(body []byte, follows Follows, received time.Time) (Event, er
 		return Event{}, fmt.Errorf("%w: pipeline hook with object_kind %q", ErrMalformed, p.ObjectKind)
 	case p.Project.ID == 0 || p.Project.PathWithNamespace == "" || a.ID == 0 || a.Status == "":
 		return Event{}, fmt.Errorf("%w: pipeline hook without project or pipeline id, path or status", ErrMalformed)
+	case a.Source == chain.SourceMergeRequest || p.MergeRequest.IID != 0:
+		if !premerge.covers(p.Project.PathWithNamespace) {
+			return Event{}, &Ignored{Reason: "merge request pipeline, of a project premerge does not cover"}
+		}
+		if p.MergeRequest.IID == 0 {
+			return Event{}, &Ignored{Reason: "merge request pipeline without its merge request"}
+		}
 	case a.Tag && !follows.follows(p.Project.PathWithNamespace, a.Ref, true):
 		return Event{}, &Ignored{Reason: "pipeline of tag " + clip(a.Ref) + ", not a release"}
 	case !a.Tag && a.Ref != p.Project.DefaultBranch && !follows.follows(p.Project.PathWithNamespace, a.Ref, false):
-		return Event{}, &Ignored{Reason: fmt.Sprintf("pipeline of %s, not of the default branch %s nor a followed one", clip(a.Ref), p.Project.DefaultBranch)}
+		if !premerge.covers(p.Project.PathWithNamespace) || a.Status != "success" || a.Source == chain.SourceChildPipeline {
+			return Event{}, &Ignored{Reason: fmt.Sprintf("pipeline of %s, not of the default branch %s nor a followed one", clip(a.Ref), p.Project.DefaultBranch)}
+		}
+		// Premerge: the success of a branch that may be a merge
+		// request's source.
 	case a.Source == chain.SourceChildPipeline:
 		return Event{}, &Ignored{Reason: "child pipeline: its parent's status counts"}
 	}
@@ -85,10 +108,15 @@ func decodePipeline(body []byte, follows Follows, received time.Time) (Event, er
 	if t, ok := parseHookTime(a.FinishedAt); ok {
 		at = t
 	}
-	return Event{Pipeline: &chain.PipelineEvent{
+	ev := &chain.PipelineEvent{
 		ProjectID: p.Project.ID, Project: p.Project.PathWithNamespace, PipelineID: a.ID,
 		Status: a.Status, Ref: a.Ref, Tag: a.Tag, SHA: a.SHA, Source: a.Source, Variables: vars, URL: a.URL, At: at,
-	}}, nil
+	}
+	if mr := p.MergeRequest; mr.IID != 0 && premerge.covers(p.Project.PathWithNamespace) {
+		ev.MergeRequest = &chain.MergeRequestRef{IID: mr.IID, Title: clipTitle(mr.Title), URL: mr.URL,
+			SourceBranch: mr.SourceBranch, TargetBranch: mr.TargetBranch}
+	}
+	return Event{Pipeline: ev}, nil
 }
 
 func decodePush(body []byte, depFiles []string, follows Follows, received time.Time) (Event, error) {
@@ -132,6 +160,14 @@ func decodePush(body []byte, depFiles []string, follows Follows, received time.T
 		ProjectID: p.ProjectID, Project: p.Project.PathWithNamespace, Ref: strings.TrimPrefix(p.Ref, "refs/heads/"),
 		After: p.After, Changed: touched, At: received,
 	}}, nil
+}
+
+// clipTitle keeps a merge request's title to 255 bytes, as GitLab does.
+func clipTitle(s string) string {
+	if len(s) > 255 {
+		return s[:255]
+	}
+	return s
 }
 
 func parseHookTime(s string) (time.Time, bool) {

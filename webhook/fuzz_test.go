@@ -49,7 +49,7 @@ func FuzzHandler(f *testing.F) {
 				t.Fatalf("incomplete pipeline %+v", ev.Pipeline)
 			}
 		}
-		_, derr := Decode(event, body, nil, nil, time.Now())
+		_, derr := Decode(event, body, nil, nil, nil, time.Now())
 		if w.Code == http.StatusBadRequest && !errors.Is(derr, ErrMalformed) {
 			t.Fatalf("400 without a malformed body: %v", derr)
 		}

@@ -101,7 +101,10 @@ type Options struct {
 	DependencyFiles []string
 	// Follows says which refs besides a project's default branch depsd
 	// follows (refs:); nil: none.
-	Follows  Follows
+	Follows Follows
+	// Premerge says which projects' merge request pipelines (and branch
+	// successes) are candidates to validate (premerge:); nil: none.
+	Premerge Covers
 	Recorder Recorder
 	Scope    Scope
 	// Observe counts deliveries by event type and outcome (metrics).
@@ -230,7 +233,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		bound = id
 	}
-	ev, err := Decode(eventType, body, h.opts.DependencyFiles, h.opts.Follows, now)
+	ev, err := Decode(eventType, body, h.opts.DependencyFiles, h.opts.Follows, h.opts.Premerge, now)
 	var ignored *Ignored
 	switch {
 	case errors.As(err, &ignored):

@@ -52,6 +52,117 @@ type PublishPlan struct {
 	Nothing bool
 }
 
+// What a simulated pipeline pushes, and builds on, follows the build
+// component (templates/image-build.yml, docs/build-component.md):
+//   - a merge request pipeline (source merge_request_event) pushes only
+//     the candidate, the repository of Images.Refs' first reference
+//     with tag mr-<iid>; a pipeline of a branch with open merge requests
+//     from it pushes their candidates besides Images.Refs;
+//   - a validation (the depsd_validate input, or DEPSD_VALIDATE=1)
+//     pushes only depsd_validate_tag (DEPSD_VALIDATE_TAG) in that
+//     repository, or nothing;
+//   - depsd_build_contexts (DEPSD_BUILD_CONTEXTS) naming Images.From, as
+//     the FROM writes it, or an ARG (a name without a /) whose value is
+//     in From's repository, builds on the REF@DIGEST it gives instead;
+//   - BreakBuildOn: a build on that base digest fails (a package the
+//     project installs that the base no longer has).
+
+// build is what one pipeline's build does, from its kind and what depsd
+// passed it.
+type build struct {
+	refs     []string // pushed; nil: Images.Refs
+	nothing  bool     // pushes nothing
+	from     string   // REF@DIGEST to build on instead of From; ""
+	validate bool
+}
+
+// buildOf says what pipeline pipelineID's build does (the zero build for
+// an unknown pipeline).
+func (s *Server) buildOf(pipelineID int64, im Images) build {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pl, ok := s.inst.pipelines[pipelineID]
+	if !ok {
+		return build{}
+	}
+	param := func(input, variable string) string {
+		if v, ok := pl.inputs[input]; ok {
+			return fmt.Sprint(v)
+		}
+		for _, v := range pl.vars {
+			if v.Key == variable {
+				return v.Value
+			}
+		}
+		return ""
+	}
+	repo := ""
+	if len(im.Refs) > 0 {
+		if t, err := name.NewTag(im.Refs[0]); err == nil {
+			repo = t.Context().Name()
+		}
+	}
+	var b build
+	switch v := param("depsd_validate", "DEPSD_VALIDATE"); {
+	case v == "true" || v == "1":
+		b.validate, b.nothing = true, true
+		if tag := param("depsd_validate_tag", "DEPSD_VALIDATE_TAG"); tag != "" && repo != "" {
+			b.refs, b.nothing = []string{repo + ":" + tag}, false
+		}
+	case pl.source == "merge_request_event" && pl.mrIID != 0 && repo != "":
+		b.refs = []string{fmt.Sprintf("%s:mr-%d", repo, pl.mrIID)}
+	case !pl.tag && repo != "":
+		// A branch with open merge requests from it pushes their
+		// candidates too (CI_OPEN_MERGE_REQUESTS).
+		if p, ok := s.inst.projects[pl.projectID]; ok && pl.ref != p.defaultBranch {
+			for _, mr := range p.mrs {
+				if mr.state == mrOpened && mr.source == pl.ref {
+					b.refs = append(b.refs, fmt.Sprintf("%s:mr-%d", repo, mr.iid))
+				}
+			}
+			if b.refs != nil {
+				b.refs = append(slices.Clone(im.Refs), b.refs...)
+			}
+		}
+	}
+	if im.From != "" {
+		fromRepo := ""
+		if r, err := name.ParseReference(im.From); err == nil {
+			fromRepo = r.Context().Name()
+		}
+		for _, c := range strings.Fields(param("depsd_build_contexts", "DEPSD_BUILD_CONTEXTS")) {
+			n, value, ok := strings.Cut(c, "=")
+			ref, isImage := strings.CutPrefix(value, "docker-image://")
+			if !ok || !isImage {
+				continue
+			}
+			r, err := name.ParseReference(ref)
+			if err != nil {
+				continue
+			}
+			if n == im.From || (!strings.Contains(n, "/") && r.Context().Name() == fromRepo) {
+				b.from = ref
+			}
+		}
+	}
+	return b
+}
+
+// BreakBuildOn makes the project's builds on the base image digest fail,
+// as a build does whose base lost something it needs.
+func (s *Server) BreakBuildOn(projectPath, baseDigest string) {
+	rs := &s.registry
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.breaks == nil {
+		rs.breaks = map[string]map[string]bool{}
+	}
+	if rs.breaks[projectPath] == nil {
+		rs.breaks[projectPath] = map[string]bool{}
+	}
+	rs.breaks[projectPath][baseDigest] = true
+}
+
 // Published is one push of a project's image.
 type Published struct {
 	Project    string
@@ -71,6 +182,7 @@ type registrySide struct {
 	plans     map[string][]PublishPlan // by project path, for the next pipelines
 	published []Published
 	failures  []error
+	breaks    map[string]map[string]bool // by project path: base digests its builds fail on
 }
 
 // SetImages makes the project's successful pipelines push images; a zero
@@ -191,12 +303,29 @@ func (s *Server) pushImages(ctx context.Context, projectPath string, pipelineID 
 	if !ok || plan.Nothing {
 		return nil
 	}
+	b := s.buildOf(pipelineID, im)
+	if b.from != "" {
+		im.From, plan.From = b.from, ""
+	}
 	idx, img, base, err := buildImages(ctx, im, plan, fmt.Sprintf("%s pipeline %d\n", projectPath, pipelineID))
 	if err != nil {
 		return fmt.Errorf("publish images of %s: %w", projectPath, err)
 	}
+	rs.mu.Lock()
+	broken := rs.breaks[projectPath][base]
+	rs.mu.Unlock()
+	if broken {
+		return fmt.Errorf("build of %s on %s: the base lacks what the project installs", projectPath, base)
+	}
+	refs := im.Refs
+	switch {
+	case b.nothing:
+		refs = nil
+	case b.refs != nil:
+		refs = b.refs
+	}
 	var pushed []Published
-	for _, ref := range im.Refs {
+	for _, ref := range refs {
 		tag, _ := name.NewTag(ref)
 		var d v1.Hash
 		if idx != nil {

@@ -1,6 +1,7 @@
 package gitlabtest
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +103,104 @@ func TestPipelinesPublishImages(t *testing.T) {
 	pl, _ = run("apps/broken")
 	if fails := s.PublishFailures(); pl.Status != "failed" || len(fails) != 1 || !strings.Contains(fails[0].Error(), "base/none:1") {
 		t.Errorf("broken: %s, failures %v; want failed, naming the base", pl.Status, fails)
+	}
+}
+
+// Simulated pipelines push what the build component pushes: a merge
+// request pipeline only its candidate (mr-<iid>), a validation only its
+// depsd_validate_tag (or nothing), built on the candidate that
+// depsd_build_contexts names instead of the FROM's image; a build on a
+// base BreakBuildOn names fails.
+func TestPipelinesPushLikeTheBuildComponent(t *testing.T) {
+	host := registrytest.Start(t)
+	s := New(Options{RegistryHost: host, Pipelines: Behavior{Duration: time.Millisecond}})
+	defer s.Close()
+	base, ruby := host+"/infra/base:latest", host+"/lang/ruby:latest"
+	for path, from := range map[string]string{"infra/base": "scratch", "lang/ruby": base} {
+		if _, err := s.AddProject(Project{Path: path, Files: map[string]string{"Containerfile": "FROM " + from + "\n"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetImages("infra/base", Images{Refs: []string{base}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetImages("lang/ruby", Images{From: base, Annotate: true}); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(id int64) (Pipeline, []Published) {
+		t.Helper()
+		before := len(s.PublishedImages())
+		pl, err := s.WaitPipeline(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WaitIdle(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return pl, s.PublishedImages()[before:]
+	}
+	release, _ := wait(mustDo[int64](t)(s.RunPipeline("infra/base", "", "push")))
+	if release.Status != "success" {
+		t.Fatalf("base release: %s", release.Status)
+	}
+	if err := s.SetPipelineBehavior("infra/base", Behavior{Duration: time.Millisecond, OnMergeRequest: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateBranch("infra/base", "slim"); err != nil {
+		t.Fatal(err)
+	}
+	mustDo[string](t)(s.SetFileOn("infra/base", "slim", "Containerfile", "FROM scratch\nRUN rm -rf /usr/lib/ruby\n"))
+	iid := mustDo[int64](t)(s.OpenMR("infra/base", "slim", "main", "Slim the base"))
+	var mrPipeline int64
+	for _, p := range s.Pipelines("infra/base") {
+		if p.MergeRequestIID == iid {
+			mrPipeline = p.ID
+		}
+	}
+	pl, pushed := wait(mrPipeline)
+	candidate := host + "/infra/base:mr-1"
+	if pl.Status != "success" || pl.Source != "merge_request_event" || len(pushed) != 1 || pushed[0].Ref != candidate {
+		t.Fatalf("merge request pipeline: %s %s, pushed %+v; want success pushing %s only", pl.Status, pl.Source, pushed, candidate)
+	}
+	cand := pushed[0].Digest
+
+	contexts := base + "=docker-image://" + host + "/infra/base@" + cand
+	code, body := postPipeline(t, s, "lang/ruby", `{"ref":"main","variables":[
+		{"key":"DEPSD_VALIDATE","value":"1"},{"key":"DEPSD_BUILD_CONTEXTS","value":"`+contexts+`"},
+		{"key":"DEPSD_VALIDATE_TAG","value":"depsd-validate-7"}]}`)
+	if code != 201 {
+		t.Fatalf("create validation: %d %s", code, body)
+	}
+	var created struct{ ID int64 }
+	if err := json.Unmarshal([]byte(body), &created); err != nil {
+		t.Fatal(err)
+	}
+	pl, pushed = wait(created.ID)
+	if pl.Status != "success" || len(pushed) != 1 || pushed[0].Ref != host+"/lang/ruby:depsd-validate-7" || pushed[0].BaseDigest != cand {
+		t.Fatalf("validation: %s, pushed %+v; want success pushing :depsd-validate-7 built on the candidate %s", pl.Status, pushed, cand)
+	}
+
+	// By ARG, without a tag to push: builds, pushes nothing.
+	code, body = postPipeline(t, s, "lang/ruby", `{"ref":"main","variables":[
+		{"key":"DEPSD_VALIDATE","value":"1"},{"key":"DEPSD_BUILD_CONTEXTS","value":"BASE_IMAGE=docker-image://`+host+`/infra/base@`+cand+`"}]}`)
+	if code != 201 || json.Unmarshal([]byte(body), &created) != nil {
+		t.Fatalf("create validation: %d %s", code, body)
+	}
+	if pl, pushed = wait(created.ID); pl.Status != "success" || len(pushed) != 0 {
+		t.Fatalf("validation without a tag: %s, pushed %+v; want success, nothing pushed", pl.Status, pushed)
+	}
+
+	s.BreakBuildOn("lang/ruby", cand)
+	code, body = postPipeline(t, s, "lang/ruby", `{"ref":"main","variables":[
+		{"key":"DEPSD_VALIDATE","value":"1"},{"key":"DEPSD_BUILD_CONTEXTS","value":"`+contexts+`"}]}`)
+	if code != 201 || json.Unmarshal([]byte(body), &created) != nil {
+		t.Fatalf("create validation: %d %s", code, body)
+	}
+	if pl, _ = wait(created.ID); pl.Status != "failed" {
+		t.Fatalf("a build on a base it breaks on: %s, want failed", pl.Status)
+	}
+	// The release build, on the released base, still succeeds.
+	if pl, pushed = wait(mustDo[int64](t)(s.RunPipeline("lang/ruby", "", "push"))); pl.Status != "success" || len(pushed) != 1 || pushed[0].Ref != ruby {
+		t.Fatalf("ruby release: %s, pushed %+v", pl.Status, pushed)
 	}
 }

@@ -203,6 +203,12 @@ func (s *Server) CancelPipeline(pipelineID int64) error {
 	if finished(pl.status) {
 		return nil
 	}
+	s.cancelLocked(pl)
+	return nil
+}
+
+// cancelLocked cancels pl, which has not finished. Callers hold s.mu.
+func (s *Server) cancelLocked(pl *pipeline) {
 	s.stopRun(pl)
 	now := s.now()
 	for _, j := range s.jobsOf(pl.id) {
@@ -211,7 +217,6 @@ func (s *Server) CancelPipeline(pipelineID int64) error {
 		}
 	}
 	s.setStatus(pl, "canceled")
-	return nil
 }
 
 // jobVariable is one entry of a job payload's variables (common.JobVariable).

@@ -1098,6 +1098,37 @@ func (s *Server) MergeMR(projectPath string, iid int64) error {
 	return nil
 }
 
+// OpenMR opens a merge request of source into target as a developer
+// would (POST …/merge_requests): a Merge Request Hook, and with
+// Behavior.OnMergeRequest its pipeline. It returns its iid.
+func (s *Server) OpenMR(projectPath, source, target, title string, labels ...string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.inst.findProject(projectPath)
+	if !ok {
+		return 0, fmt.Errorf("open merge request in %s: project not found", projectPath)
+	}
+	if p.branches[source] == "" || p.branches[target] == "" || source == target {
+		return 0, fmt.Errorf("open merge request %s into %s in %s: no such branches", source, target, projectPath)
+	}
+	now := s.now()
+	mr := &mergeRequest{
+		id: s.inst.id(), iid: int64(len(p.mrs)) + 1, title: title, source: source, target: target,
+		state: mrOpened, author: devUser, sha: p.branches[source], createdAt: now, updatedAt: now,
+		labels: slices.Clone(labels),
+	}
+	if o := p.openConflict(mr); o != nil {
+		return 0, fmt.Errorf("open merge request %s into %s in %s: !%d is open", source, target, projectPath, o.iid)
+	}
+	p.mrs = append(p.mrs, mr)
+	s.fireMR(p, mr, "open", devUser)
+	if b, _ := s.behaviorOf(p); b.OnMergeRequest {
+		s.startMRPipeline(p, mr, devUser)
+	}
+	s.notify()
+	return mr.iid, nil
+}
+
 // CloseMR closes an open merge request as a developer would.
 func (s *Server) CloseMR(projectPath string, iid int64) error {
 	s.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -579,4 +580,37 @@ func (s *Server) getPipelineVariables(w http.ResponseWriter, r *http.Request) {
 		out := append([]variable{}, pl.vars...)
 		writeJSON(w, http.StatusOK, out)
 	}
+}
+
+// cancelPipeline is POST /projects/:id/pipelines/:pipeline_id/cancel
+// (API::Ci::Pipelines, Ci::CancelPipelineService): the pipeline and its
+// jobs not yet finished are canceled (CancelPipeline) and the pipeline is
+// answered. A pipeline that already ended is not cancelable: GitLab 18.0
+// and later answer 422 "Pipeline is not cancelable", earlier versions 200
+// with the pipeline as it is.
+func (s *Server) cancelPipeline(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pl, ok := s.findPipeline(w, r)
+	if !ok {
+		return
+	}
+	if finished(pl.status) {
+		if versionAtLeast(s.version, 18) {
+			writeMessage(w, http.StatusUnprocessableEntity, "Pipeline is not cancelable")
+			return
+		}
+		writeJSON(w, http.StatusOK, s.pipelineDetail(pl))
+		return
+	}
+	s.cancelLocked(pl)
+	writeJSON(w, http.StatusOK, s.pipelineDetail(pl))
+}
+
+// versionAtLeast reports whether GitLab version v (MAJOR.MINOR.PATCH) is
+// of major version major or later.
+func versionAtLeast(v string, major int) bool {
+	m, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(m)
+	return err == nil && n >= major
 }

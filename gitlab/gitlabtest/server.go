@@ -317,6 +317,7 @@ func (s *Server) routes() http.Handler {
 		{"GET /projects/:id/pipelines", s.listPipelines},
 		{"GET /projects/:id/pipelines/:pipeline_id", s.getPipeline},
 		{"GET /projects/:id/pipelines/:pipeline_id/variables", s.getPipelineVariables},
+		{"POST /projects/:id/pipelines/:pipeline_id/cancel", s.cancelPipeline},
 		{"GET /projects/:id/hooks", s.listHooks},
 		{"GET /projects/:id/hooks/:hook_id", s.getHook},
 		{"POST /projects/:id/hooks", s.addHook},

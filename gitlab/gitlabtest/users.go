@@ -300,6 +300,7 @@ var routeNeeds = map[string]int{
 	"GET /projects/:id/pipelines":                                              reporterOnPrivate,
 	"GET /projects/:id/pipelines/:pipeline_id":                                 reporterOnPrivate,
 	"GET /projects/:id/pipelines/:pipeline_id/variables":                       AccessDeveloper,
+	"POST /projects/:id/pipelines/:pipeline_id/cancel":                         AccessDeveloper,
 	"GET /projects/:id/repository/files/:file_path/raw":                        reporterOnPrivate,
 	"GET /projects/:id/repository/branches/:branch":                            reporterOnPrivate,
 	"GET /projects/:id/repository/tree":                                        reporterOnPrivate,
