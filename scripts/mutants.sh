@@ -290,7 +290,7 @@ mutant "a liveness lease renewed at the moment it is dropped is dropped anyway" 
 
 mutant "a queued action is never handed to the running outbox" \
 	chain/txn.go \
-	'handed := t.out != nil && t.out.reserve()' \
+	'handed := a.Kind != ActionValidate && t.out != nil && t.out.reserve()' \
 	'handed := false && t.out.reserve()' \
 	-- go test -count=1 -run 'TestQueuedActionIsHandedToTheRunningOutbox' ./chain/
 
@@ -1423,7 +1423,7 @@ mutant "a running status is posted running again (GitLab refuses it)" \
 
 mutant "a chain's status is posted at every change (not coalesced)" \
 	chain/statussend.go \
-	's.NextSendAt = s.SentAt.Add(e.cfg.Statuses.Interval)' \
+	's.NextSendAt = s.SentAt.Add(e.statusInterval())' \
 	's.NextSendAt = s.SentAt' \
 	-- go test -count=1 -run 'TestChainStatusIsCoalesced' ./chain/
 
