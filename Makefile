@@ -125,6 +125,8 @@ CAPACITY_AB_BASE ?= 4d88d66
 bench-capacity-record:
 	$(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
 	DEPSD_BENCH_STORE=postgres $(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
+	DEPSD_BENCH_MIX_PARTS=sat DEPSD_BENCH_SATURATION_P99_MS=50 $(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
+	DEPSD_BENCH_STORE=postgres DEPSD_BENCH_MIX_PARTS=sat DEPSD_BENCH_SATURATION_P99_MS=50 $(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
 	$(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'ReplicaCapacity' -benchtime 1x -timeout 60m ./bench/
 	$(BENCHDOC) record -- go test -run '^$$' -bench InboxByKind -benchtime 200x ./chain/
 	DEPSD_BENCH_AB_BASE=$(CAPACITY_AB_BASE) DEPSD_BENCH_MIX_PARTS=cpu $(BENCHDOC) record -- scripts/bench-ab.sh

@@ -53,6 +53,10 @@ import (
 //     above its largest in the first half plus a tenth of a second's
 //     deliveries (bounded, not growing). The durable floor is ramped the
 //     same way (p99 alone: it applies nothing). Goal: ≥ 0.8× its rate.
+//     DEPSD_BENCH_SATURATION_P99_MS raises the 5 ms bound: the ramp then
+//     finds the rate depsd's inbox keeps up with whatever the tail
+//     (make bench-capacity records it at 50 ms), and the floor is not
+//     ramped.
 //
 // The load generator shares the machine's cores with depsd: at the top of
 // the ramp it is part of what saturates, for the floor as for depsd.
@@ -124,13 +128,21 @@ func BenchmarkWebhookMix(b *testing.B) {
 		// Saturation.
 		rates := saturationRates(b)
 		if satSeconds := saturationSeconds(b); parts["sat"] && satSeconds > 0 {
-			depsdRate := saturate(b, daemonURL, mix, rates, satSeconds, backlog, "depsd")
-			floorRate := saturate(b, durableURL+"/hooks/gitlab", mix, rates, satSeconds, nil, "durable floor")
+			limit := saturationP99(b)
+			depsdRate := saturate(b, daemonURL, mix, rates, satSeconds, limit, backlog, "depsd")
 			b.ReportMetric(float64(depsdRate), "sat-rate")
-			b.ReportMetric(float64(floorRate), "sat-durable-rate")
-			b.ReportMetric(float64(depsdRate)/float64(max(floorRate, 1)), "sat-ratio")
-			b.Logf("saturation (%s store, %.0f s a rate): depsd keeps p99 ≤ 5 ms and its inbox up to %d deliveries/s of the mix; the durable floor to %d/s: %.2f× (goal ≥ 0.8×)",
-				storeKind(), satSeconds, depsdRate, floorRate, float64(depsdRate)/float64(max(floorRate, 1)))
+			if limit != goalP99 {
+				// The rate the inbox keeps up with, whatever the tail:
+				// the floor's figure is for the goal's bound only.
+				b.Logf("saturation (%s store, %.0f s a rate): depsd keeps p99 ≤ %v and its inbox up to %d deliveries/s of the mix",
+					storeKind(), satSeconds, limit, depsdRate)
+			} else {
+				floorRate := saturate(b, durableURL+"/hooks/gitlab", mix, rates, satSeconds, limit, nil, "durable floor")
+				b.ReportMetric(float64(floorRate), "sat-durable-rate")
+				b.ReportMetric(float64(depsdRate)/float64(max(floorRate, 1)), "sat-ratio")
+				b.Logf("saturation (%s store, %.0f s a rate): depsd keeps p99 ≤ 5 ms and its inbox up to %d deliveries/s of the mix; the durable floor to %d/s: %.2f× (goal ≥ 0.8×)",
+					storeKind(), satSeconds, depsdRate, floorRate, float64(depsdRate)/float64(max(floorRate, 1)))
+			}
 		}
 
 		b.StopTimer()
@@ -193,6 +205,26 @@ func processCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// goalP99 is the acknowledgement p99 a rate of the saturation ramp must
+// keep: issue 40's goal.
+const goalP99 = 5 * time.Millisecond
+
+// saturationP99 is the p99 a rate of the ramp must keep:
+// DEPSD_BENCH_SATURATION_P99_MS, default goalP99. Set higher, the ramp
+// finds the rate at which depsd's inbox keeps up, whatever the tail (the
+// durable floor is then not ramped).
+func saturationP99(b *testing.B) time.Duration {
+	v := os.Getenv("DEPSD_BENCH_SATURATION_P99_MS")
+	if v == "" {
+		return goalP99
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n <= 0 {
+		b.Fatalf("DEPSD_BENCH_SATURATION_P99_MS=%q: want milliseconds", v)
+	}
+	return time.Duration(n * float64(time.Millisecond))
+}
+
 // saturationRates is the ramp of rates (deliveries a second) tried.
 func saturationRates(b *testing.B) []int {
 	v := os.Getenv("DEPSD_BENCH_SATURATION_RATES")
@@ -245,10 +277,10 @@ func saturationSeconds(b *testing.B) float64 {
 }
 
 // saturate drives url with the mix at each rate in turn and returns the
-// highest at which its p99 stayed ≤ 5 ms and, with backlog, its inbox
+// highest at which its p99 stayed ≤ limit and, with backlog, its inbox
 // kept up (see BenchmarkWebhookMix); 0 if none. It stops at the first
 // rate that fails.
-func saturate(b *testing.B, url string, mix deliveries, rates []int, seconds float64, backlog inboxBacklog, name string) int {
+func saturate(b *testing.B, url string, mix deliveries, rates []int, seconds float64, limit time.Duration, backlog inboxBacklog, name string) int {
 	b.Helper()
 	best := 0
 	offset := 2_000_000 // pipeline ids and keys of their own
@@ -294,7 +326,7 @@ func saturate(b *testing.B, url string, mix deliveries, rates []int, seconds flo
 			b.Logf("saturation %s: the inbox did not drain within 2 minutes after %d/s", name, rate)
 			return best
 		}
-		if p99 > 5*time.Millisecond || !keepsUp || failures > 0 {
+		if p99 > limit || !keepsUp || failures > 0 {
 			return best
 		}
 		best = rate

@@ -117,7 +117,7 @@ func BenchmarkReplicaCapacity(b *testing.B) {
 			proxy := httptest.NewServer(&roundRobin{backends: []string{strings.TrimPrefix(durableURL, "http://")},
 				client: &http.Client{Timeout: 15 * time.Second}})
 			floor := saturate(b, proxy.URL+"/hooks/gitlab", func(i int) delivery { return m.delivery(plan, i) },
-				saturationRates(b), satSeconds, nil, "durable floor behind the proxy")
+				saturationRates(b), satSeconds, goalP99, nil, "durable floor behind the proxy")
 			proxy.Close()
 			stopDurable()
 			b.ReportMetric(float64(sat[1]), "sat-rate-1")
@@ -310,7 +310,7 @@ func replicaRun(b *testing.B, bin string, srv *gitlabtest.Server, n int, mix del
 		}
 	}
 	if satSeconds > 0 {
-		satRate = saturate(b, proxy.URL+"/hooks/gitlab", satMix, saturationRates(b), satSeconds, backlog,
+		satRate = saturate(b, proxy.URL+"/hooks/gitlab", satMix, saturationRates(b), satSeconds, saturationP99(b), backlog,
 			fmt.Sprintf("%d replicas", n))
 	}
 	return out, satRate
