@@ -88,7 +88,7 @@ image: build-depsd
 	@echo "built $(IMAGE)"
 
 ## bench: the benchmarks whose figures docs/benchmarks.md quotes (the whole-system
-## ones in bench/ at depsd's default settings; about 65 minutes, 45 of them
+## ones in bench/ at depsd's default settings; about 75 minutes, 55 of them
 ## bench-capacity's), and those of
 ## docs/verification.md's Cost: BenchmarkVerificationCost in bench/ (a real
 ## docker-registry behind a 20 ms proxy, about 20 s) and depsd freshness at 2,000
