@@ -2,6 +2,18 @@
 // succeeded/failed" and "rebuild P" into pipeline-creation actions, exactly
 // once per project per chain, in dependency order. See "Chain semantics"
 // in ARCHITECTURE.md.
+//
+// What it holds: the rebuild engine: chains, inbox,
+// outbox, sender, reconciler, catch-up, each chain's commit status on the
+// commit that started it (`chain/commitstatus.go`, `chain/statussend.go`),
+// and the merge requests moving digest pins (`chain/pins.go`,
+// `sendpins.go`, `pinwatch.go`); validations before the merge
+// (`chain/premerge.go` the types and rules, `validation.go` a merge
+// request pipeline taken as a candidate and its validation chain started,
+// `validationrun.go` the leader's `RunValidations`: candidates' digests,
+// merge requests followed, validation images read, pipelines canceled,
+// tags deleted, `validationnote.go` the commit status `depsd/dependents`
+// and the one merge request note, `validationview.go` the views)
 package chain
 
 import "time"

@@ -4,6 +4,21 @@
 // (the context ending) it refuses new requests, lets those in flight finish
 // within the drain timeout, and stops the workers; what was recorded but not
 // yet processed is picked up at the next start.
+//
+// What it holds: wiring and lifecycle of `depsd serve`
+// (after a scan it reloads the graph, the project ids and the instance's
+// registry hosts — which, with the operator's lists, are the only
+// registries the verifier and the image watcher read,
+// `daemon/registries.go` — and, while verification is on, what each
+// project publishes from `store.VerifyProjects` (`verify.Published`),
+// neither reading files nor parsing Containerfiles; `main` sets a 128 MiB
+// soft memory limit unless `GOMEMLIMIT` is set): HTTP API, dashboard
+// listener, metrics (the state gauges the alerts watch are read from the
+// store every 5 s: chains by state, the longest blocked, queues, replicas,
+// hooks by state, `depsd_store_up`; `depsd_leader` and the GitLab counters
+// at scrape), leader election (the leader also listens for verifications
+// other replicas queue, `watchVerifyQueue`, and sends the chains' commit
+// statuses), shutdown
 package daemon
 
 import (

@@ -72,4 +72,18 @@
 //
 // Offset pagination can miss a project that moves between pages while they
 // are read (a deletion shifting the list); the next scan sees it again.
+//
+// What it holds: the only code that talks to GitLab:
+// rate limit, retries, errors classified retryable / permanent / not found
+// (refused variables or inputs are `ErrVariablesRefused` /
+// `ErrInputsRefused`, a refused status transition `ErrStatusTransition`;
+// `ErrConflict`, `ErrNotMergeable`), tags, branches, commits and merge
+// requests (`gitlab/repository.go`, `gitlab/mergerequests.go`), keyset
+// listing of `GET /projects`, GraphQL batch reads of files
+// (`gitlab/graphql.go`), with followed branches and at other refs planned
+// within GitLab's complexity limit (`gitlab/graphqlrefs.go`), the GitLab
+// version (`GET /version`, read at start) and the token's user, hooks sync
+// (signing tokens, group hooks), commit statuses, registry tags, a client
+// acting with a person's token (`WithToken`: what they may see, their
+// role)
 package gitlab

@@ -7,6 +7,16 @@
 // plain HTTP for the registries configured as insecure. It reads only the
 // registries its Options allow, and never keeps what a registry answered
 // in an error (policy.go).
+//
+// What it holds: the only code that talks to image
+// registries (go-containerregistry): a tag's digest for the watcher,
+// manifests and configs for verification; credentials from podman's and
+// docker's auth files in podman's order; plain HTTP for insecure hosts
+// only; the policy a FROM line cannot get around (`registry/policy.go`:
+// only the hosts its options allow, no loopback, private or link-local
+// address unless allowed, checked at each connection, errors that never
+// carry a response body). `registry/registrytest`: Debian's docker-
+// registry for tests
 package registry
 
 import (

@@ -19,6 +19,14 @@
 // instance costs about one request per page of projects. Every scan
 // re-analyses all files, so the mapping of images to projects always
 // reflects the current set of projects.
+//
+// What it holds: incremental scans of the scope into
+// the store, each project at every ref `refs:` follows (`scan/refs.go`:
+// the branch names and literal branches' files in the GraphQL batches,
+// other refs' files many projects a request, tags listed through REST;
+// REST listings and trees without GraphQL; kept while the project provably
+// did not change); how each project's pipelines carry the action id (from
+// its variables settings and `.gitlab-ci.yml`)
 package scan
 
 import (

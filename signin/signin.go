@@ -19,6 +19,14 @@
 //     Config.VisibilityTTL and read again on demand (visibility.go);
 //   - their role on a project, asked of GitLab at the moment of an
 //     action, never from a cache (Person.Role).
+//
+// What it holds: who asks the dashboard and the API:
+// sign-in with GitLab (OAuth 2 code flow with PKCE, scope `read_api`),
+// sessions (a cookie signed with a key in the store, the person's token
+// sealed in the store and refreshed), personal access tokens as
+// `Authorization: Bearer`, CSRF tokens, what each person may see (GitLab's
+// list for their token, cached a few minutes) and their role on a project
+// at the moment of an action
 package signin
 
 import (

@@ -16,6 +16,30 @@
 // between them (Copy, `depsd migrate-state`) is exact. Consumers declare the
 // small interfaces they need over *Store, as ARCHITECTURE.md asks; this package
 // does not export one.
+//
+// What it holds: persistence: SQLite (one file) or
+// PostgreSQL (replicas), one SQL, the differences in one dialect table
+// (`store/dialect.go`); replica registry and leader lease; the generated
+// webhook signing token (`webhook_signing`, one row shared by replicas);
+// what hooks sync last installed on every hook (`hook_secrets`: until it
+// names the current secrets, the shared one is still accepted); the
+// digests seen per image and the latest verification per project, image
+// and platform (`store/verifications.go`); on PostgreSQL a transaction
+// that queues a verification notifies `depsd_verify` and
+// `WatchVerifyQueue` listens (`store/listen.go`), so the leader verifies a
+// success another replica applied at once; per project the images its
+// Containerfile's built stage is `FROM` (`projects.built`, written by each
+// scan; `store.VerifyProjects` reads only what verification needs: no
+// files); a project's other nodes (`project_refs`, their files and
+// dependencies told apart by a `node` column, `store/nodes.go`) and the
+// publications seen (`seen_publications`); what each chain's commit status
+// should show and what GitLab is known to show (`chain_statuses`,
+// `store/statuses.go`), and each project's visibility; what depsd wrote to
+// GitLab per chain (`chain_writes`, `store/pins.go`); the merge requests
+// validated and the branch pipelines that may be candidates
+// (`mr_validations`, `branch_candidates`, a chain's `kind` and
+// `validation`, a status's `name`: `store/premerge.go`); `Copy` for `depsd
+// migrate-state`
 package store
 
 import (

@@ -5,6 +5,15 @@
 // the reads go through a Registry, which the registry package implements.
 // It declares what it needs, like chain: the store, the chain engine and
 // the CLI call it, it calls nothing of theirs.
+//
+// What it holds: core package: judges a published image
+// fresh / stale / unknown for a platform against the upstreams its built
+// stage is FROM (pure `Decide`: the base-digest annotation, else the
+// config's `diff_ids` prefix, never compressed digests), cached reads,
+// which images a project publishes (`Published`), `Checker` (verify, save,
+// record the digest history), `Freshness`, `Paginate` (one page of
+// freshness rows by a cursor over `Compare`'s stalest-first order, with
+// counts per state); declares the `Registry` and `Store` it needs
 package verify
 
 import (

@@ -5,6 +5,15 @@
 // acknowledges at once. It never calls GitLab: the recorded events are
 // processed after the answer, so GitLab (which waits 10 s and disables
 // failing hooks) always gets a fast 2xx.
+//
+// What it holds: the webhook receiver: verify (a
+// Standard Webhooks signature — HMAC-SHA256 over `id.timestamp.body`, the
+// current and previous signing tokens, a 5-minute window — or `X-Gitlab-
+// Token`, per `hooks.signing`: the secret of the project the body names,
+// or of a hooked group holding it, derived from the configured one
+// (`webhook/secrets.go`), which is itself accepted only while hooks may
+// still carry it; the pure `Verifier` is fuzzed), cap, decode, record,
+// acknowledge
 package webhook
 
 import (

@@ -32,6 +32,22 @@
 // jobs of the commit's .gitlab-ci.yml are handed to real GitLab Runners
 // through GitLab's runner-facing jobs API, which clone the project over
 // git's HTTP protocol from the server (jobs.go, githttp.go).
+//
+// What it holds: a fake GitLab for tests, benchmarks
+// and `depsd demo`: REST v4 subset with offset and keyset pagination, a
+// GraphQL subset with GitLab's complexity rules and limits (gqlparser),
+// per-project pipeline-variables settings and inputs checked against the
+// CI configuration's `spec:` header, `include: component:` of CI/CD
+// components held by its projects (`components.go`), repository refs
+// (tags, branches, protected branches, commits with actions) and merge
+// requests with their pipelines and notes, simulated pipelines (which may
+// push images to a real registry), pipelines of real jobs handed to real
+// GitLab Runners through GitLab's jobs API with sources served over git's
+// HTTP protocol (`jobs.go`, `githttp.go`), project and group hooks, signed
+// real-format webhooks, external commit statuses with GitLab's state
+// machine (`statuses.go`), the registry tag API over a real registry
+// (`registrytags.go`), users with roles and project visibility checked per
+// request (`users.go`), an OAuth 2 provider with PKCE (`oauth.go`)
 package gitlabtest
 
 import (
