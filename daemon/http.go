@@ -217,14 +217,7 @@ func (a *api) chain(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("chain %d: %w", id, chain.ErrNotFound)
 		}
 	}
-	switch {
-	case errors.Is(err, chain.ErrNotFound):
-		writeError(w, http.StatusNotFound, err)
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
-	default:
-		writeJSON(w, http.StatusOK, view)
-	}
+	writeView(w, view, err)
 }
 
 // validations is GET /api/v1/validations: the merge requests validated,
@@ -274,14 +267,7 @@ func (a *api) validation(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("validation %d: %w", id, chain.ErrNotFound)
 		}
 	}
-	switch {
-	case errors.Is(err, chain.ErrNotFound):
-		writeError(w, http.StatusNotFound, err)
-	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
-	default:
-		writeJSON(w, http.StatusOK, view)
-	}
+	writeView(w, view, err)
 }
 
 // stateList is "running, blocked, ..." for error messages.
@@ -415,4 +401,17 @@ func (a *api) auditHandler(w http.ResponseWriter, r *http.Request) {
 		return ok
 	})
 	writeJSON(w, http.StatusOK, map[string]any{"audit": es})
+}
+
+// writeView answers one view: 404 when it is not found (or hidden), 500 on
+// another error.
+func writeView(w http.ResponseWriter, view any, err error) {
+	switch {
+	case errors.Is(err, chain.ErrNotFound):
+		writeError(w, http.StatusNotFound, err)
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, http.StatusOK, view)
+	}
 }
