@@ -279,29 +279,7 @@ func statusDescription(c *Chain, n statusCounts, label func(m *Member) (string, 
 		rest = ", " + strings.Join(tail, ", ")
 	}
 	out := b.String()
-	if len(n.broken) > 0 {
-		out += fmt.Sprintf(", %d failed", len(n.broken))
-		var names []string
-		hidden := 0
-		for _, m := range n.broken {
-			if l, ok := label(m); ok {
-				names = append(names, l)
-			} else {
-				hidden++
-			}
-		}
-		// As many names as fit, then how many more.
-		shown := len(names)
-		for shown > 0 && len(withNames(out, names[:shown], len(names)-shown+hidden))+len(rest) > maxStatusDescription {
-			shown--
-		}
-		out = withNames(out, names[:shown], len(names)-shown+hidden)
-	}
-	out += rest
-	if len(out) > maxStatusDescription {
-		out = out[:maxStatusDescription]
-	}
-	return out
+	return withFailed(out, n.broken, label, rest)
 }
 
 // withNames appends ": a, b and N more" to s, N counting the members
@@ -425,4 +403,32 @@ func (e *Engine) ChainStatuses(ctx context.Context, chainID int64) ([]ChainStatu
 		return nil, fmt.Errorf("commit statuses of chain %d: %w", chainID, err)
 	}
 	return out, nil
+}
+
+// withFailed ends a status description: out, the failed members' labels
+// as many as fit (then how many more, hidden ones counted), and rest,
+// within GitLab's description limit.
+func withFailed(out string, failed []*Member, label func(*Member) (string, bool), rest string) string {
+	if len(failed) > 0 {
+		out += fmt.Sprintf(", %d failed", len(failed))
+		var names []string
+		hidden := 0
+		for _, m := range failed {
+			if l, ok := label(m); ok {
+				names = append(names, l)
+			} else {
+				hidden++
+			}
+		}
+		shown := len(names)
+		for shown > 0 && len(withNames(out, names[:shown], len(names)-shown+hidden))+len(rest) > maxStatusDescription {
+			shown--
+		}
+		out = withNames(out, names[:shown], len(names)-shown+hidden)
+	}
+	out += rest
+	if len(out) > maxStatusDescription {
+		out = out[:maxStatusDescription]
+	}
+	return out
 }

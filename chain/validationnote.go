@@ -166,28 +166,7 @@ func validationDescription(c *Chain, n validationCounts, label func(*Member) (st
 	if len(tail) > 0 {
 		rest = ", " + strings.Join(tail, ", ")
 	}
-	if len(n.failed) > 0 {
-		out += fmt.Sprintf(", %d failed", len(n.failed))
-		var names []string
-		hidden := 0
-		for _, m := range n.failed {
-			if l, ok := label(m); ok {
-				names = append(names, l)
-			} else {
-				hidden++
-			}
-		}
-		shown := len(names)
-		for shown > 0 && len(withNames(out, names[:shown], len(names)-shown+hidden))+len(rest) > maxStatusDescription {
-			shown--
-		}
-		out = withNames(out, names[:shown], len(names)-shown+hidden)
-	}
-	out += rest
-	if len(out) > maxStatusDescription {
-		out = out[:maxStatusDescription]
-	}
-	return out
+	return withFailed(out, n.failed, label, rest)
 }
 
 // memberResult says in a word how a validation member ended, or where it
