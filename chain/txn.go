@@ -331,10 +331,16 @@ func (t *txn) enqueuePipeline(c *Chain, m *Member) (bool, error) {
 		Upstreams: slices.Clone(ups), NoCache: m.NoCache, State: ActionPending, NextAttemptAt: t.now, CreatedAt: t.now,
 		Ident: p.Ident,
 	}
-	if err := t.addAction(c, &a); err != nil {
+	return t.queueBuild(c, m, p.ID, &a, "build queued")
+}
+
+// queueBuild writes action a of member m to the outbox and moves m to it:
+// its pipeline is to come. what names the build in the log.
+func (t *txn) queueBuild(c *Chain, m *Member, projectID int64, a *Action, what string) (bool, error) {
+	if err := t.addAction(c, a); err != nil {
 		return false, err
 	}
-	m.ProjectID, m.ActionID = p.ID, a.ID
+	m.ProjectID, m.ActionID = projectID, a.ID
 	m.PipelineID, m.PipelineURL, m.TriggeredAt, m.FinishedAt = 0, "", time.Time{}, time.Time{}
 	m.Builds++
 	c.changed(m)
@@ -342,7 +348,7 @@ func (t *txn) enqueuePipeline(c *Chain, m *Member) (bool, error) {
 	c.touch(t.now)
 	chainID, project, actionID := c.ID, m.Project, a.ID
 	t.after = append(t.after, func() {
-		t.e.log.Info("build queued", "chain_id", chainID, "project", project, "action_id", actionID)
+		t.e.log.Info(what, "chain_id", chainID, "project", project, "action_id", actionID)
 	})
 	return true, nil
 }

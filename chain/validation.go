@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	"gitlab.com/depsd/depsd/deps"
 )
@@ -353,20 +352,7 @@ func (t *txn) enqueueValidation(c *Chain, m *Member) (bool, error) {
 		Ref: ref, Upstreams: slices.Clone(m.Upstreams), State: ActionPending, NextAttemptAt: t.now, CreatedAt: t.now,
 		Ident: p.Ident,
 	}
-	if err := t.addAction(c, &a); err != nil {
-		return false, err
-	}
-	m.ProjectID, m.ActionID = p.ID, a.ID
-	m.PipelineID, m.PipelineURL, m.TriggeredAt, m.FinishedAt = 0, "", time.Time{}, time.Time{}
-	m.Builds++
-	c.changed(m)
-	c.indexAction(m)
-	c.touch(t.now)
-	chainID, project, actionID := c.ID, m.Project, a.ID
-	t.after = append(t.after, func() {
-		t.e.log.Info("validation build queued", "chain_id", chainID, "project", project, "action_id", actionID)
-	})
-	return true, nil
+	return t.queueBuild(c, m, p.ID, &a, "validation build queued")
 }
 
 // CannotValidateSnippet says what a project needs for depsd to validate
