@@ -54,3 +54,57 @@ func TestFailedReadIsRetriedAfterActivityWindow(t *testing.T) {
 		t.Errorf("6h later: edges %d, want 1 (the graph stays stale until the next push)", res.Edges)
 	}
 }
+
+// TestRescanLeavesUnchangedProjectsAsStored: a rescan that finds a project
+// as it was (its last activity older than GitLab's activity window, before
+// the check that vouched for it) keeps its stored times, so that its row is
+// not rewritten: every rescan after a push rewrote every row, holding the
+// write lock, and the webhooks' answers queued behind it, for milliseconds.
+// A project whose files changed is read again, and its times move.
+func TestRescanLeavesUnchangedProjectsAsStored(t *testing.T) {
+	c := newClocked(t, baseAndApp()...)
+	srv, gl, st, o := c.srv, c.gl, c.st, c.opts
+	ctx := context.Background()
+	c.now = c.now.Add(2 * time.Hour) // both projects' activity is old
+	if _, err := scan.Run(ctx, gl, st, o); err != nil {
+		t.Fatal(err)
+	}
+	before, err := st.Project(ctx, "g/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.now = c.now.Add(time.Hour)
+	if _, err := srv.SetFile("g/app", "Containerfile", "FROM registry.example.com/g/base\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.now = c.now.Add(time.Minute)
+	res, err := scan.Run(ctx, gl, st, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Unchanged != 1 || res.FilesFetched != 1 {
+		t.Fatalf("rescan: %d unchanged, %d read; want g/base unchanged and g/app read", res.Unchanged, res.FilesFetched)
+	}
+	after, err := st.Project(ctx, "g/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.ScannedAt.Equal(before.ScannedAt) || !after.HeadCheckedAt.Equal(before.HeadCheckedAt) {
+		t.Errorf("g/base, unchanged: scanned %v, checked %v; want its stored %v, %v", after.ScannedAt, after.HeadCheckedAt, before.ScannedAt, before.HeadCheckedAt)
+	}
+	app, err := st.Project(ctx, "g/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !app.ScannedAt.Equal(c.now) || !app.HeadCheckedAt.Equal(c.now) {
+		t.Errorf("g/app, read again: scanned %v, checked %v; want %v", app.ScannedAt, app.HeadCheckedAt, c.now)
+	}
+	// Unchanged again at a later scan: the kept check still vouches.
+	c.now = c.now.Add(6 * time.Hour)
+	if _, err := scan.Run(ctx, gl, st, o); err != nil {
+		t.Fatal(err)
+	}
+	if later, err := st.Project(ctx, "g/base"); err != nil || !later.ScannedAt.Equal(before.ScannedAt) {
+		t.Errorf("g/base at a later scan: scanned %v, %v; want still %v", later.ScannedAt, err, before.ScannedAt)
+	}
+}

@@ -44,8 +44,10 @@ type Project struct {
 	// is judged against when depsd verifies it (a COPY --from stage's
 	// image is not its base). Nil when there is none: no Containerfile,
 	// one that does not parse, a built stage FROM scratch.
-	Built     []string
-	Warnings  []deps.Warning
+	Built    []string
+	Warnings []deps.Warning
+	// ScannedAt is when a scan last read the project's files (a scan that
+	// finds the project unchanged leaves it).
 	ScannedAt time.Time
 	// PipelineIdent is how the project's pipelines carry depsd's action
 	// id (chain.PipelineIdent: variables, inputs, none), as stored; in a

@@ -234,8 +234,14 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		}
 		if hadPrev && gl.Unchanged(lp, known[lp.ID]) && slices.Equal(prev.SearchedFiles, opts.Containerfiles) {
 			p := &projects[i]
+			// Nothing read: the row keeps its times, so that a scan
+			// that finds a project as it was writes nothing of it (a
+			// rescan after a push rewrote every row, holding the write
+			// lock, and the webhooks' answers behind it, for
+			// milliseconds). The check time that vouched for the head
+			// vouches as long as its last activity stays the same.
 			p.Files, p.SearchedFiles = prev.Files, prev.SearchedFiles
-			p.HeadCommit, p.HeadCheckedAt = prev.HeadCommit, started
+			p.HeadCommit, p.HeadCheckedAt, p.ScannedAt = prev.HeadCommit, prev.HeadCheckedAt, prev.ScannedAt
 			p.PipelineIdent = identify(lp.Variables, prev.PipelineIdent, ciRead{})
 			unchanged[lp.ID] = true
 			res.Unchanged++
