@@ -46,10 +46,46 @@ func checkScan(projects []scan.Project) error {
 // not change are not rewritten, so the periodic rescan of a quiet instance
 // writes little more than its scan record. Readers see the old state or the
 // new one, never a mix.
+//
+// The stored projects are read before the write lock is taken, and again
+// inside only if a scan or another writer changed them meanwhile (their
+// generation moved): reading every project and its files holds the lock,
+// and every webhook's answer queued behind it, for milliseconds.
 func (s *Store) ApplyScan(ctx context.Context, projects []scan.Project, meta scan.Meta) error {
 	if err := checkScan(projects); err != nil {
 		return fmt.Errorf("apply scan: %w", err)
 	}
+	return s.applyScan(ctx, projects, meta, s.readEarly(ctx))
+}
+
+// storedState is the stored projects by id, read at a generation of them.
+type storedState struct {
+	byID       map[int64]*scan.Project
+	generation int64
+}
+
+// readEarly reads the stored projects outside the write lock; nil if it
+// could not (ApplyScan reads them under the lock then).
+func (s *Store) readEarly(ctx context.Context) *storedState {
+	var st storedState
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		// The generation first: the projects read after it are at
+		// least as new, so an unchanged generation vouches for them.
+		if st.generation, err = projectsGeneration(ctx, tx); err == nil {
+			st.byID, err = readStored(ctx, tx)
+		}
+		return err
+	})
+	if err != nil {
+		return nil
+	}
+	return &st
+}
+
+// applyScan is ApplyScan with the stored projects as read early, used if
+// their generation did not move since.
+func (s *Store) applyScan(ctx context.Context, projects []scan.Project, meta scan.Meta, early *storedState) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var latest sql.NullString
 		if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM scans`).Scan(&latest); err != nil {
@@ -60,21 +96,20 @@ func (s *Store) ApplyScan(ctx context.Context, projects []scan.Project, meta sca
 		} else if meta.OnlyIfLatest && !last.Equal(meta.Replaces) {
 			return scan.ErrConflict
 		}
+		gen, err := projectsGeneration(ctx, tx)
+		if err != nil {
+			return err
+		}
+		var old map[int64]*scan.Project
+		if early != nil && early.generation == gen {
+			old = early.byID
+		} else if old, err = readStored(ctx, tx); err != nil {
+			return err
+		}
 		// Every process's cache of projects (chaincache.go) is void once
 		// this commits.
 		if _, err := tx.ExecContext(ctx, `UPDATE generations SET n = n + 1 WHERE name = 'projects'`); err != nil {
 			return fmt.Errorf("count the scan: %w", err)
-		}
-		stored, err := queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects`)
-		if err != nil {
-			return fmt.Errorf("read stored projects: %w", err)
-		}
-		old := make(map[int64]*scan.Project, len(stored))
-		for i := range stored {
-			old[stored[i].ID] = &stored[i]
-		}
-		if err := loadDetails(ctx, tx, old, ""); err != nil {
-			return fmt.Errorf("read stored dependencies: %w", err)
 		}
 		if err := removeAndPark(ctx, tx, old, projects); err != nil {
 			return err
@@ -88,6 +123,33 @@ func (s *Store) ApplyScan(ctx context.Context, projects []scan.Project, meta sca
 		return fmt.Errorf("apply scan: %w", err)
 	}
 	return nil
+}
+
+// projectsGeneration reads the counter every change of the projects
+// bumps (ApplyScan, SetPipelineIdent).
+func projectsGeneration(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var n int64
+	if err := tx.QueryRowContext(ctx, `SELECT n FROM generations WHERE name = 'projects'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read the projects' generation: %w", err)
+	}
+	return n, nil
+}
+
+// readStored reads the stored projects with their nodes, files,
+// dependencies and warnings, by id.
+func readStored(ctx context.Context, tx *sql.Tx) (map[int64]*scan.Project, error) {
+	stored, err := queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects`)
+	if err != nil {
+		return nil, fmt.Errorf("read stored projects: %w", err)
+	}
+	old := make(map[int64]*scan.Project, len(stored))
+	for i := range stored {
+		old[stored[i].ID] = &stored[i]
+	}
+	if err := loadDetails(ctx, tx, old, ""); err != nil {
+		return nil, fmt.Errorf("read stored dependencies: %w", err)
+	}
+	return old, nil
 }
 
 // removeAndPark deletes the projects that are gone, with their dependencies
