@@ -21,6 +21,12 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 	var cc *txCache
 	var ra *readAhead
 	var recorded *recordingAhead
+	if len(chain.EventsRecordedFirst(ctx)) > 0 {
+		// A webhook's answer waits for this transaction: it goes first
+		// through the gate, as RecordEvents does, and the inbox lets it
+		// in between events (UrgentWritersWaiting).
+		ctx = withUrgentWrites(ctx)
+	}
 	if s.dialect.kind == KindPostgres {
 		// The engine reads the active chains' versions first.
 		ra = &readAhead{}

@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"gitlab.com/depsd/depsd/chain"
 )
 
 // TestWriteGateOrder: while the gate is held, urgent waiters get it before
@@ -94,4 +98,58 @@ func TestUrgentWritersWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.gate.release()
+}
+
+// TestRecordingThatAppliesGoesFirstThroughTheGate: on SQLite, a webhook
+// recording that also applies what it records (UpdateChains announced by
+// chain.RecordingFirst: the recorder's way) is a webhook's answer, as
+// RecordEvents is: it passes this process's other writers queued in the
+// gate, so that an acknowledgement waits for the transaction in progress
+// only.
+func TestRecordingThatAppliesGoesFirstThroughTheGate(t *testing.T) {
+	ctx := t.Context()
+	s, _ := backends[0].openTemp(t)
+	if err := s.gate.acquire(ctx, false); err != nil { // a transaction in progress
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []string
+	run := func(ctx context.Context, name string) chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- s.UpdateChains(ctx, func(chain.Tx) error {
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				return nil
+			})
+		}()
+		return done
+	}
+	waiters := func() int {
+		s.gate.mu.Lock()
+		defer s.gate.mu.Unlock()
+		return len(s.gate.urgent) + len(s.gate.normal)
+	}
+	wait := func(n int) {
+		for deadline := time.Now().Add(10 * time.Second); waiters() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d writers queued, want %d", waiters(), n)
+			}
+		}
+	}
+	normal := run(ctx, "chain update")
+	wait(1)
+	ev := chain.PipelineEvent{Project: "g/p", ProjectID: 1, PipelineID: 9, Status: "running", Ref: "main"}
+	recording := run(chain.RecordingFirst(ctx, []chain.NewEvent{{Key: "k", Event: chain.Event{Pipeline: &ev}}}), "recording")
+	wait(2)
+	s.gate.release()
+	for _, done := range []chan error{normal, recording} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"recording", "chain update"}; !slices.Equal(order, want) {
+		t.Errorf("order through the gate = %q, want %q", order, want)
+	}
 }
