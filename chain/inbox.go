@@ -75,7 +75,7 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 		drained := false
 		err := e.update(ctx, g, func(t *txn) error {
 			var err error
-			done, push, release, drained, err = t.applyEvents(limit, yield, rescanned)
+			done, push, release, drained, err = t.applyEvents(applyAll, limit, yield, rescanned)
 			return err
 		})
 		if err != nil {
@@ -160,18 +160,44 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 // appliedEvent is what the observer is told of an applied event.
 type appliedEvent struct{ kind, outcome string }
 
+// How applyEvents goes through the inbox.
+type applyMode int
+
+const (
+	// applyAll applies every event, as the inbox does.
+	applyAll applyMode = iota
+	// settleCheap settles the events the cheap path settles (cheap.go)
+	// and stops before the first it does not: the recorder's way, in the
+	// transaction that records them, so that an event no chain can use
+	// costs no second transaction and wakes no inbox.
+	settleCheap
+)
+
 // applyEvents applies the oldest unprocessed events, up to limit, each
 // marked processed and its chains written before the next is applied (the
 // batch shares the transaction's commit). It stops before a push event:
 // push is that event when it is the first (to be rescanned outside the
 // transaction, then marked), nil otherwise. drained reports that the inbox
 // was seen empty. With yield, it also stops once yieldAfter events are
-// applied and a webhook recording waits for the write lock.
-func (t *txn) applyEvents(limit int, yield WriteYielder, rescanned map[int64]bool) (done []appliedEvent, push, release *StoredEvent, drained bool, err error) {
+// applied and a webhook recording waits for the write lock. With
+// settleCheap, it stops before the first event it would have to apply
+// (push and release are then nil).
+func (t *txn) applyEvents(mode applyMode, limit int, yield WriteYielder, rescanned map[int64]bool) (done []appliedEvent, push, release *StoredEvent, drained bool, err error) {
 	for len(done) < limit {
 		se, ok, err := t.tx.NextEvent(t.ctx)
 		if err != nil || !ok {
 			return done, nil, nil, err == nil, err
+		}
+		if mode == settleCheap {
+			outcome, cheap, err := t.settleable(se)
+			if err == nil && cheap {
+				err = t.mark(se, outcome)
+			}
+			if err != nil || !cheap {
+				return done, nil, nil, false, err
+			}
+			done = append(done, appliedEvent{se.Event.Kind(), outcome})
+			continue
 		}
 		if se.Event.Push != nil {
 			if len(done) == 0 {
@@ -204,18 +230,34 @@ func (t *txn) applyEvents(limit int, yield WriteYielder, rescanned map[int64]boo
 					ev.PipelineID, ev.Project, err)
 			}
 		}
-		if err := t.tx.MarkEvent(t.ctx, se.Seq, t.now, outcome); err != nil {
+		if err := t.mark(se, outcome); err != nil {
 			return done, nil, nil, false, err
 		}
 		done = append(done, appliedEvent{se.Event.Kind(), outcome})
-		if err := t.saveChanges(); err != nil { // the batch shares one commit
-			return done, nil, nil, false, err
-		}
 		if len(done) >= yieldAfter && yield != nil && yield.UrgentWritersWaiting() {
 			return done, nil, nil, false, nil
 		}
 	}
 	return done, nil, nil, false, nil
+}
+
+// settleable reports whether se is settled by the cheap path, and with
+// what outcome: a pipeline event cheapOutcome settles, and not a new
+// release (never cheap: a tag's).
+func (t *txn) settleable(se StoredEvent) (outcome string, cheap bool, err error) {
+	if se.Event.Pipeline == nil {
+		return "", false, nil
+	}
+	return t.cheapOutcome(*se.Event.Pipeline)
+}
+
+// mark marks se processed with outcome and writes the chains it changed,
+// so that the next event of the batch (which shares the commit) sees them.
+func (t *txn) mark(se StoredEvent, outcome string) error {
+	if err := t.tx.MarkEvent(t.ctx, se.Seq, t.now, outcome); err != nil {
+		return err
+	}
+	return t.saveChanges()
 }
 
 // newRelease reports whether ev is the success of a release tag newer

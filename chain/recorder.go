@@ -111,8 +111,15 @@ func (r *Recorder) write(ctx context.Context, batch []*recordReq) {
 	quiet := r.e.now().Sub(r.lastWrite) >= quietGap
 	// The batch was handed over: write it even if ctx just ended.
 	ctx = context.WithoutCancel(ctx)
-	if quiet && len(batch) == 1 && pipelines && r.e.inboxIdle() {
-		dups, err := r.e.applyNow(ctx, evs)
+	if r.e.inboxIdle() {
+		// Nothing older waits, most likely: the events are applied
+		// (after a lull) or settled (most of a burst) as they are
+		// recorded. Behind a backlog, the inbox's batches do it.
+		mode := settleCheap
+		if quiet && len(batch) == 1 && pipelines {
+			mode = applyAll
+		}
+		dups, err := r.e.applyNow(ctx, evs, mode)
 		if err == nil {
 			r.lastWrite = r.e.now() // before the waiters learn it ended
 			r.answer(batch, dups, nil)
@@ -144,14 +151,17 @@ func (r *Recorder) answer(batch []*recordReq, dups []bool, err error) (added boo
 
 // applyNow records evs and applies them in one write transaction: one
 // commit instead of the recording's and then the inbox's, and no wake-up
-// of the inbox in between, on the path from an upstream's success to its
-// dependents' pipelines. Older unprocessed events (another process
-// recorded them) are applied first, in order; if some are left (more than
-// a few, or a push event ahead), the inbox is woken for them. Where the
+// of the inbox in between. With applyAll (a lone event after a lull), on
+// the path from an upstream's success to its dependents' pipelines; with
+// settleCheap (a burst), for the events no chain can use, most of a busy
+// instance's, which then cost the inbox nothing. Older unprocessed events
+// (another process recorded them) are applied first, in order; if some
+// are left (more than a few, a push event ahead, or, with settleCheap, an
+// event to apply), the inbox is woken for them. Where the
 // store records without the write lock and another writer holds it or is
 // ahead (RecordedOnlyError), evs are recorded only, and the inbox woken.
 // On error nothing is recorded.
-func (e *Engine) applyNow(ctx context.Context, evs []NewEvent) (duplicate []bool, err error) {
+func (e *Engine) applyNow(ctx context.Context, evs []NewEvent, mode applyMode) (duplicate []bool, err error) {
 	g, err := e.cfg.Graph(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load graph: %w", err)
@@ -163,7 +173,7 @@ func (e *Engine) applyNow(ctx context.Context, evs []NewEvent) (duplicate []bool
 		if duplicate, err = t.tx.RecordEvents(t.ctx, evs); err != nil {
 			return err
 		}
-		done, _, _, drained, err = t.applyEvents(len(evs)+yieldAfter, nil, nil)
+		done, _, _, drained, err = t.applyEvents(mode, len(evs)+yieldAfter, nil, nil)
 		return err
 	})
 	var only *RecordedOnlyError

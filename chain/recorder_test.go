@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,7 +357,8 @@ func TestRecorderAnnouncesWhatItRecordsFirst(t *testing.T) {
 }
 
 // TestRecorderOnlyRecordsEventsThatWaitedTogether: events that waited
-// for the recorder together (a burst, or a stall) are recorded in one
+// for the recorder together (a burst, or a stall), and that a chain may
+// use (successes of a project with a dependent), are recorded in one
 // transaction and left to the inbox, so that their acknowledgements wait
 // for the recording alone, not for applying them all.
 func TestRecorderOnlyRecordsEventsThatWaitedTogether(t *testing.T) {
@@ -369,7 +371,7 @@ func TestRecorderOnlyRecordsEventsThatWaitedTogether(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: int64(100 + i), Status: "running", Ref: "main", Source: "push"}
+			ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: int64(100 + i), Status: "success", Ref: "main", Source: "push"}
 			queued.Done()
 			if _, err := rec.Record(e.ctx, fmt.Sprintf("k%d", i), chain.Event{Pipeline: &ev}); err != nil {
 				t.Error(err)
@@ -385,20 +387,80 @@ func TestRecorderOnlyRecordsEventsThatWaitedTogether(t *testing.T) {
 	}
 }
 
-// TestRecorderOnlyRecordsAnEventThatFollowsClosely: an event that comes
-// less than quietGap after the recorder's last write (the engine's clock
-// did not move) is recorded and left to the inbox, as in a burst.
+// TestRecorderOnlyRecordsAnEventThatFollowsClosely: an event a chain may
+// use that comes less than quietGap after the recorder's last write (the
+// engine's clock did not move) is recorded and left to the inbox, as in a
+// burst.
 func TestRecorderOnlyRecordsAnEventThatFollowsClosely(t *testing.T) {
 	e := newEnv(t, chain.Full, "base>app")
 	rec := runRecorder(t, e.engine.NewRecorder())
 	for i, key := range []string{"first", "close-behind"} {
-		ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: int64(300 + i), Status: "running", Ref: "main", Source: "push"}
+		ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: int64(300 + i), Status: "success", Ref: "main", Source: "push"}
 		if _, err := rec.Record(e.ctx, key, chain.Event{Pipeline: &ev}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if n := e.unprocessed(); n != 1 {
 		t.Errorf("%d events left for the inbox, want 1 (the second)", n)
+	}
+}
+
+// TestRecorderSettlesWhatNoChainCanUseAsItRecords: in a burst (the
+// clock does not move), events no chain can use are marked processed by
+// the transaction that records them, so that they cost no second
+// transaction and wake no inbox; the first a chain may use (base's
+// success: app is downstream) is left to the inbox, and so is every event
+// after it, to be applied in order.
+func TestRecorderSettlesWhatNoChainCanUseAsItRecords(t *testing.T) {
+	e := newEnv(t, chain.Full, "base>app")
+	obs := &outcomes{}
+	en, err := chain.New(chain.Config{Store: e.store, Graph: e.store.Graph, Now: e.clock.Now, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := runRecorder(t, en.NewRecorder())
+	for i, status := range []string{"pending", "running", "failed", "success", "running"} {
+		ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: int64(400 + i), Status: status, Ref: "main", Source: "push"}
+		if _, err := rec.Record(e.ctx, fmt.Sprintf("k%d", i), chain.Event{Pipeline: &ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.unprocessed(); n != 2 {
+		t.Errorf("%d events left for the inbox, want 2 (the success and the status after it)", n)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	// The first, after a lull, is applied at once; the next two settled.
+	want := []string{"settled: no chain holds the project", "settled: no chain holds the project"}
+	if len(obs.got) != 3 || !slices.Equal(obs.got[1:], want) {
+		t.Errorf("outcomes at recording = %q, want the first applied, then %q", obs.got, want)
+	}
+}
+
+// TestRecorderLeavesABacklogToTheInbox: while the inbox has events to
+// apply (it was woken and has not run), a recording does not look for
+// events to settle behind them: it records only, and the inbox, once it
+// runs, applies the backlog and the new event in order.
+func TestRecorderLeavesABacklogToTheInbox(t *testing.T) {
+	e := newEnv(t, chain.Full, "base>app")
+	obs := &outcomes{}
+	en, err := chain.New(chain.Config{Store: e.store, Graph: e.store.Graph, Now: e.clock.Now, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	en.NotifyInbox() // an inbox woken, not yet run
+	rec := runRecorder(t, en.NewRecorder())
+	for i, status := range []string{"pending", "running"} {
+		ev := chain.PipelineEvent{ProjectID: e.ids["base"], Project: "base", PipelineID: int64(500 + i), Status: status, Ref: "main", Source: "push"}
+		if _, err := rec.Record(e.ctx, fmt.Sprintf("k%d", i), chain.Event{Pipeline: &ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.unprocessed(); n != 2 {
+		t.Errorf("%d events left for the inbox, want both", n)
+	}
+	if n, err := en.ProcessInbox(e.ctx); err != nil || n != 2 {
+		t.Errorf("ProcessInbox = %d, %v; want both applied", n, err)
 	}
 }
 
