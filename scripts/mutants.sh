@@ -1560,6 +1560,54 @@ mutant "a recording queues behind this process's writers" \
 	'' \
 	-- go test -count=1 -run 'TestRecordingDoesNotQueueBehindThisProcesssWriters' ./store/
 
+# Issue 40, the ack's tail: what no chain can use is settled by the
+# recording's own transaction; a recording that applies goes first through
+# the gate; a rescan holds the write lock only to write what changed.
+mutant "the recorder settles nothing as it records (every event wakes the inbox)" \
+	chain/recorder.go \
+	'		mode := settleCheap
+' \
+	'		mode := applyAll
+' \
+	-- go test -count=1 -run 'TestRecorderOnlyRecords|TestRecorderSettles' ./chain/
+
+mutant "the recorder settles past an event a chain may use (out of order)" \
+	chain/inbox.go \
+	'			if err != nil || !cheap {
+				return done, nil, nil, false, err' \
+	'			if err != nil {
+				return done, nil, nil, false, err' \
+	-- go test -count=1 -run 'TestRecorderSettlesWhatNoChainCanUseAsItRecords' ./chain/
+
+mutant "the recorder settles behind a backlog the inbox has to apply" \
+	chain/recorder.go \
+	'	if r.e.inboxIdle() {
+		// Nothing older' \
+	'	if true {
+		// Nothing older' \
+	-- go test -count=1 -run 'TestRecorderLeavesABacklogToTheInbox' ./chain/
+
+mutant "a recording that applies queues behind this process's chain updates (SQLite)" \
+	store/chains.go \
+	'		ctx = withUrgentWrites(ctx)
+	}
+	if s.dialect.kind == KindPostgres {' \
+	'	}
+	if s.dialect.kind == KindPostgres {' \
+	-- go test -count=1 -run 'TestRecordingThatAppliesGoesFirstThroughTheGate' ./store/
+
+mutant "a scan applies what it read before another scan committed" \
+	store/apply.go \
+	'if early != nil && early.generation == gen {' \
+	'if early != nil {' \
+	-- go test -count=1 -run 'TestApplyScanReadsAgainWhatChangedSinceItsEarlyRead' ./store/
+
+mutant "a rescan rewrites every unchanged project's row" \
+	scan/scan.go \
+	'p.HeadCommit, p.HeadCheckedAt, p.ScannedAt = prev.HeadCommit, prev.HeadCheckedAt, prev.ScannedAt' \
+	'p.HeadCommit, p.HeadCheckedAt, p.ScannedAt = prev.HeadCommit, started, started' \
+	-- go test -count=1 -run 'TestRescanLeavesUnchangedProjectsAsStored' ./scan/
+
 # issue 39: validations before the merge.
 mutant "a validation pipeline whose answer was lost is created again (not adopted)" \
 	chain/outbox.go \
