@@ -94,9 +94,10 @@ func (r *Recorder) Run(ctx context.Context) error {
 // quietGap is how long the recorder must have had nothing to write for a
 // lone event to be applied in the transaction that records it (applyNow):
 // the pace of a real instance between a pipeline's events. In a burst, or
-// when several events waited together (after a stall, say), the inbox
-// applies them many to a commit instead, and the acknowledgements wait
-// for the recording alone.
+// when several events waited together (after a stall, say), the recording
+// settles only those no chain can use (settleCheap) and the inbox applies
+// the others many to a commit, so that the acknowledgements wait for the
+// recording, not for chains being moved.
 const quietGap = 5 * time.Millisecond
 
 // write records one batch and answers its waiters.
