@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // RefRule says, for the projects it matches, which refs depsd follows
@@ -272,8 +273,30 @@ func TagSafe(ref string) string {
 // node: a release part matches any value of its shape, so that
 // "{registry}/{path}:{major}" of a tag node matches "…/base:3" whichever
 // release is the latest.
+//
+// Its regular expression is compiled when it is first matched: a scan
+// makes a pattern for every node of every project (NewNodeResolver), but
+// matches only those of the projects downstreams build on, and compiling
+// all of them was most of a rescan's CPU (some 8 KB and tens of µs each).
 type PublishPattern struct {
-	re *regexp.Regexp
+	re *lazyRegexp
+}
+
+// lazyRegexp compiles src once, when first asked.
+type lazyRegexp struct {
+	src  string
+	once sync.Once
+	re   *regexp.Regexp
+}
+
+func (l *lazyRegexp) get() *regexp.Regexp {
+	l.once.Do(func() {
+		// src quotes every literal part and adds fixed classes, so it
+		// always compiles (TestPublishPatternsCompile); if it did not,
+		// the pattern would match nothing.
+		l.re, _ = regexp.Compile(l.src)
+	})
+	return l.re
 }
 
 // CompilePublish compiles tmpl for the node of kind at branch (NodeBranch
@@ -317,11 +340,7 @@ func CompilePublish(tmpl, prefix string, kind NodeKind, branch string) (PublishP
 		rest = rest[loc[1]:]
 	}
 	b.WriteString("$")
-	re, err := regexp.Compile(b.String())
-	if err != nil {
-		return PublishPattern{}, fmt.Errorf("%q: %w", tmpl, err)
-	}
-	return PublishPattern{re: re}, nil
+	return PublishPattern{re: &lazyRegexp{src: b.String()}}, nil
 }
 
 // Matches reports whether image (host/path:tag, normalised) is one the
@@ -332,7 +351,11 @@ func (p PublishPattern) Matches(image string) bool {
 	if !ok {
 		return false
 	}
-	return p.re != nil && p.re.MatchString(strings.ToLower(repo)+":"+tag)
+	if p.re == nil {
+		return false
+	}
+	re := p.re.get()
+	return re != nil && re.MatchString(strings.ToLower(repo)+":"+tag)
 }
 
 // ExpandPublish gives the reference tmpl names for a node: at branch

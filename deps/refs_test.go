@@ -1,6 +1,7 @@
 package deps
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -186,5 +187,34 @@ func TestNodeResolverFleet(t *testing.T) {
 		Rule: RefRule{Branches: []string{"next"}, Publish: map[string][]string{"main": {"{registry}/{path}:edge"}, "next": {"{registry}/{path}:edge"}}}, Branches: []string{"next"}}}, nil)
 	if c := clash.Conflicts("x/y", []string{reg + "/x/y:edge"}); len(c) != 1 || !strings.Contains(c[0], "x/y and x/y@next") {
 		t.Errorf("two nodes publishing :edge: conflicts %v", c)
+	}
+}
+
+// TestPublishPatternsCompile: a pattern's regular expression is compiled
+// when it is first matched, and its error would then be lost (the pattern
+// would match nothing): whatever the template, prefix and branch a user
+// gives, CompilePublish either refuses them or builds one that compiles.
+// And nothing is compiled before a match is asked for.
+func TestPublishPatternsCompile(t *testing.T) {
+	odd := []string{"", "a", "(", ")", "[", "]", "\\", "*", "+", "?", "{", "}", "|", "^", "$", ".", "{ref}", "{tag}",
+		"{version}", "{major}", "{minor}", "{patch}", "{registry}", "{path}", ":", "/", "é", "\\E", "(?i)"}
+	for _, a := range odd {
+		for _, b := range odd {
+			for _, kind := range []NodeKind{NodeDefault, NodeBranch, NodeTags} {
+				tmpl := "{registry}/{path}" + a + ":" + b + "x" + a
+				for _, prefix := range []string{"registry.example.com/g/p" + a, "host" + b + "/g/p"} {
+					pat, err := CompilePublish(tmpl, prefix, kind, "release/"+a+b)
+					if err != nil {
+						continue
+					}
+					if pat.re.re != nil {
+						t.Fatalf("CompilePublish(%q) compiled its expression before any match", tmpl)
+					}
+					if _, err := regexp.Compile(pat.re.src); err != nil {
+						t.Errorf("CompilePublish(%q, %q) built %q, which does not compile: %v", tmpl, prefix, pat.re.src, err)
+					}
+				}
+			}
+		}
 	}
 }
