@@ -165,10 +165,15 @@ func (a nodeAnalysis) files(project, node string, files []File, warnings []deps.
 	return ds, file, built, warnings
 }
 
-// analyzeFile parses one stored file. A file that cannot be built becomes
-// a warning with its line: the project declares nothing until it is fixed
-// (its own pipeline fails too).
+// analyzeFile parses one stored file, or finds it parsed (analyses). A
+// file that cannot be built becomes a warning with its line: the project
+// declares nothing until it is fixed (its own pipeline fails too).
 func analyzeFile(f File, instanceHost string, opts deps.Options) deps.FileAnalysis {
+	return analyses.get(f, instanceHost, opts, func() deps.FileAnalysis { return parseFile(f, instanceHost, opts) })
+}
+
+// parseFile is analyzeFile without the cache.
+func parseFile(f File, instanceHost string, opts deps.Options) deps.FileAnalysis {
 	if f.Name == deps.GitLabDepsFile {
 		return deps.ParseGitLabDeps(f.Name, f.Content, instanceHost)
 	}
