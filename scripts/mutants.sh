@@ -1608,6 +1608,26 @@ mutant "a rescan rewrites every unchanged project's row" \
 	'p.HeadCommit, p.HeadCheckedAt, p.ScannedAt = prev.HeadCommit, started, started' \
 	-- go test -count=1 -run 'TestRescanLeavesUnchangedProjectsAsStored' ./scan/
 
+mutant "a publish pattern's expression is compiled for every node at every scan" \
+	deps/refs.go \
+	'	return PublishPattern{re: &lazyRegexp{src: b.String()}}, nil' \
+	'	l := &lazyRegexp{src: b.String()}
+	l.get()
+	return PublishPattern{re: l}, nil' \
+	-- go test -count=1 -run 'TestPublishPatternsCompile' ./deps/
+
+mutant "a file's cached analysis ignores the platforms it was read for" \
+	scan/analysiscache.go \
+	'	for _, p := range opts.Platforms {' \
+	'	for _, p := range opts.Platforms[:0] {' \
+	-- go test -count=1 -run 'TestAnalysisCacheKeysOnAllItDependsOn' ./scan/
+
+mutant "a caller's change to a cached analysis reaches the next caller" \
+	scan/analysiscache.go \
+	'		Dependencies: slices.Clone(a.Dependencies),' \
+	'		Dependencies: a.Dependencies,' \
+	-- go test -count=1 -run 'TestAnalysisCacheKeysOnAllItDependsOn' ./scan/
+
 # issue 39: validations before the merge.
 mutant "a validation pipeline whose answer was lost is created again (not adopted)" \
 	chain/outbox.go \
