@@ -242,8 +242,8 @@ func (t *txn) applyEvents(mode applyMode, limit int, yield WriteYielder, rescann
 }
 
 // settleable reports whether se is settled by the cheap path, and with
-// what outcome: a pipeline event cheapOutcome settles, and not a new
-// release (never cheap: a tag's).
+// what outcome: a pipeline event cheapOutcome settles (a push never is; a
+// new release, a tag's, is not either).
 func (t *txn) settleable(se StoredEvent) (outcome string, cheap bool, err error) {
 	if se.Event.Pipeline == nil {
 		return "", false, nil
