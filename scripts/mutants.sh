@@ -743,6 +743,12 @@ pe_test() {
 		-tags "remote exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" "$@")
 }
 
+mutant "podman-executor: a service's warning says the deadline cut the last check short, not what was missing" \
+	podman-executor/executor/services_wait.go \
+	'		if missing == nil || ctx.Err() == nil {' \
+	'		if true {' \
+	-- pe_test -run 'TestServiceWarningSaysWhatWasMissing' ./executor/
+
 mutant "podman-executor: services get the job container's options (devices, capabilities, sysctls) instead of the docker executor's subset" \
 	podman-executor/executor/stage_prepare.go \
 	'Options:    e.Config.serviceOptions(),' \

@@ -60,20 +60,26 @@ func (e *Executor) waitForServices(ctx context.Context, network string, services
 var errServiceStopped = errors.New("the service container is not running")
 
 // waitForService waits for one service until ctx ends; the error says
-// what was still missing.
+// what was still missing: the last check's answer, unless that check was
+// cut short by the deadline itself (a podman slow to answer then), when
+// the check before it says more.
 func (e *Executor) waitForService(ctx context.Context, network string, s startedService) error {
 	cfg, err := e.Engine.ImageConfig(ctx, s.image)
 	if err != nil {
 		return err
 	}
+	var missing error
 	for {
 		err := e.serviceReady(ctx, network, s.name, cfg)
 		if err == nil || errors.Is(err, errServiceStopped) {
 			return err
 		}
+		if missing == nil || ctx.Err() == nil {
+			missing = err
+		}
 		select {
 		case <-ctx.Done():
-			return err
+			return missing
 		case <-time.After(servicePoll):
 		}
 	}

@@ -2,9 +2,11 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"gitlab.com/depsd/depsd/podman-executor/container"
@@ -123,4 +125,42 @@ func FuzzListeningPorts(f *testing.F) {
 			}
 		}
 	})
+}
+
+// slowInspect is an engine whose Inspect of the service, once slow is
+// set, answers only when the wait's deadline has passed: a podman slow to
+// answer just then.
+type slowInspect struct {
+	Engine
+	slow atomic.Bool
+}
+
+func (s *slowInspect) Inspect(ctx context.Context, name string) (container.Info, error) {
+	if name == svcName && s.slow.Load() {
+		<-ctx.Done()
+		return container.Info{}, fmt.Errorf("inspect container %s: %w", name, ctx.Err())
+	}
+	return s.Engine.Inspect(ctx, name)
+}
+
+// TestServiceWarningSaysWhatWasMissing: when the check under way at the
+// deadline is cut short by it (found in CI: podman's inspect took longer
+// than what was left of the 2 s), the warning still says what the checks
+// before found missing, not "context deadline exceeded".
+func TestServiceWarningSaysWhatWasMissing(t *testing.T) {
+	f := newFixture(t, map[string]string{"CI_JOB_SERVICES": `[{"name":"redis:7"}]`}, func(c *Config) { c.WaitForServicesTimeout = 1 })
+	f.fake.Pull(context.Background(), "docker.io/library/redis:7", container.PullOptions{}, &strings.Builder{})
+	f.fake.ImageConfigs = map[string]container.ImageConfig{"docker.io/library/redis:7": {ExposedTCP: []int{6379}}}
+	engine := &slowInspect{Engine: f.e.Engine}
+	f.e.Engine = engine
+	f.e.Listening = func(context.Context, container.Info, string, int, bool) bool {
+		engine.slow.Store(true) // the next check's inspect meets the deadline
+		return false
+	}
+	if err := f.e.PrepareStage(context.Background()); err != nil {
+		t.Fatalf("prepare: %v\n%s", err, f.out)
+	}
+	if out := f.out.String(); !strings.Contains(out, "nothing listens on TCP port 6379") || strings.Contains(out, "deadline exceeded") {
+		t.Errorf("job log:\n%s\nwant the missing port, not the deadline", out)
+	}
 }
