@@ -75,7 +75,7 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 		drained := false
 		err := e.update(ctx, g, func(t *txn) error {
 			var err error
-			done, push, release, drained, err = t.applyEvents(applyAll, limit, yield, rescanned)
+			done, push, release, drained, err = t.applyEvents(limit, yield, rescanned)
 			return err
 		})
 		if err != nil {
@@ -160,16 +160,16 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 // appliedEvent is what the observer is told of an applied event.
 type appliedEvent struct{ kind, outcome string }
 
-// How applyEvents goes through the inbox.
+// How applyNow goes through the inbox.
 type applyMode int
 
 const (
-	// applyAll applies every event, as the inbox does.
+	// applyAll applies every event, as the inbox does (applyEvents).
 	applyAll applyMode = iota
-	// settleCheap settles the events the cheap path settles (cheap.go)
-	// and stops before the first it does not: the recorder's way, in the
-	// transaction that records them, so that an event no chain can use
-	// costs no second transaction and wakes no inbox.
+	// settleCheap settles only the events the cheap path settles
+	// (settleEvents): the recorder's way in a burst, in the transaction
+	// that records them, so that an event no chain can use costs no
+	// second transaction and wakes no inbox.
 	settleCheap
 )
 
@@ -179,25 +179,12 @@ const (
 // push is that event when it is the first (to be rescanned outside the
 // transaction, then marked), nil otherwise. drained reports that the inbox
 // was seen empty. With yield, it also stops once yieldAfter events are
-// applied and a webhook recording waits for the write lock. With
-// settleCheap, it stops before the first event it would have to apply
-// (push and release are then nil).
-func (t *txn) applyEvents(mode applyMode, limit int, yield WriteYielder, rescanned map[int64]bool) (done []appliedEvent, push, release *StoredEvent, drained bool, err error) {
+// applied and a webhook recording waits for the write lock.
+func (t *txn) applyEvents(limit int, yield WriteYielder, rescanned map[int64]bool) (done []appliedEvent, push, release *StoredEvent, drained bool, err error) {
 	for len(done) < limit {
 		se, ok, err := t.tx.NextEvent(t.ctx)
 		if err != nil || !ok {
 			return done, nil, nil, err == nil, err
-		}
-		if mode == settleCheap {
-			outcome, cheap, err := t.settleable(se)
-			if err == nil && cheap {
-				err = t.mark(se, outcome)
-			}
-			if err != nil || !cheap {
-				return done, nil, nil, false, err
-			}
-			done = append(done, appliedEvent{se.Event.Kind(), outcome})
-			continue
 		}
 		if se.Event.Push != nil {
 			if len(done) == 0 {
@@ -241,14 +228,30 @@ func (t *txn) applyEvents(mode applyMode, limit int, yield WriteYielder, rescann
 	return done, nil, nil, false, nil
 }
 
-// settleable reports whether se is settled by the cheap path, and with
-// what outcome: a pipeline event cheapOutcome settles (a push never is; a
-// new release, a tag's, is not either).
-func (t *txn) settleable(se StoredEvent) (outcome string, cheap bool, err error) {
-	if se.Event.Pipeline == nil {
-		return "", false, nil
+// settleEvents settles the oldest unprocessed events that the cheap path
+// settles (cheap.go), up to limit, in order, and stops before the first it
+// does not (a push, a tag's, one a chain may use): that one and those
+// after it are the inbox's. drained reports that the inbox was seen
+// empty.
+func (t *txn) settleEvents(limit int) (done []appliedEvent, drained bool, err error) {
+	for len(done) < limit {
+		se, ok, err := t.tx.NextEvent(t.ctx)
+		if err != nil || !ok {
+			return done, err == nil, err
+		}
+		if se.Event.Pipeline == nil {
+			return done, false, nil
+		}
+		outcome, cheap, err := t.cheapOutcome(*se.Event.Pipeline)
+		if err == nil && cheap {
+			err = t.mark(se, outcome)
+		}
+		if err != nil || !cheap {
+			return done, false, err
+		}
+		done = append(done, appliedEvent{se.Event.Kind(), outcome})
 	}
-	return t.cheapOutcome(*se.Event.Pipeline)
+	return done, false, nil
 }
 
 // mark marks se processed with outcome and writes the chains it changed,

@@ -174,7 +174,11 @@ func (e *Engine) applyNow(ctx context.Context, evs []NewEvent, mode applyMode) (
 		if duplicate, err = t.tx.RecordEvents(t.ctx, evs); err != nil {
 			return err
 		}
-		done, _, _, drained, err = t.applyEvents(mode, len(evs)+yieldAfter, nil, nil)
+		if mode == settleCheap {
+			done, drained, err = t.settleEvents(len(evs) + yieldAfter)
+		} else {
+			done, _, _, drained, err = t.applyEvents(len(evs)+yieldAfter, nil, nil)
+		}
 		return err
 	})
 	var only *RecordedOnlyError

@@ -1581,10 +1581,10 @@ mutant "the recorder settles nothing as it records (every event wakes the inbox)
 
 mutant "the recorder settles past an event a chain may use (out of order)" \
 	chain/inbox.go \
-	'			if err != nil || !cheap {
-				return done, nil, nil, false, err' \
-	'			if err != nil {
-				return done, nil, nil, false, err' \
+	'		if err != nil || !cheap {
+			return done, false, err' \
+	'		if err != nil {
+			return done, false, err' \
 	-- go test -count=1 -run 'TestRecorderSettlesWhatNoChainCanUseAsItRecords' ./chain/
 
 mutant "the recorder settles behind a backlog the inbox has to apply" \
