@@ -214,15 +214,11 @@ const goalP99 = 5 * time.Millisecond
 // finds the rate at which depsd's inbox keeps up, whatever the tail (the
 // durable floor is then not ramped).
 func saturationP99(b *testing.B) time.Duration {
-	v := os.Getenv("DEPSD_BENCH_SATURATION_P99_MS")
-	if v == "" {
+	ms, set := positiveEnv(b, "DEPSD_BENCH_SATURATION_P99_MS", "milliseconds")
+	if !set {
 		return goalP99
 	}
-	n, err := strconv.ParseFloat(v, 64)
-	if err != nil || n <= 0 {
-		b.Fatalf("DEPSD_BENCH_SATURATION_P99_MS=%q: want milliseconds", v)
-	}
-	return time.Duration(n * float64(time.Millisecond))
+	return time.Duration(ms * float64(time.Millisecond))
 }
 
 // saturationRates is the ramp of rates (deliveries a second) tried.

@@ -52,13 +52,23 @@ func benchRequestsPerMinute(b *testing.B, def int) int {
 // profile them. Figures measured so say it (benchdoc records the
 // setting).
 func scaled(b *testing.B, n int) int {
-	v := os.Getenv("DEPSD_BENCH_SCALE")
-	if v == "" {
+	f, set := positiveEnv(b, "DEPSD_BENCH_SCALE", "a positive number")
+	if !set {
 		return n
+	}
+	return max(1, int(float64(n)*f))
+}
+
+// positiveEnv reads the positive number in the environment variable name;
+// set is false when it is unset. Anything else fails b, saying want.
+func positiveEnv(b *testing.B, name, want string) (f float64, set bool) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, false
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || f <= 0 {
-		b.Fatalf("DEPSD_BENCH_SCALE=%q: want a positive number", v)
+		b.Fatalf("%s=%q: want %s", name, v, want)
 	}
-	return max(1, int(float64(n)*f))
+	return f, true
 }
