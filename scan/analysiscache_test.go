@@ -55,14 +55,24 @@ func TestAnalysisCacheKeysOnAllItDependsOn(t *testing.T) {
 	}
 }
 
-// TestAnalysisCacheIsBounded: full, the cache starts over.
+// TestAnalysisCacheIsBounded: full, the cache starts over, and keeps
+// what came after.
 func TestAnalysisCacheIsBounded(t *testing.T) {
 	c := analysisCache{max: 3}
-	for i := range 10 {
+	parses := 0
+	get := func(i int) {
 		f := File{Name: "Containerfile", Content: []byte{byte('a' + i)}}
-		c.get(f, "", deps.Options{}, func() deps.FileAnalysis { return deps.FileAnalysis{} })
-		if len(c.entries) > c.max {
-			t.Fatalf("%d entries, bound %d", len(c.entries), c.max)
+		c.get(f, "", deps.Options{}, func() deps.FileAnalysis { parses++; return deps.FileAnalysis{} })
+	}
+	for i := range 10 {
+		get(i)
+		if len(c.entries) == 0 || len(c.entries) > c.max {
+			t.Fatalf("%d entries after %d files, bound %d", len(c.entries), i+1, c.max)
 		}
+	}
+	before := parses
+	get(9) // the last one is still kept
+	if parses != before {
+		t.Errorf("the newest file parsed again: the cache kept nothing")
 	}
 }
