@@ -113,6 +113,26 @@ func (c *Client) ListProjects(ctx context.Context, scope Scope) ([]Project, erro
 	return out, nil
 }
 
+// BuildableProject reads one project by id as ListProjects would list it,
+// for a scan of a few projects that does not list the scope (a push's
+// rescan). buildable is false when ListProjects would leave it out
+// (archived, pending deletion, empty, no default branch); exclusions are
+// the caller's. It costs one request.
+func (c *Client) BuildableProject(ctx context.Context, id int64) (p Project, buildable bool, err error) {
+	var got *gl.Project
+	err = c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+		var resp *gl.Response
+		var err error
+		got, resp, err = c.gl.Projects.GetProject(int(id), nil, o...)
+		return resp, err
+	})
+	if err != nil {
+		return Project{}, false, fmt.Errorf("get project %d: %w", id, err)
+	}
+	lp := reduce(got)
+	return lp.Project, lp.skip == "", nil
+}
+
 // listedProject is a project of a listing, reduced at once to what depsd
 // keeps: client-go's Project takes kilobytes, and holding a whole
 // instance's worth of them until the listing ends made the listing the

@@ -87,6 +87,46 @@ func TestListProjects(t *testing.T) {
 	})
 }
 
+// TestBuildableProject: one project read by id is what the listing gives
+// for it, and says whether the listing would leave it out.
+func TestBuildableProject(t *testing.T) {
+	srv := newFake(t, gitlabtest.Options{})
+	for _, p := range []gitlabtest.Project{
+		{Path: "g/a", DefaultBranch: "master"},
+		{Path: "g/old", Archived: true},
+		{Path: "g/empty", EmptyRepo: true},
+	} {
+		must(srv.AddProject(p))
+	}
+	if err := srv.SetVisibility("g/a", "internal"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, _ := newClient(t, srv, nil)
+	listed, err := c.ListProjects(ctx, Scope{Projects: []string{"g/a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := srv.Project("g/a")
+	got, buildable, err := c.BuildableProject(ctx, info.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !buildable || len(listed) != 1 || got != listed[0] {
+		t.Errorf("BuildableProject = %+v, %v; want the listing's %+v, true", got, buildable, listed)
+	}
+	for _, path := range []string{"g/old", "g/empty"} {
+		info, _ := srv.Project(path)
+		got, buildable, err := c.BuildableProject(ctx, info.ID)
+		if err != nil || buildable || got.Path != path {
+			t.Errorf("%s: BuildableProject = %+v, %v, %v; want it read and not buildable", path, got, buildable, err)
+		}
+	}
+	if _, _, err := c.BuildableProject(ctx, 999999); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a project that does not exist: err = %v, want ErrNotFound", err)
+	}
+}
+
 func TestListProjectsPagination(t *testing.T) {
 	tests := []struct {
 		name      string
