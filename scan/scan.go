@@ -87,6 +87,14 @@ type BatchReader interface {
 	ReadFilesAt(ctx context.Context, reads []gitlab.FilesAt, names []string) (gitlab.FilesAtAnswer, error)
 }
 
+// ProjectReader is what a GitLab may offer besides GitLab: reading one
+// project by id as ListProjects would list it (*gitlab.Client has it),
+// for a scan of Options.Only; buildable is false when the listing would
+// leave it out.
+type ProjectReader interface {
+	BuildableProject(ctx context.Context, id int64) (p gitlab.Project, buildable bool, err error)
+}
+
 // Store is where scans keep their results; *store.Store has it.
 type Store interface {
 	Projects(ctx context.Context) ([]Project, error)
@@ -131,6 +139,16 @@ type Options struct {
 	RESTOnly bool
 	Now      func() time.Time
 	Logger   *slog.Logger
+	// Only, if set, names the projects (paths) to read again, as after a
+	// push to them: every other stored project is kept as stored, without
+	// a request, and the scope is not listed, so that a push costs the
+	// requests of its project, not a listing of the scope. The scope is
+	// listed after all (as without Only) when GitLab cannot read one
+	// project (ProjectReader), when Only names more than maxOnly projects,
+	// or one that is not stored, was renamed or moved, or is no longer
+	// buildable: what else changed then, only the listing says. Projects
+	// added to or removed from the scope are the next full scan's.
+	Only []string
 	// Progress, if set, is told how many of the listed projects are done,
 	// once the list is known and after each project. Calls do not overlap;
 	// it must return quickly (the CLI draws a progress bar with it).
@@ -145,6 +163,7 @@ type Result struct {
 	BlobsRead    int // file contents read from GitLab (each distinct blob once)
 	Unchanged    int // projects whose stored files were reused without a request
 	RefRequests  int // requests for refs besides the default branch: branch and tag listings, trees, GraphQL reads of refs alone (not those riding in a batch)
+	Targeted     int // projects of Options.Only read without listing the scope; 0 when the scope was listed
 	CyclePaths   [][]string
 	Duration     time.Duration
 }
@@ -174,9 +193,9 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 		known[p.ID] = gitlab.HeadState{Branch: p.DefaultBranch, Version: p.HeadCommit, LastActivityAt: p.LastActivity, CheckedAt: p.HeadCheckedAt}
 	}
 
-	listed, err := gl.ListProjects(ctx, opts.Scope)
+	listed, kept, err := list(ctx, gl, opts, previous)
 	if err != nil {
-		return Result{}, fmt.Errorf("list projects: %w", err)
+		return Result{}, err
 	}
 
 	// The CI configuration is asked for too (at no cost: it sits at the
@@ -232,7 +251,9 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 			ID: lp.ID, Path: lp.Path, DefaultBranch: lp.DefaultBranch, RegistryPrefix: lp.RegistryPrefix,
 			WebURL: lp.WebURL, Visibility: lp.Visibility, LastActivity: lp.LastActivityAt, ScannedAt: started,
 		}
-		if hadPrev && gl.Unchanged(lp, known[lp.ID]) && slices.Equal(prev.SearchedFiles, opts.Containerfiles) {
+		// Without a listing (Options.Only), a project is either kept or
+		// read: the one read is the one pushed to.
+		if hadPrev && (kept[lp.ID] || kept == nil && gl.Unchanged(lp, known[lp.ID])) && slices.Equal(prev.SearchedFiles, opts.Containerfiles) {
 			p := &projects[i]
 			// Nothing read: the row keeps its times, so that a scan
 			// that finds a project as it was writes nothing of it (a
@@ -377,12 +398,15 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	res.Replaces, res.OnlyIfLatest = last.StartedAt, true
 	res.Requests = gl.Requests() - requests0
 	res.Duration = res.FinishedAt.Sub(started)
+	if kept != nil {
+		res.Targeted = res.Projects - len(kept)
+	}
 	if err := st.ApplyScan(ctx, projects, res.Meta); err != nil {
 		return Result{}, fmt.Errorf("store scan: %w", err)
 	}
 	opts.Logger.Info("scan finished", "projects", res.Projects, "edges", res.Edges, "external", res.External,
 		"warnings", res.Warnings, "cycles", res.Cycles, "requests", res.Requests,
-		"files_fetched", res.FilesFetched, "graphql_batches", res.Batches, "unchanged", res.Unchanged, "duration", res.Duration)
+		"files_fetched", res.FilesFetched, "graphql_batches", res.Batches, "unchanged", res.Unchanged, "targeted", res.Targeted, "duration", res.Duration)
 	return res, nil
 }
 
