@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,7 +95,7 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 			// A new release: the scan reads its files (its node, its
 			// ref) before the success is applied, then it is.
 			ev := release.Event.Pipeline
-			if err := e.cfg.Rescan(ctx, deps.NodeProject(ev.Project)); err != nil {
+			if err := e.cfg.Rescan(ctx, []string{deps.NodeProject(ev.Project)}); err != nil {
 				e.log.Warn("rescan after a release failed", "project", ev.Project, "ref", ev.Ref, "err", err)
 			}
 			rescanned[release.Seq] = true
@@ -103,22 +104,26 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 		}
 		if push != nil {
 			// The rescan reads GitLab as it is when it runs: every push
-			// delivered before it starts is in what it reads. So the
-			// pushes recorded by then, further in the inbox too, are
-			// covered by it and marked with it: a burst of pushes costs
-			// one scan of the scope, not one each.
-			var covered []int64
+			// delivered before it starts is in what it reads of the
+			// projects pushed to. So the pushes recorded by then, further
+			// in the inbox too, are covered by one rescan of all their
+			// projects and marked with it: a burst of pushes costs one
+			// rescan, not one each.
+			var pending []StoredEvent
 			err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
 				var err error
-				covered, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
+				pending, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
 				return err
 			})
 			if err != nil {
 				return n, fmt.Errorf("process inbox: read push events: %w", err)
 			}
-			outcome := e.rescan(ctx, push.Event.Push)
-			if outcome != outcomeRescanned {
-				covered = nil
+			outcome := e.rescan(ctx, push.Event.Push, pushedProjects(push.Event.Push, pending))
+			var covered []int64
+			if outcome == outcomeRescanned {
+				for _, se := range pending {
+					covered = append(covered, se.Seq)
+				}
 			}
 			err = e.cfg.Store.UpdateChains(ctx, func(tx Tx) error {
 				at := e.now()
@@ -285,9 +290,22 @@ func (t *txn) newRelease(ev PipelineEvent) (bool, error) {
 	return ok && latest.Tag == tag && tag != stored, nil
 }
 
-// rescan routes a push to Rescan and returns the outcome to record. A
+// pushedProjects is the projects a rescan for push reads: its own, then
+// those of the other pushes recorded (pending), each once.
+func pushedProjects(push *PushEvent, pending []StoredEvent) []string {
+	projects := []string{push.Project}
+	for _, se := range pending {
+		if p := se.Event.Push; p != nil && p.Project != "" && !slices.Contains(projects, p.Project) {
+			projects = append(projects, p.Project)
+		}
+	}
+	return projects
+}
+
+// rescan routes a push to Rescan of projects (the push's and those of
+// the other pushes it covers) and returns the outcome to record. A
 // failed rescan is logged, not retried: the periodic rescan catches up.
-func (e *Engine) rescan(ctx context.Context, ev *PushEvent) string {
+func (e *Engine) rescan(ctx context.Context, ev *PushEvent, projects []string) string {
 	if e.cfg.Rescan == nil {
 		return "ignored: no rescanner"
 	}
@@ -311,8 +329,8 @@ func (e *Engine) rescan(ctx context.Context, ev *PushEvent) string {
 	// A merge of a pin merge request pushes to its target: its member
 	// learns of the merge sooner than at the next round.
 	e.NotifyPins()
-	if err := e.cfg.Rescan(ctx, ev.Project); err != nil {
-		e.log.Warn("rescan after push failed", "project", ev.Project, "project_id", ev.ProjectID, "err", err)
+	if err := e.cfg.Rescan(ctx, projects); err != nil {
+		e.log.Warn("rescan after push failed", "project", ev.Project, "project_id", ev.ProjectID, "projects", len(projects), "err", err)
 		return "rescan failed: " + err.Error()
 	}
 	return outcomeRescanned

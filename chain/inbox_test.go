@@ -84,13 +84,14 @@ func TestInboxAppliesABacklogAsOneByOne(t *testing.T) {
 }
 
 // TestPushesRecordedBeforeARescanShareIt: pushes of dependency files
-// recorded before the inbox reaches the first call one rescan, which
-// reads GitLab as it is then (every push delivered before is in it); a
-// push recorded while that rescan runs calls another. The pipeline
-// events between them are applied as before.
+// recorded before the inbox reaches the first call one rescan of all
+// their projects, which reads GitLab as it is then (every push delivered
+// before is in it); a push recorded while that rescan runs calls another,
+// of its project. The pipeline events between them are applied as
+// before.
 func TestPushesRecordedBeforeARescanShareIt(t *testing.T) {
 	e := newEnv(t, chain.Full, "a>b", "c")
-	var rescans []string
+	var rescans [][]string
 	recordPush := func(project string) {
 		e.keys++
 		ev := chain.PushEvent{ProjectID: e.ids[project], Project: project, Ref: "main", Changed: []string{"Containerfile"}, At: e.clock.Now()}
@@ -99,8 +100,8 @@ func TestPushesRecordedBeforeARescanShareIt(t *testing.T) {
 		}
 	}
 	en, err := chain.New(chain.Config{Store: e.store, GitLab: e.gl, Graph: e.store.Graph, Mode: chain.Full, Now: e.clock.Now,
-		Rescan: func(_ context.Context, project string) error {
-			rescans = append(rescans, project)
+		Rescan: func(_ context.Context, projects []string) error {
+			rescans = append(rescans, projects)
 			if len(rescans) == 1 {
 				recordPush("c") // delivered while the first rescan runs
 			}
@@ -125,7 +126,7 @@ func TestPushesRecordedBeforeARescanShareIt(t *testing.T) {
 	if n != 5 {
 		t.Errorf("applied %d events, want 5", n)
 	}
-	if want := []string{"a", "c"}; !slices.Equal(rescans, want) {
+	if want := [][]string{{"a", "b", "c"}, {"c"}}; !slices.EqualFunc(rescans, want, slices.Equal) {
 		t.Errorf("rescans of %v, want %v (one for the three pushes recorded before it, one for the push recorded meanwhile)", rescans, want)
 	}
 	e.send()

@@ -50,14 +50,14 @@ type Repository interface {
 // that the daemon swaps after a rescan. The graph is only read.
 type GraphSource func(ctx context.Context) (*deps.Graph, error)
 
-// Rescan rescans after a push to project's default branch (or a branch
-// it follows), or a new release of it. It is called by the inbox
-// processor, outside any store transaction. What it reads must include
-// every change GitLab held when it was called, of every project (the
-// daemon's incremental scan of the scope reads every project whose head
-// moved): the inbox marks the pushes recorded before the call, of any
-// project, as covered by it.
-type Rescan func(ctx context.Context, project string) error
+// Rescan rescans projects after pushes to them (to the default branch or
+// a branch they follow), or after a new release of one. It is called by
+// the inbox processor, outside any store transaction. What it reads of
+// each project must include every change GitLab held when it was called
+// (the daemon reads them again, the rest of the scope kept as stored):
+// the inbox marks the pushes to them recorded before the call as covered
+// by it.
+type Rescan func(ctx context.Context, projects []string) error
 
 // ErrNotFound is returned by Tx.Chain and Engine.Chain for an unknown chain
 // id, and by Tx.UpdateAction for an unknown action id.
@@ -185,9 +185,9 @@ type Tx interface {
 	NextEvent(ctx context.Context) (StoredEvent, bool, error)
 	// MarkEvent records that the event was processed, with a short result.
 	MarkEvent(ctx context.Context, seq int64, at time.Time, result string) error
-	// UnprocessedPushes returns the seqs of the unprocessed push events,
-	// oldest first, up to limit.
-	UnprocessedPushes(ctx context.Context, limit int) ([]int64, error)
+	// UnprocessedPushes returns the unprocessed push events, oldest
+	// first, up to limit.
+	UnprocessedPushes(ctx context.Context, limit int) ([]StoredEvent, error)
 	// PruneEvents deletes processed events received before before.
 	PruneEvents(ctx context.Context, before time.Time) (int, error)
 	// CountEvents counts the unprocessed events.

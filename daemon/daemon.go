@@ -500,9 +500,15 @@ func (d *Daemon) loadGraph(ctx context.Context) error {
 	return d.state.reload(ctx, d.store)
 }
 
-// Scan runs an incremental scan and swaps in the new graph; the daemon's
-// maintenance schedule and push events use it.
-func (d *Daemon) scan(ctx context.Context) (scan.Result, error) {
+// Scan runs an incremental scan of the scope and swaps in the new graph;
+// the daemon's maintenance schedule uses it.
+func (d *Daemon) scan(ctx context.Context) (scan.Result, error) { return d.scanOnly(ctx, nil) }
+
+// scanOnly is scan of the projects only names (scan.Options.Only), the
+// rest of the scope kept as stored; all of it when only is empty. The
+// scan metrics are of scans of the whole scope: a push's rescan does not
+// say that the scope was read.
+func (d *Daemon) scanOnly(ctx context.Context, only []string) (scan.Result, error) {
 	d.scanning.Lock()
 	defer d.scanning.Unlock()
 	cfg := d.opts.Config
@@ -510,11 +516,14 @@ func (d *Daemon) scan(ctx context.Context) (scan.Result, error) {
 	if opts.InstanceHost == "" {
 		opts.InstanceHost = config.HostOf(d.gitlab.BaseURL())
 	}
+	opts.Only = only
 	res, err := scan.Run(ctx, d.gitlab, d.store, opts)
 	if err != nil {
 		return res, err
 	}
-	d.metrics.observeScan(res.FinishedAt, res.Duration, res.Projects, res.Warnings)
+	if res.Targeted == 0 {
+		d.metrics.observeScan(res.FinishedAt, res.Duration, res.Projects, res.Warnings)
+	}
 	return res, d.state.reload(ctx, d.store)
 }
 
@@ -542,13 +551,13 @@ func (d *Daemon) rescanWhenAsked(ctx context.Context) error {
 	}
 }
 
-// rescanAfterPush answers a push that touched a dependency file. An
-// incremental scan of the scope refetches only the projects whose head
-// moved, so it costs about one request per page of projects plus the
-// pushed project's files.
-func (d *Daemon) rescanAfterPush(ctx context.Context, project string) error {
-	d.log.Info("dependency file changed: rescanning", "project", project)
-	_, err := d.scan(ctx)
+// rescanAfterPush answers pushes that touched a dependency file (or a new
+// release): the projects pushed to are read again, one request each plus
+// their files, the rest of the scope kept as stored (the scope is listed
+// when what changed needs it: scan.Options.Only).
+func (d *Daemon) rescanAfterPush(ctx context.Context, projects []string) error {
+	d.log.Info("dependency file changed: rescanning", "projects", projects)
+	_, err := d.scanOnly(ctx, projects)
 	return err
 }
 

@@ -423,29 +423,23 @@ func (t chainTx) flushMarks(ctx context.Context) error {
 	return nil
 }
 
-// UnprocessedPushes returns the seqs of the unprocessed push events,
-// oldest first, up to limit.
-func (t chainTx) UnprocessedPushes(ctx context.Context, limit int) ([]int64, error) {
+// UnprocessedPushes returns the unprocessed push events, oldest first,
+// up to limit.
+func (t chainTx) UnprocessedPushes(ctx context.Context, limit int) ([]chain.StoredEvent, error) {
 	if err := t.flushMarks(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := t.tx.QueryContext(ctx, `SELECT seq FROM events WHERE processed_at IS NULL AND kind = 'push' ORDER BY seq LIMIT $1`, limit)
+	rows, err := t.tx.QueryContext(ctx, `SELECT seq, key, payload, received_at FROM events
+		WHERE processed_at IS NULL AND kind = 'push' ORDER BY seq LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read unprocessed pushes: %w", err)
 	}
 	defer rows.Close()
-	var seqs []int64
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			return nil, fmt.Errorf("read unprocessed pushes: %w", err)
-		}
-		seqs = append(seqs, seq)
-	}
-	if err := rows.Err(); err != nil {
+	var evs []chain.StoredEvent
+	if err := scanEvents(rows, 4, func(se chain.StoredEvent, _ bool) { evs = append(evs, se) }); err != nil {
 		return nil, fmt.Errorf("read unprocessed pushes: %w", err)
 	}
-	return seqs, nil
+	return evs, nil
 }
 
 // PruneEvents deletes processed events received before before.
