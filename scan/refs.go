@@ -176,7 +176,7 @@ func planRefs(projects []Project, prev map[int64]Project, unchanged map[int64]bo
 		}
 		old := prev[p.ID]
 		if unchanged[p.ID] && old.RefsRule == p.RefsRule {
-			p.Refs = renamed(old.Refs, p.Path)
+			p.Refs = keptRefs(old.Refs, p.Path)
 			continue
 		}
 		jobs[i] = rule
@@ -382,11 +382,14 @@ func readRefsBatched(ctx context.Context, gl GitLab, src *refsSource, listed []g
 	return rest, g.Wait()
 }
 
-// renamed gives refs the keys of their project at path (it may have moved).
-func renamed(refs []Ref, path string) []Ref {
-	out := slices.Clone(refs)
-	for i := range out {
-		out[i].Node = deps.NodeKey(path, out[i].Kind, out[i].Ref)
+// keptRefs is what a scan keeps of the refs of a project it does not read
+// again: each ref and its files, keyed under path (the project may have
+// been renamed), without what the analysis made of them, which Analyze
+// makes again (kept, a ref's warnings were added to at every scan).
+func keptRefs(refs []Ref, path string) []Ref {
+	out := make([]Ref, len(refs))
+	for i, r := range refs {
+		out[i] = Ref{Node: deps.NodeKey(path, r.Kind, r.Ref), Kind: r.Kind, Ref: r.Ref, HeadCommit: r.HeadCommit, Files: r.Files}
 	}
 	return out
 }

@@ -298,3 +298,36 @@ func TestScanReadsFollowedRefsThroughGraphQL(t *testing.T) {
 		})
 	}
 }
+
+// TestUnchangedRefKeepsItsWarningsOnce: a followed branch of a project
+// the listing vouches for is kept as stored and analysed again; its
+// warnings are the analysis's, not the stored ones with the analysis's
+// added (they piled up, one more copy each scan).
+func TestUnchangedRefKeepsItsWarningsOnce(t *testing.T) {
+	c := newClocked(t, gitlabtest.Project{Path: "g/base", Files: map[string]string{"Containerfile": "FROM debian\n"}})
+	if err := c.srv.CreateBranch("g/base", "bookworm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.srv.SetFileOn("g/base", "bookworm", "Containerfile", "FROM alpine\nRUN <<EOF\nnever closed\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.opts.Refs = deps.RefRules{{Projects: []string{"g/base"}, Branches: []string{"bookworm"}}}
+	ctx := context.Background()
+	for scans := 1; scans <= 3; scans++ {
+		c.now = c.now.Add(2 * time.Hour) // the activity is old: unchanged after the first scan
+		res, err := scan.Run(ctx, c.gl, c.st, c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if scans > 1 && res.Unchanged != 1 {
+			t.Fatalf("scan %d: %d unchanged, want g/base", scans, res.Unchanged)
+		}
+		p, err := c.st.Project(ctx, "g/base")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Refs) != 1 || len(p.Refs[0].Warnings) != 1 {
+			t.Fatalf("scan %d: refs %+v, want bookworm with its one warning", scans, p.Refs)
+		}
+	}
+}
