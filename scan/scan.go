@@ -104,6 +104,16 @@ type Store interface {
 	LastScan(ctx context.Context) (Meta, bool, error)
 }
 
+// StoreAt is what a Store may also have (*store.Store has it): the
+// stored projects with the generation they were read at, and ApplyScan
+// given them back unchanged (it reads them again only if the generation
+// moved). A scan of Options.Only, which keeps most of what it read, stores
+// its result with one read of the store instead of two.
+type StoreAt interface {
+	ProjectsAt(ctx context.Context) (projects []Project, generation int64, err error)
+	ApplyScanOver(ctx context.Context, projects []Project, meta Meta, stored []Project, generation int64) error
+}
+
 // SeenSource is what a Store may also have: the publications depsd saw
 // (*store.Store has it).
 type SeenSource interface {
@@ -181,7 +191,15 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	if err != nil {
 		return Result{}, err
 	}
-	previous, err := st.Projects(ctx)
+	storeAt, _ := st.(StoreAt)
+	var previous []Project
+	var generation int64
+	if storeAt != nil && len(opts.Only) > 0 {
+		previous, generation, err = storeAt.ProjectsAt(ctx)
+	} else {
+		storeAt = nil
+		previous, err = st.Projects(ctx)
+	}
 	if err != nil {
 		return Result{}, fmt.Errorf("read stored projects: %w", err)
 	}
@@ -381,7 +399,12 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	res.RefRequests = extra
 	// The reads are done: what only they needed (the listing, the stored
 	// projects, their blobs) is let go before the analysis and the write,
-	// the scan's largest allocations.
+	// the scan's largest allocations. A scan of Options.Only keeps the
+	// stored projects for the write (StoreAt): it holds little else.
+	var stored []Project
+	if storeAt != nil && kept != nil {
+		stored = previous
+	}
 	listed, previous, prevByID, known, blobs, b, src = nil, nil, nil, nil, nil, batchReader{}, nil
 
 	if ss, ok := st.(SeenSource); ok && opts.Seen == nil {
@@ -401,7 +424,12 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	if kept != nil {
 		res.Targeted = res.Projects - len(kept)
 	}
-	if err := st.ApplyScan(ctx, projects, res.Meta); err != nil {
+	if stored != nil {
+		err = storeAt.ApplyScanOver(ctx, projects, res.Meta, stored, generation)
+	} else {
+		err = st.ApplyScan(ctx, projects, res.Meta)
+	}
+	if err != nil {
 		return Result{}, fmt.Errorf("store scan: %w", err)
 	}
 	opts.Logger.Info("scan finished", "projects", res.Projects, "edges", res.Edges, "external", res.External,

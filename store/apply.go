@@ -58,6 +58,38 @@ func (s *Store) ApplyScan(ctx context.Context, projects []scan.Project, meta sca
 	return s.applyScan(ctx, projects, meta, s.readEarly(ctx))
 }
 
+// ProjectsAt is Projects with the generation they were read at, for
+// ApplyScanOver.
+func (s *Store) ProjectsAt(ctx context.Context) (projects []scan.Project, generation int64, err error) {
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		// The generation first, as readEarly does.
+		if generation, err = projectsGeneration(ctx, tx); err != nil {
+			return err
+		}
+		projects, err = readProjects(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read projects: %w", err)
+	}
+	return projects, generation, nil
+}
+
+// ApplyScanOver is ApplyScan for a scan that kept the stored projects it
+// read (ProjectsAt), unchanged: they stand for ApplyScan's read before
+// the write if their generation did not move since, which saves reading
+// every project again.
+func (s *Store) ApplyScanOver(ctx context.Context, projects []scan.Project, meta scan.Meta, stored []scan.Project, generation int64) error {
+	if err := checkScan(projects); err != nil {
+		return fmt.Errorf("apply scan: %w", err)
+	}
+	byID := make(map[int64]*scan.Project, len(stored))
+	for i := range stored {
+		byID[stored[i].ID] = &stored[i]
+	}
+	return s.applyScan(ctx, projects, meta, &storedState{byID: byID, generation: generation})
+}
+
 // storedState is the stored projects by id, read at a generation of them.
 type storedState struct {
 	byID       map[int64]*scan.Project

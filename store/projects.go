@@ -20,20 +20,26 @@ func (s *Store) Projects(ctx context.Context) ([]scan.Project, error) {
 	var out []scan.Project
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects ORDER BY path`)
-		if err != nil {
-			return err
-		}
-		index := make(map[int64]*scan.Project, len(out))
-		for i := range out {
-			index[out[i].ID] = &out[i]
-		}
-		return loadDetails(ctx, tx, index, "")
+		out, err = readProjects(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read projects: %w", err)
 	}
 	return out, nil
+}
+
+// readProjects reads every stored project with its details, by path.
+func readProjects(ctx context.Context, tx *sql.Tx) ([]scan.Project, error) {
+	out, err := queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects ORDER BY path`)
+	if err != nil {
+		return nil, err
+	}
+	index := make(map[int64]*scan.Project, len(out))
+	for i := range out {
+		index[out[i].ID] = &out[i]
+	}
+	return out, loadDetails(ctx, tx, index, "")
 }
 
 // Project returns the stored project at path, or an error wrapping

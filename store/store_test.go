@@ -294,6 +294,42 @@ func testApplyScanReadsAgainWhatChangedSinceItsEarlyRead(t *testing.T, b backend
 	}
 }
 
+// TestApplyScanOverReadsAgainWhatChangedSinceTheScanRead: a scan that
+// hands back the projects it read (ApplyScanOver) has them read again if
+// another scan committed since.
+func TestApplyScanOverReadsAgainWhatChangedSinceTheScanRead(t *testing.T) {
+	forEachBackend(t, testApplyScanOverReadsAgainWhatChangedSinceTheScanRead)
+}
+
+func testApplyScanOverReadsAgainWhatChangedSinceTheScanRead(t *testing.T, b backend) {
+	ctx := t.Context()
+	s, _ := b.openTemp(t)
+	if err := s.ApplyScan(ctx, sampleProjects(), scan.Meta{StartedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	stored, generation, err := s.ProjectsAt(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != len(sampleProjects()) {
+		t.Fatalf("ProjectsAt read %d projects, want %d", len(stored), len(sampleProjects()))
+	}
+	other := append(sampleProjects(), scan.Project{ID: 50, Path: "group/new", DefaultBranch: "main"})
+	if err := s.ApplyScan(ctx, other, scan.Meta{StartedAt: t0.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ApplyScanOver(ctx, sampleProjects(), scan.Meta{StartedAt: t0.Add(2 * time.Minute)}, stored, generation); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Projects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(sampleProjects()) {
+		t.Errorf("%d projects after the scan, want exactly its own %d (group/new, added since its read, deleted)", len(got), len(sampleProjects()))
+	}
+}
+
 func TestApplyScanSwappedPaths(t *testing.T) { forEachBackend(t, testApplyScanSwappedPaths) }
 
 func testApplyScanSwappedPaths(t *testing.T, b backend) {
