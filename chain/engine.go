@@ -18,7 +18,12 @@ type Config struct {
 	GitLab GitLab      // required to send actions and reconcile
 	Graph  GraphSource // required
 	Rescan Rescan      // called for push events; nil: pushes are only marked processed
-	Mode   Mode        // Full (default) or FirstLevel
+	// RescanGap is the least time from the end of one rescan for pushes
+	// to the start of the next: the pushes recorded meanwhile, and the
+	// events behind them in the inbox, wait, and share the next rescan.
+	// 0: none (the daemon waits 1 s).
+	RescanGap time.Duration
+	Mode      Mode // Full (default) or FirstLevel
 	// Refs are the rules of `refs:` in depsd.yaml: which tags of a
 	// project are releases, and what a rebuild of its releases runs on.
 	Refs deps.RefRules
@@ -176,6 +181,9 @@ type Engine struct {
 	fullPathOnly bool
 	// inboxRuns counts the ProcessInbox calls running (inboxIdle).
 	inboxRuns atomic.Int32
+	// lastRescan is when the last rescan for pushes ended (UnixNano;
+	// 0: none yet), for RescanGap.
+	lastRescan atomic.Int64
 	// inboxWaitHook (tests) is called when the reconciler waits for the
 	// inbox to apply a backlog.
 	inboxWaitHook func()

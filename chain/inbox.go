@@ -103,27 +103,9 @@ func (e *Engine) ProcessInbox(ctx context.Context) (int, error) {
 			continue
 		}
 		if push != nil {
-			// The rescan reads GitLab as it is when it runs: every push
-			// delivered before it starts is in what it reads of the
-			// projects pushed to. So the pushes recorded by then, further
-			// in the inbox too, are covered by one rescan of all their
-			// projects and marked with it: a burst of pushes costs one
-			// rescan, not one each.
-			var pending []StoredEvent
-			err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
-				var err error
-				pending, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
-				return err
-			})
+			outcome, covered, err := e.rescanPushes(ctx, push.Event.Push)
 			if err != nil {
-				return n, fmt.Errorf("process inbox: read push events: %w", err)
-			}
-			outcome := e.rescan(ctx, push.Event.Push, pushedProjects(push.Event.Push, pending))
-			var covered []int64
-			if outcome == outcomeRescanned {
-				for _, se := range pending {
-					covered = append(covered, se.Seq)
-				}
+				return n, fmt.Errorf("process inbox: %w", err)
 			}
 			err = e.cfg.Store.UpdateChains(ctx, func(tx Tx) error {
 				at := e.now()
@@ -302,16 +284,25 @@ func pushedProjects(push *PushEvent, pending []StoredEvent) []string {
 	return projects
 }
 
-// rescan routes a push to Rescan of projects (the push's and those of
-// the other pushes it covers) and returns the outcome to record. A
-// failed rescan is logged, not retried: the periodic rescan catches up.
-func (e *Engine) rescan(ctx context.Context, ev *PushEvent, projects []string) string {
+// rescanPushes answers ev, the oldest push in the inbox: a push to a
+// branch that is followed calls Rescan, at least RescanGap after the last
+// rescan for pushes ended. It returns the outcome to record for ev and
+// the other pushes the rescan covers (to be marked with it). A failed
+// rescan is logged, not retried: the periodic rescan catches up.
+//
+// The rescan reads GitLab as it is when it runs: every push delivered
+// before it starts is in what it reads of the projects pushed to. So the
+// pushes recorded by then, further in the inbox too, are covered by one
+// rescan of all their projects: a burst of pushes costs one rescan, and
+// a stream of them (a bot moving a base in hundreds of Containerfiles)
+// one every RescanGap, not one each.
+func (e *Engine) rescanPushes(ctx context.Context, ev *PushEvent) (outcome string, covered []int64, err error) {
 	if e.cfg.Rescan == nil {
-		return "ignored: no rescanner"
+		return "ignored: no rescanner", nil, nil
 	}
 	var branch string
 	var followed Project
-	err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+	err = e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
 		p, ok, err := tx.Project(ctx, ev.Project)
 		if ok {
 			branch, followed = p.DefaultBranch, p
@@ -324,16 +315,55 @@ func (e *Engine) rescan(ctx context.Context, ev *PushEvent, projects []string) s
 	pushed := strings.TrimPrefix(ev.Ref, "refs/heads/")
 	rule, _ := e.cfg.Refs.For(ev.Project)
 	if branch != "" && !followsBranch(followed, pushed) && !rule.FollowsBranch(pushed) {
-		return "ignored: not a followed branch"
+		return "ignored: not a followed branch", nil, nil
 	}
+	if err := e.waitRescanGap(ctx); err != nil {
+		return "", nil, err
+	}
+	var pending []StoredEvent
+	err = e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		var err error
+		pending, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
+		return err
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("read push events: %w", err)
+	}
+	projects := pushedProjects(ev, pending)
 	// A merge of a pin merge request pushes to its target: its member
 	// learns of the merge sooner than at the next round.
 	e.NotifyPins()
-	if err := e.cfg.Rescan(ctx, projects); err != nil {
+	err = e.cfg.Rescan(ctx, projects)
+	e.lastRescan.Store(time.Now().UnixNano())
+	if err != nil {
 		e.log.Warn("rescan after push failed", "project", ev.Project, "project_id", ev.ProjectID, "projects", len(projects), "err", err)
-		return "rescan failed: " + err.Error()
+		return "rescan failed: " + err.Error(), nil, nil
 	}
-	return outcomeRescanned
+	for _, se := range pending {
+		covered = append(covered, se.Seq)
+	}
+	return outcomeRescanned, covered, nil
+}
+
+// waitRescanGap waits until RescanGap passed since the last rescan for
+// pushes ended (in real time: it paces work, whatever the engine's clock).
+func (e *Engine) waitRescanGap(ctx context.Context) error {
+	last := e.lastRescan.Load()
+	if e.cfg.RescanGap <= 0 || last == 0 {
+		return nil
+	}
+	wait := time.Until(time.Unix(0, last).Add(e.cfg.RescanGap))
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // ApplyPipelineEvent applies one pipeline event at once, without the inbox

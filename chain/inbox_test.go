@@ -83,6 +83,53 @@ func TestInboxAppliesABacklogAsOneByOne(t *testing.T) {
 	}
 }
 
+// TestRescansForPushesKeepTheirGap: a push that comes less than RescanGap
+// after the last rescan for pushes waits for the gap, and the pushes
+// recorded meanwhile share its rescan.
+func TestRescansForPushesKeepTheirGap(t *testing.T) {
+	e := newEnv(t, chain.Full, "a>b", "c")
+	const gap = time.Second
+	type rescan struct {
+		projects   []string
+		start, end time.Time
+	}
+	var rescans []rescan
+	recordPush := func(project string) {
+		e.keys++
+		ev := chain.PushEvent{ProjectID: e.ids[project], Project: project, Ref: "main", Changed: []string{"Containerfile"}, At: e.clock.Now()}
+		if _, err := e.engine.RecordEvent(e.ctx, fmt.Sprintf("push-%d", e.keys), chain.Event{Push: &ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	en, err := chain.New(chain.Config{Store: e.store, GitLab: e.gl, Graph: e.store.Graph, Mode: chain.Full, Now: e.clock.Now, RescanGap: gap,
+		Rescan: func(_ context.Context, projects []string) error {
+			rescans = append(rescans, rescan{projects: projects, start: time.Now()})
+			rescans[len(rescans)-1].end = time.Now()
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.engine = en
+	recordPush("a")
+	if _, err := e.engine.ProcessInbox(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	recordPush("b")
+	done := make(chan error, 1)
+	go func() { _, err := e.engine.ProcessInbox(e.ctx); done <- err }()
+	recordPush("c") // while the inbox waits for the gap
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(rescans) != 2 || !slices.Equal(rescans[1].projects, []string{"b", "c"}) {
+		t.Fatalf("rescans %+v, want one of a, then one of b and c", rescans)
+	}
+	if waited := rescans[1].start.Sub(rescans[0].end); waited < gap {
+		t.Errorf("the second rescan started %v after the first ended, want at least %v", waited, gap)
+	}
+}
+
 // TestPushesRecordedBeforeARescanShareIt: pushes of dependency files
 // recorded before the inbox reaches the first call one rescan of all
 // their projects, which reads GitLab as it is then (every push delivered

@@ -207,7 +207,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	d.alive = &liveness{st: st, replica: opts.ReplicaID, holder: d.incarnation, ttl: opts.LeaderLease,
 		clock: wallClock{opts.Now}, log: opts.Logger.With("component", "liveness")}
 	d.engine, err = chain.New(chain.Config{
-		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, Mode: opts.Mode,
+		Owner: d.incarnation, Store: st, GitLab: d.gitlab, Graph: d.state.graph, Rescan: d.rescanAfterPush, RescanGap: pushRescanGap, Mode: opts.Mode,
 		Refs:   cfg.RefRules(),
 		Expiry: opts.ChainExpiry, PollInterval: opts.PollInterval, InboxWait: opts.ReconcileInterval / 2,
 		// As many creates in flight as the client lets through: they are
@@ -550,6 +550,11 @@ func (d *Daemon) rescanWhenAsked(ctx context.Context) error {
 		}
 	}
 }
+
+// pushRescanGap is the least time between two rescans for pushes
+// (chain.Config.RescanGap): a stream of pushes to dependency files costs
+// a rescan a second at most, and a push waits a second at most for its.
+const pushRescanGap = time.Second
 
 // rescanAfterPush answers pushes that touched a dependency file (or a new
 // release): the projects pushed to are read again, one request each plus
