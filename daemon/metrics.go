@@ -85,7 +85,7 @@ func newMetrics(projectLabels bool) *metrics {
 			Name: "depsd_queue_depth", Help: "Work waiting: recorded events not yet applied (inbox), actions not yet sent (outbox), successful builds whose images are not yet verified (verify).",
 		}, []string{"queue"}),
 		lastScan: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "depsd_last_scan_success_timestamp_seconds", Help: "When the last successful scan finished (Unix time).",
+			Name: "depsd_last_scan_success_timestamp_seconds", Help: "When the last successful scan of the whole scope finished (Unix time).",
 		}),
 		scanDuration: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "depsd_last_scan_duration_seconds", Help: "How long the last successful scan took.",

@@ -46,6 +46,9 @@ func TestScanOfOnlyReadsThePushedProjectsAlone(t *testing.T) {
 	if res.Targeted != 1 || res.Projects != 9 {
 		t.Errorf("Targeted = %d, Projects = %d; want 1 read of 9 in scope", res.Targeted, res.Projects)
 	}
+	if res.Requests != 2 {
+		t.Errorf("the scan made %d requests, want 2: the project, its files (GraphQL)", res.Requests)
+	}
 	down := func(project string) []string {
 		g, err := st.Graph(ctx)
 		if err != nil {

@@ -1517,34 +1517,23 @@ mutant "cheap path: a success to verify for the record settled cheaply" \
 
 mutant "a rescan covers only its own push (a burst of pushes, one scan each)" \
 	chain/inbox.go \
-	'			if outcome != outcomeRescanned {
-				covered = nil' \
-	'			if true {
-				covered = nil' \
+	'	for _, se := range pending {
+		covered = append(covered, se.Seq)' \
+	'	for _, se := range pending[:0] {
+		covered = append(covered, se.Seq)' \
 	-- go test -count=1 -run 'TestPushesRecordedBeforeARescanShareIt' ./chain/
 
 mutant "a rescan covers the pushes recorded while it runs" \
 	chain/inbox.go \
-	'			var covered []int64
-			err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
-				var err error
-				covered, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
-				return err
-			})
-			if err != nil {
-				return n, fmt.Errorf("process inbox: read push events: %w", err)
-			}
-			outcome := e.rescan(ctx, push.Event.Push)' \
-	'			outcome := e.rescan(ctx, push.Event.Push)
-			var covered []int64
-			err := e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
-				var err error
-				covered, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
-				return err
-			})
-			if err != nil {
-				return n, fmt.Errorf("process inbox: read push events: %w", err)
-			}' \
+	'	err = e.cfg.Rescan(ctx, projects)
+	e.lastRescan.Store(time.Now().UnixNano())' \
+	'	err = e.cfg.Rescan(ctx, projects)
+	e.lastRescan.Store(time.Now().UnixNano())
+	_ = e.cfg.Store.ViewChains(ctx, func(tx Tx) error {
+		var err error
+		pending, err = tx.UnprocessedPushes(ctx, maxCoveredPushes)
+		return err
+	})' \
 	-- go test -count=1 -run 'TestPushesRecordedBeforeARescanShareIt' ./chain/
 
 # Issue 40 item 3: a replica's recording never waits for the write lock
@@ -1635,6 +1624,52 @@ mutant "a caller's change to a cached analysis reaches the next caller" \
 	'		Dependencies: slices.Clone(a.Dependencies),' \
 	'		Dependencies: a.Dependencies,' \
 	-- go test -count=1 -run 'TestAnalysisCacheKeysOnAllItDependsOn' ./scan/
+
+# Issue 40, a push's rescan: the projects pushed to alone, at most one a
+# second; what only a listing can tell lists the scope.
+mutant "a push's rescan lists the whole scope" \
+	daemon/daemon.go \
+	'	opts.Only = only' \
+	'	opts.Only = nil' \
+	-- go test -count=1 -run 'TestPushRescansThePushedProjectAlone' ./e2e/
+
+mutant "a scan of pushed projects reads the other projects again when the listing cannot vouch for them" \
+	scan/scan.go \
+	'(kept[lp.ID] || kept == nil && gl.Unchanged(lp, known[lp.ID]))' \
+	'(kept == nil && gl.Unchanged(lp, known[lp.ID]))' \
+	-- go test -count=1 -run 'TestScanOfOnlyReadsThePushedProjectsAlone' ./scan/
+
+mutant "a pushed project renamed since the last scan is read without listing the scope" \
+	scan/only.go \
+	'			case lp.Path != path:' \
+	'			case false:' \
+	-- go test -count=1 -run 'TestScanOfOnlyListsTheScopeWhenItMust' ./scan/
+
+mutant "a pushed project archived since the last scan is read, not listed away" \
+	scan/only.go \
+	'			case !buildable:' \
+	'			case !buildable && false:' \
+	-- go test -count=1 -run 'TestScanOfOnlyListsTheScopeWhenItMust' ./scan/
+
+mutant "a rescan reads only the first push's project (the pushes it covers are of others too)" \
+	chain/inbox.go \
+	'	projects := []string{push.Project}
+	for _, se := range pending {' \
+	'	projects := []string{push.Project}
+	for _, se := range pending[:0] {' \
+	-- go test -count=1 -run 'TestPushesRecordedBeforeARescanShareIt' ./chain/
+
+mutant "rescans for pushes keep no gap" \
+	chain/inbox.go \
+	'	if e.cfg.RescanGap <= 0 || last == 0 {' \
+	'	if true {' \
+	-- go test -count=1 -run 'TestRescansForPushesKeepTheirGap' ./chain/
+
+mutant "a kept ref's stored warnings are analysed again (they pile up)" \
+	scan/refs.go \
+	'HeadCommit: r.HeadCommit, Files: r.Files}' \
+	'HeadCommit: r.HeadCommit, Files: r.Files, Warnings: r.Warnings}' \
+	-- go test -count=1 -run 'TestUnchangedRefKeepsItsWarningsOnce' ./scan/
 
 # issue 39: validations before the merge.
 mutant "a validation pipeline whose answer was lost is created again (not adopted)" \
