@@ -42,7 +42,11 @@ import (
 //     its HTTP client, net/http's server): what depsd adds for a delivery,
 //     recording, applying and anything it then sends (a rescan's reads of
 //     the fake GitLab, a chain's creates: the fake answers in this
-//     process too);
+//     process too); and the same for the pending and running statuses
+//     against the durable floor (cpu-us-durable-floor) and depsd's
+//     recording alone (cpu-us-recording-only), what "next to nothing"
+//     is measured against (on PostgreSQL the server's CPU is in none of
+//     them);
 //   - saturation (sat-rate, sat-durable-rate, sat-ratio): the highest
 //     rate of the ramp (DEPSD_BENCH_SATURATION_RATES, default 100, 250,
 //     500, 1,000, 2,000, 3,000, 4,000, 6,000 a second) at which the daemon's p99 stays
@@ -123,6 +127,16 @@ func BenchmarkWebhookMix(b *testing.B) {
 			}
 			b.Logf("CPU per delivery by kind (%s store; depsd's process less the null receiver's for the same deliveries): %s",
 				storeKind(), strings.Join(lines, ", "))
+			// What a delivery no chain can use is compared with: the
+			// same pending and running statuses kept durably by the
+			// floor's group commit, and by depsd's recording alone.
+			running := m.onlyKind(plan, kindNonFinal)
+			floor := cpuPerDelivery(b, scaled(b, 4), durableURL+"/hooks/gitlab", null.URL+"/hooks/gitlab", running, "durable-floor", nil)
+			record := cpuPerDelivery(b, scaled(b, 4), recordURL+"/hooks/gitlab", null.URL+"/hooks/gitlab", running, "recording-only", nil)
+			b.ReportMetric(float64(floor.Nanoseconds())/1000, "cpu-us-durable-floor")
+			b.ReportMetric(float64(record.Nanoseconds())/1000, "cpu-us-recording-only")
+			b.Logf("CPU per pending or running status kept by the durable floor %.0f µs, by depsd's recording alone %.0f µs",
+				float64(floor.Nanoseconds())/1000, float64(record.Nanoseconds())/1000)
 		}
 
 		// Saturation.
@@ -176,7 +190,8 @@ const cpuRate = 500
 // quarters of a second (scaled 4: 1 s) to the null receiver, then to
 // depsd until its inbox drained,
 // and returns the process's CPU time per delivery depsd cost more than
-// the null receiver.
+// the null receiver. With a nil backlog (a receiver that applies
+// nothing), it waits for the answers only.
 func cpuPerDelivery(b *testing.B, quarters int, depsdURL, nullURL string, next deliveries, kind string, backlog inboxBacklog) time.Duration {
 	b.Helper()
 	cpuSeconds := float64(quarters) / 4
@@ -189,7 +204,7 @@ func cpuPerDelivery(b *testing.B, quarters int, depsdURL, nullURL string, next d
 	// part of the run (a chain success must start or move a chain).
 	later := func(i int) delivery { return next(i + 1_000_000) }
 	mixLoop(depsdURL, later, "cpu-"+kind, cpuRate, cpuSeconds)
-	if !waitDrained(context.Background(), backlog, time.Minute) {
+	if backlog != nil && !waitDrained(context.Background(), backlog, time.Minute) {
 		b.Fatalf("%s: the inbox did not drain", kind)
 	}
 	depsdCPU := processCPU(b) - c1
