@@ -356,12 +356,10 @@ func (e *Engine) waitRescanGap(ctx context.Context) error {
 	if wait <= 0 {
 		return nil
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-time.After(wait):
 		return nil
 	}
 }

@@ -1,8 +1,6 @@
 package e2e_test
 
 import (
-	"encoding/json"
-	"net/http"
 	"slices"
 	"syscall"
 	"testing"
@@ -75,32 +73,13 @@ refs:
 	w.syncHooks(newClient(t, srv))
 
 	// The graph of nodes, as GET /api/v1/graph gives it.
-	var graph struct {
-		Projects []struct {
-			Path       string   `json:"path"`
-			Downstream []string `json:"downstream"`
-		} `json:"projects"`
-	}
-	resp, err := w.client.Get(w.url + "/api/v1/graph")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = json.NewDecoder(resp.Body).Decode(&graph)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /api/v1/graph: %d, %v", resp.StatusCode, err)
-	}
-	down := map[string][]string{}
-	for _, p := range graph.Projects {
-		down[p.Path] = p.Downstream
-	}
 	for node, want := range map[string][]string{
 		base + "@tags":     {ruby},
 		base + "@bookworm": {ruby + "@bookworm"},
 		ruby:               {app},
 		base:               {},
 	} {
-		if got := down[node]; !slices.Equal(got, want) {
+		if got := w.downstream(node); !slices.Equal(got, want) {
 			t.Errorf("downstream of %s = %q, want %q\n%s", node, got, want, w.dump())
 		}
 	}
