@@ -555,6 +555,10 @@ func TestRunOutboxSendsANewActionBesideASlowOne(t *testing.T) {
 	}
 	e.rebuild("x")
 	wait(e.ids["x"]) // held
+	// Let the claim that took x end first: y must then be found by the
+	// outbox's next round, not by a claim still running since x's (which
+	// let an outbox that waits for its sends pass, under CI's load).
+	time.Sleep(10 * 20 * time.Millisecond)
 	if _, err := other.Rebuild(e.ctx, "y", chain.Reason{Kind: chain.ReasonRebuild, Detail: "test"}); err != nil {
 		t.Fatal(err)
 	}
