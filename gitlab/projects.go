@@ -79,17 +79,11 @@ func (c *Client) ListProjects(ctx context.Context, scope Scope) ([]Project, erro
 	}
 	for _, path := range scope.Projects {
 		g.Go(func() error {
-			var p *gl.Project
-			err := c.call(gctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
-				var resp *gl.Response
-				var err error
-				p, resp, err = c.gl.Projects.GetProject(path, nil, o...)
-				return resp, err
-			})
+			p, err := c.getProject(gctx, path)
 			if err != nil {
-				return fmt.Errorf("get project %s: %w", path, err)
+				return err
 			}
-			add([]listedProject{reduce(p)})
+			add([]listedProject{p})
 			return nil
 		})
 	}
@@ -119,18 +113,23 @@ func (c *Client) ListProjects(ctx context.Context, scope Scope) ([]Project, erro
 // (archived, pending deletion, empty, no default branch); exclusions are
 // the caller's. It costs one request.
 func (c *Client) BuildableProject(ctx context.Context, id int64) (p Project, buildable bool, err error) {
-	var got *gl.Project
-	err = c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
+	lp, err := c.getProject(ctx, id)
+	return lp.Project, err == nil && lp.skip == "", err
+}
+
+// getProject reads one project by id or path, reduced as a listing's.
+func (c *Client) getProject(ctx context.Context, pid any) (listedProject, error) {
+	var p *gl.Project
+	err := c.call(ctx, true, func(o ...gl.RequestOptionFunc) (*gl.Response, error) {
 		var resp *gl.Response
 		var err error
-		got, resp, err = c.gl.Projects.GetProject(int(id), nil, o...)
+		p, resp, err = c.gl.Projects.GetProject(pid, nil, o...)
 		return resp, err
 	})
 	if err != nil {
-		return Project{}, false, fmt.Errorf("get project %d: %w", id, err)
+		return listedProject{}, fmt.Errorf("get project %v: %w", pid, err)
 	}
-	lp := reduce(got)
-	return lp.Project, lp.skip == "", nil
+	return reduce(p), nil
 }
 
 // listedProject is a project of a listing, reduced at once to what depsd

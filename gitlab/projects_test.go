@@ -103,7 +103,8 @@ func TestBuildableProject(t *testing.T) {
 	}
 	ctx := context.Background()
 	c, _ := newClient(t, srv, nil)
-	listed, err := c.ListProjects(ctx, Scope{Projects: []string{"g/a"}})
+	// The group's listing, another endpoint than the one project's.
+	listed, err := c.ListProjects(ctx, Scope{Groups: []string{"g"}})
 	if err != nil {
 		t.Fatal(err)
 	}
