@@ -1595,9 +1595,9 @@ mutant "a recording that applies queues behind this process's chain updates (SQL
 
 mutant "a scan applies what it read before another scan committed" \
 	store/apply.go \
-	'if early != nil && early.generation == gen {' \
-	'if early != nil {' \
-	-- go test -count=1 -run 'TestApplyScanReadsAgainWhatChangedSinceItsEarlyRead' ./store/
+	'if early == nil || early.generation != gen {' \
+	'if early == nil {' \
+	-- go test -count=1 -run 'TestApplyScanOverReadsAgainWhatChangedSinceTheScanRead' ./store/
 
 mutant "a rescan rewrites every unchanged project's row" \
 	scan/scan.go \

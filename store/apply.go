@@ -55,14 +55,19 @@ func (s *Store) ApplyScan(ctx context.Context, projects []scan.Project, meta sca
 	if err := checkScan(projects); err != nil {
 		return fmt.Errorf("apply scan: %w", err)
 	}
-	return s.applyScan(ctx, projects, meta, s.readEarly(ctx))
+	var early *storedState
+	if stored, generation, err := s.ProjectsAt(ctx); err == nil {
+		early = storedStateOf(stored, generation)
+	} // else read under the lock
+	return s.applyScan(ctx, projects, meta, early)
 }
 
 // ProjectsAt is Projects with the generation they were read at, for
 // ApplyScanOver.
 func (s *Store) ProjectsAt(ctx context.Context) (projects []scan.Project, generation int64, err error) {
 	err = s.read(ctx, func(tx *sql.Tx) error {
-		// The generation first, as readEarly does.
+		// The generation first: the projects read after it are at least
+		// as new, so an unchanged generation vouches for them.
 		if generation, err = projectsGeneration(ctx, tx); err != nil {
 			return err
 		}
@@ -77,17 +82,12 @@ func (s *Store) ProjectsAt(ctx context.Context) (projects []scan.Project, genera
 
 // ApplyScanOver is ApplyScan for a scan that kept the stored projects it
 // read (ProjectsAt), unchanged: they stand for ApplyScan's read before
-// the write if their generation did not move since, which saves reading
-// every project again.
+// the write, which saves reading every project again.
 func (s *Store) ApplyScanOver(ctx context.Context, projects []scan.Project, meta scan.Meta, stored []scan.Project, generation int64) error {
 	if err := checkScan(projects); err != nil {
 		return fmt.Errorf("apply scan: %w", err)
 	}
-	byID := make(map[int64]*scan.Project, len(stored))
-	for i := range stored {
-		byID[stored[i].ID] = &stored[i]
-	}
-	return s.applyScan(ctx, projects, meta, &storedState{byID: byID, generation: generation})
+	return s.applyScan(ctx, projects, meta, storedStateOf(stored, generation))
 }
 
 // storedState is the stored projects by id, read at a generation of them.
@@ -96,23 +96,12 @@ type storedState struct {
 	generation int64
 }
 
-// readEarly reads the stored projects outside the write lock; nil if it
-// could not (ApplyScan reads them under the lock then).
-func (s *Store) readEarly(ctx context.Context) *storedState {
-	var st storedState
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		var err error
-		// The generation first: the projects read after it are at
-		// least as new, so an unchanged generation vouches for them.
-		if st.generation, err = projectsGeneration(ctx, tx); err == nil {
-			st.byID, err = readStored(ctx, tx)
-		}
-		return err
-	})
-	if err != nil {
-		return nil
+func storedStateOf(stored []scan.Project, generation int64) *storedState {
+	byID := make(map[int64]*scan.Project, len(stored))
+	for i := range stored {
+		byID[stored[i].ID] = &stored[i]
 	}
-	return &st
+	return &storedState{byID: byID, generation: generation}
 }
 
 // applyScan is ApplyScan with the stored projects as read early, used if
@@ -132,12 +121,14 @@ func (s *Store) applyScan(ctx context.Context, projects []scan.Project, meta sca
 		if err != nil {
 			return err
 		}
-		var old map[int64]*scan.Project
-		if early != nil && early.generation == gen {
-			old = early.byID
-		} else if old, err = readStored(ctx, tx); err != nil {
-			return err
+		if early == nil || early.generation != gen {
+			stored, err := readProjects(ctx, tx)
+			if err != nil {
+				return fmt.Errorf("read stored projects: %w", err)
+			}
+			early = storedStateOf(stored, gen)
 		}
+		old := early.byID
 		// Every process's cache of projects (chaincache.go) is void once
 		// this commits.
 		if _, err := tx.ExecContext(ctx, `UPDATE generations SET n = n + 1 WHERE name = 'projects'`); err != nil {
@@ -165,23 +156,6 @@ func projectsGeneration(ctx context.Context, tx *sql.Tx) (int64, error) {
 		return 0, fmt.Errorf("read the projects' generation: %w", err)
 	}
 	return n, nil
-}
-
-// readStored reads the stored projects with their nodes, files,
-// dependencies and warnings, by id.
-func readStored(ctx context.Context, tx *sql.Tx) (map[int64]*scan.Project, error) {
-	stored, err := queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects`)
-	if err != nil {
-		return nil, fmt.Errorf("read stored projects: %w", err)
-	}
-	old := make(map[int64]*scan.Project, len(stored))
-	for i := range stored {
-		old[stored[i].ID] = &stored[i]
-	}
-	if err := loadDetails(ctx, tx, old, ""); err != nil {
-		return nil, fmt.Errorf("read stored dependencies: %w", err)
-	}
-	return old, nil
 }
 
 // removeAndPark deletes the projects that are gone, with their dependencies

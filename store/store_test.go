@@ -247,55 +247,9 @@ func testApplyScanRenameRemoveAndReplace(t *testing.T, b backend) {
 	}
 }
 
-// TestApplyScanReadsAgainWhatChangedSinceItsEarlyRead: ApplyScan reads
-// the stored projects before it takes the write lock; when another scan
-// commits in between, what it read is stale and it must read them again
-// under the lock. Otherwise a project the other scan added would be left
-// behind (it was not in the stale read, so not deleted) and a project it
-// renamed would clash with the stale path.
-func TestApplyScanReadsAgainWhatChangedSinceItsEarlyRead(t *testing.T) {
-	forEachBackend(t, testApplyScanReadsAgainWhatChangedSinceItsEarlyRead)
-}
-
-func testApplyScanReadsAgainWhatChangedSinceItsEarlyRead(t *testing.T, b backend) {
-	ctx := t.Context()
-	s, _ := b.openTemp(t)
-	if err := s.ApplyScan(ctx, sampleProjects(), scan.Meta{StartedAt: t0}); err != nil {
-		t.Fatal(err)
-	}
-	early := s.readEarly(ctx)
-	if early == nil {
-		t.Fatal("early read failed")
-	}
-	// Another scan commits after the early read: it adds a project.
-	other := append(sampleProjects(), scan.Project{ID: 50, Path: "group/new", DefaultBranch: "main"})
-	if err := s.ApplyScan(ctx, other, scan.Meta{StartedAt: t0.Add(time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
-	// This scan, read early, does not have it.
-	if err := s.applyScan(ctx, sampleProjects(), scan.Meta{StartedAt: t0.Add(2 * time.Minute)}, early); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Projects(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var paths []string
-	for _, p := range got {
-		paths = append(paths, p.Path)
-	}
-	var want []string
-	for _, p := range sampleProjects() {
-		want = append(want, p.Path)
-	}
-	slices.Sort(want)
-	if !slices.Equal(paths, want) {
-		t.Errorf("projects after the scan read early = %q, want exactly its own %q", paths, want)
-	}
-}
-
-// TestApplyScanOverReadsAgainWhatChangedSinceTheScanRead: a scan that
-// hands back the projects it read (ApplyScanOver) has them read again if
+// TestApplyScanOverReadsAgainWhatChangedSinceTheScanRead: the stored
+// projects read before the write (ApplyScan's own read, or a scan's
+// handed back through ApplyScanOver) are read again under the lock if
 // another scan committed since.
 func TestApplyScanOverReadsAgainWhatChangedSinceTheScanRead(t *testing.T) {
 	forEachBackend(t, testApplyScanOverReadsAgainWhatChangedSinceTheScanRead)
