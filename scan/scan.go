@@ -191,13 +191,12 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	if err != nil {
 		return Result{}, err
 	}
-	storeAt, _ := st.(StoreAt)
+	storeAt, handBack := st.(StoreAt)
 	var previous []Project
 	var generation int64
-	if storeAt != nil && len(opts.Only) > 0 {
+	if handBack {
 		previous, generation, err = storeAt.ProjectsAt(ctx)
 	} else {
-		storeAt = nil
 		previous, err = st.Projects(ctx)
 	}
 	if err != nil {
@@ -402,7 +401,7 @@ func Run(ctx context.Context, gl GitLab, st Store, opts Options) (Result, error)
 	// the scan's largest allocations. A scan of Options.Only keeps the
 	// stored projects for the write (StoreAt): it holds little else.
 	var stored []Project
-	if storeAt != nil && kept != nil {
+	if handBack && kept != nil {
 		stored = previous
 	}
 	listed, previous, prevByID, known, blobs, b, src = nil, nil, nil, nil, nil, batchReader{}, nil
