@@ -19,12 +19,8 @@ func listings(srv *gitlabtest.Server) int64 {
 // push's rescan) reads the projects it names, keeps every other as
 // stored without a request, and does not list the scope.
 func TestScanOfOnlyReadsThePushedProjectsAlone(t *testing.T) {
-	srv := instance(t)
-	gl, st := setup(t, srv)
+	srv, gl, st := scannedInstance(t)
 	ctx := context.Background()
-	if _, err := scan.Run(ctx, gl, st, opts()); err != nil {
-		t.Fatal(err)
-	}
 	reg := "registry.example.com/"
 	// b is pushed to; a changes too, but its push is not this scan's.
 	if _, err := srv.SetFile("infra/b", "Containerfile", "FROM "+reg+"infra/ruby\n"); err != nil {
@@ -94,12 +90,8 @@ func TestScanOfOnlyListsTheScopeWhenItMust(t *testing.T) {
 		}, gone: "infra/b"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := instance(t)
-			gl, st := setup(t, srv)
+			srv, gl, st := scannedInstance(t)
 			ctx := context.Background()
-			if _, err := scan.Run(ctx, gl, st, opts()); err != nil {
-				t.Fatal(err)
-			}
 			if tt.change != nil {
 				tt.change(t, srv)
 			}
@@ -135,12 +127,8 @@ func TestScanOfOnlyListsTheScopeWhenItMust(t *testing.T) {
 type withoutProjectReader struct{ scan.GitLab }
 
 func TestScanOfOnlyListsTheScopeWithoutAProjectReader(t *testing.T) {
-	srv := instance(t)
-	gl, st := setup(t, srv)
+	srv, gl, st := scannedInstance(t)
 	ctx := context.Background()
-	if _, err := scan.Run(ctx, gl, st, opts()); err != nil {
-		t.Fatal(err)
-	}
 	before := listings(srv)
 	o := opts()
 	o.Only = []string{"infra/b"}

@@ -60,6 +60,17 @@ func setup(t *testing.T, srv *gitlabtest.Server) (*gitlab.Client, *store.Store) 
 	return gl, st
 }
 
+// scannedInstance is instance after a first scan into a new store.
+func scannedInstance(t *testing.T) (*gitlabtest.Server, *gitlab.Client, *store.Store) {
+	t.Helper()
+	srv := instance(t)
+	gl, st := setup(t, srv)
+	if _, err := scan.Run(context.Background(), gl, st, opts()); err != nil {
+		t.Fatal(err)
+	}
+	return srv, gl, st
+}
+
 func opts() scan.Options {
 	return scan.Options{Scope: gitlab.Scope{Groups: []string{"infra", "apps"}}, InstanceHost: "gitlab.example.com"}
 }
@@ -264,12 +275,8 @@ func TestScanFailsClearlyOnBadToken(t *testing.T) {
 }
 
 func TestScanKeepsFilesWhenReadFails(t *testing.T) {
-	srv := instance(t)
-	gl, st := setup(t, srv)
+	srv, gl, st := scannedInstance(t)
 	ctx := context.Background()
-	if _, err := scan.Run(ctx, gl, st, opts()); err != nil {
-		t.Fatal(err)
-	}
 	before, _ := st.Project(ctx, "infra/ruby")
 	// A push, then every tree listing fails: the project keeps its old
 	// files, and no version, so the next scan reads it again.
@@ -301,12 +308,8 @@ func TestScanKeepsFilesWhenReadFails(t *testing.T) {
 // which is what its image is verified against; a builder stage's or a
 // COPY --from image is not among them.
 func TestScanRecordsTheBuiltStagesBases(t *testing.T) {
-	srv := instance(t)
-	gl, st := setup(t, srv)
+	_, _, st := scannedInstance(t)
 	ctx := context.Background()
-	if _, err := scan.Run(ctx, gl, st, opts()); err != nil {
-		t.Fatal(err)
-	}
 	reg := "registry.example.com/"
 	for _, tt := range []struct {
 		project string
