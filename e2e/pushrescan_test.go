@@ -17,6 +17,8 @@ func TestPushRescansThePushedProjectAlone(t *testing.T) {
 	const tool = scopeGroup + "/tool"
 	w := startDaemon(t, newGitLab(t, append(linear(), proj{path: tool})...), daemonConfig{})
 	listings := w.srv.Requests("GET /groups/:id/projects")
+	const scanTook = "depsd_last_scan_duration_seconds"
+	fullScan := w.metric(scanTook)
 
 	if _, err := w.srv.SetFile(tool, "Containerfile", proj{path: tool, from: []string{ruby}}.containerfile()); err != nil {
 		t.Fatal(err)
@@ -24,6 +26,9 @@ func TestPushRescansThePushedProjectAlone(t *testing.T) {
 	w.waitUntil("tool downstream of ruby", stepTimeout, func() bool { return slices.Contains(w.downstream(ruby), tool) })
 	if n := w.srv.Requests("GET /groups/:id/projects") - listings; n != 0 {
 		t.Errorf("the push's rescan listed the scope (%d requests), want the pushed project read alone\n%s", n, w.dump())
+	}
+	if got := w.metric(scanTook); got != fullScan || got == 0 {
+		t.Errorf("%s = %v after the push's rescan, want the start-up scan's %v (the scan metrics are of the whole scope)", scanTook, got, fullScan)
 	}
 
 	w.runPipeline(base)

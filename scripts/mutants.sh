@@ -1633,6 +1633,12 @@ mutant "a push's rescan lists the whole scope" \
 	'	opts.Only = nil' \
 	-- go test -count=1 -run 'TestPushRescansThePushedProjectAlone' ./e2e/
 
+mutant "a push's rescan is reported as a scan of the whole scope (the scan metrics)" \
+	daemon/daemon.go \
+	'	if res.Targeted == 0 {' \
+	'	if true || res.Targeted == 0 {' \
+	-- go test -count=1 -run 'TestPushRescansThePushedProjectAlone' ./e2e/
+
 mutant "a scan of pushed projects reads the other projects again when the listing cannot vouch for them" \
 	scan/scan.go \
 	'(kept[lp.ID] || kept == nil && gl.Unchanged(lp, known[lp.ID]))' \
