@@ -41,6 +41,15 @@ type chainCache struct {
 
 	projectsGen int64                    // generation of projects; 0: none
 	projects    map[string]projectLookup // by path, found or not
+
+	// versions are the active chains' ids and versions and the next free
+	// chain id as a committed transaction read them, at the chains
+	// generation chainsGen (0: none): on SQLite, a transaction that finds
+	// the generation unchanged takes them instead of reading them again
+	// (activeVersions), since every transaction that writes a chain
+	// moves the generation on (SaveChain).
+	chainsGen int64
+	versions  []versionRow
 }
 
 // projectLookup is a project as found by path (ok false: none has it).
@@ -96,6 +105,28 @@ func (cc *chainCache) clear() {
 	defer cc.mu.Unlock()
 	clear(cc.m)
 	cc.projectsGen, cc.projects = 0, nil
+	cc.chainsGen, cc.versions = 0, nil
+}
+
+// keepVersions keeps rows, the active chains' versions and the next free
+// id as read at chains generation gen in a transaction that committed.
+func (cc *chainCache) keepVersions(gen int64, rows []versionRow) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if gen >= cc.chainsGen {
+		cc.chainsGen, cc.versions = gen, rows
+	}
+}
+
+// versionsAt returns the versions kept, if they were read at chains
+// generation gen.
+func (cc *chainCache) versionsAt(gen int64) ([]versionRow, bool) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if gen == 0 || gen != cc.chainsGen {
+		return nil, false
+	}
+	return cc.versions, true
 }
 
 // take removes the chain id from the cache and returns it if it is cached
@@ -138,14 +169,18 @@ func (cc *chainCache) commit(active map[int64]bool, fresh map[int64]cachedChain)
 }
 
 // activeVersionsQuery lists the active chains' ids and versions, with the
-// projects' generation and the next free chain id: one round trip, or
-// none when it comes with the BEGIN (readAhead). It has no parameters, so
-// that it can go in the BEGIN's simple query.
+// projects' and chains' generations and the next free chain id: one round
+// trip, or none when it comes with the BEGIN (readAhead). It has no
+// parameters, so that it can go in the BEGIN's simple query.
 var activeVersionsQuery = `SELECT 'chain', id, version FROM chains WHERE state IN ('` +
 	string(chain.Running) + `', '` + string(chain.Blocked) + `')
-		UNION ALL SELECT 'projects', 0, n FROM generations WHERE name = 'projects'
+		UNION ALL SELECT name, 0, n FROM generations WHERE name IN ('projects', 'chains')
 		UNION ALL SELECT 'next id', 0, COALESCE(MAX(id), 0) + 1 FROM chains
 		ORDER BY 1, 2`
+
+// generationsQuery reads the generations activeVersionsQuery does, alone:
+// while the chains' stays, the rest of its answer does too.
+const generationsQuery = `SELECT name, 0, n FROM generations WHERE name IN ('projects', 'chains')`
 
 // versionRow is a row of activeVersionsQuery.
 type versionRow struct {
@@ -154,11 +189,39 @@ type versionRow struct {
 }
 
 // activeVersions runs activeVersionsQuery, or takes its rows read ahead.
+// On SQLite, where the query is a statement of its own (PostgreSQL sends
+// it with the BEGIN), it reads the generations first and takes the rest
+// as this process last read it while the chains' generation stays: most
+// transactions of a busy instance (webhooks settled as they are recorded)
+// write no chain.
 func (t chainTx) activeVersions(ctx context.Context) ([]versionRow, error) {
 	if versions, ok := t.cc.versions.take(); ok {
 		return versions, nil
 	}
-	rows, err := t.tx.QueryContext(ctx, activeVersionsQuery)
+	if t.tx.pipe == nil {
+		gens, err := t.queryVersions(ctx, generationsQuery)
+		if err != nil {
+			return nil, err
+		}
+		if kept, ok := t.cc.cache.versionsAt(generation(gens, "chains")); ok {
+			return append(slices.Clip(kept), gens...), nil
+		}
+	}
+	versions, err := t.queryVersions(ctx, activeVersionsQuery)
+	if err != nil {
+		return nil, err
+	}
+	if !t.cc.chainsWritten {
+		// What the store held when this transaction began, kept for
+		// the next ones once it commits (UpdateChains).
+		t.cc.versionsRead = versions
+	}
+	return versions, nil
+}
+
+// queryVersions runs activeVersionsQuery or generationsQuery.
+func (t chainTx) queryVersions(ctx context.Context, query string) ([]versionRow, error) {
+	rows, err := t.tx.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("read active chains: %w", err)
 	}
@@ -168,6 +231,26 @@ func (t chainTx) activeVersions(ctx context.Context) ([]versionRow, error) {
 		return nil, fmt.Errorf("read active chains: %w", err)
 	}
 	return versions, nil
+}
+
+// generation is the generation name among rows of activeVersionsQuery,
+// 0 if it is not there.
+func generation(rows []versionRow, name string) int64 {
+	for _, r := range rows {
+		if r.kind == name {
+			return r.version
+		}
+	}
+	return 0
+}
+
+// keptVersions are the rows of versions a transaction may take instead of
+// activeVersionsQuery's while the chains' generation stays: all but the
+// generations, which it reads.
+func keptVersions(versions []versionRow) []versionRow {
+	return slices.DeleteFunc(slices.Clone(versions), func(r versionRow) bool {
+		return r.kind == "projects" || r.kind == "chains"
+	})
 }
 
 // scanVersions reads activeVersionsQuery's rows.
@@ -210,6 +293,7 @@ func (t chainTx) cachedActiveChains(ctx context.Context) ([]*chain.Chain, error)
 		switch r.kind {
 		case "projects":
 			t.cc.projectsGen = r.version
+		case "chains":
 		case "next id":
 			t.cc.learnNextID(r.version)
 		default:
@@ -282,6 +366,11 @@ type txCache struct {
 	// projectsGen is the store's projects generation as this transaction
 	// read it (0: not read): the write lock keeps it so until the end.
 	projectsGen int64
+	// chainsWritten: a chain was saved, and the chains generation moved
+	// on (SaveChain). versionsRead is activeVersionsQuery's answer read
+	// before that, for the cache once the transaction commits.
+	chainsWritten bool
+	versionsRead  []versionRow
 	// versions is activeVersionsQuery read with the BEGIN (PostgreSQL),
 	// for the first ActiveChains.
 	versions *readAhead

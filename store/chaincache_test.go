@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"gitlab.com/depsd/depsd/chain"
@@ -100,5 +101,79 @@ func testChainCacheFollowsOtherWriters(t *testing.T, b backend) {
 	}
 	if view.Members[0].State != chain.MemberBlocked || view.Members[1].State != chain.MemberRunning {
 		t.Errorf("stored members %s, %s", view.Members[0].State, view.Members[1].State)
+	}
+}
+
+func TestVersionsReadAfterAWriteAreNotKept(t *testing.T) {
+	forEachBackend(t, testVersionsReadAfterAWriteAreNotKept)
+}
+
+// testVersionsReadAfterAWriteAreNotKept: a transaction that reads the
+// active chains again after saving one, then saves it again, commits a
+// version its second read did not see; the next transactions, in this
+// process and in another, must not take that read for the store's.
+func testVersionsReadAfterAWriteAreNotKept(t *testing.T, b backend) {
+	a, dsn := b.openTemp(t)
+	other, err := Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := t.Context()
+	c := &chain.Chain{ID: 1, Mode: chain.Full, State: chain.Running, Roots: []string{"g/base"}, StartedAt: t0, UpdatedAt: t0,
+		Members: []*chain.Member{{Project: "g/base", ProjectID: 1, State: chain.Pending, ActionID: "a-1"}}}
+	if err := a.UpdateChains(ctx, func(tx chain.Tx) error { return tx.SaveChain(ctx, c) }); err != nil {
+		t.Fatal(err)
+	}
+	// why sets the only member's why in s's next transaction (saved
+	// twice there, with a read of the active chains in between, when
+	// twice), and returns the why other then reads.
+	why := func(s *Store, w string, twice bool) string {
+		err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+			for i := range 2 {
+				cs, err := tx.ActiveChains(ctx)
+				if err != nil {
+					return err
+				}
+				cs[0].Members[0].Why = fmt.Sprintf("%s %d", w, i)
+				if err := tx.SaveChain(ctx, cs[0]); err != nil || !twice {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = other.UpdateChains(ctx, func(tx chain.Tx) error {
+			cs, err := tx.ActiveChains(ctx)
+			if err == nil {
+				got = cs[0].Members[0].Why
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, step := range []struct {
+		s     *Store
+		w     string
+		twice bool
+	}{{a, "first", true}, {other, "second", false}, {a, "third", false}, {a, "fourth", true}, {a, "fifth", false}} {
+		want := step.w + " 0"
+		if step.twice {
+			want = step.w + " 1"
+		}
+		if got := why(step.s, step.w, step.twice); got != want {
+			t.Errorf("after %s: the other store reads %q, want %q", step.w, got, want)
+		}
+	}
+	for _, s := range []*Store{a, other} {
+		if err := s.CheckChainCache(ctx); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -85,6 +85,9 @@ func (s *Store) UpdateChains(ctx context.Context, fn func(chain.Tx) error) error
 	}
 	if err == nil {
 		s.chains.commit(cc.active, cc.fresh)
+		if cc.versionsRead != nil {
+			s.chains.keepVersions(generation(cc.versionsRead, "chains"), keptVersions(cc.versionsRead))
+		}
 	}
 	return err
 }
@@ -429,6 +432,9 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 	if err != nil {
 		return fmt.Errorf("write chain %d: %w", c.ID, err)
 	}
+	if err := t.chainsChanged(ctx); err != nil {
+		return fmt.Errorf("write chain %d: %w", c.ID, err)
+	}
 	// Version 1: the row was just inserted, so the chain has no reasons
 	// or members stored yet to replace.
 	fresh := version == 1
@@ -445,6 +451,19 @@ func (t chainTx) SaveChain(ctx context.Context, c *chain.Chain) error {
 		t.cc.fresh[c.ID] = stored(c, version)
 	}
 	return nil
+}
+
+// chainsChanged moves the chains generation on, once a transaction: the
+// active chains' versions every process keeps (chaincache.go) are read
+// again.
+func (t chainTx) chainsChanged(ctx context.Context) error {
+	if t.cc != nil {
+		if t.cc.chainsWritten {
+			return nil
+		}
+		t.cc.chainsWritten = true
+	}
+	return t.tx.execLater(ctx, `UPDATE generations SET n = n + 1 WHERE name = 'chains'`)
 }
 
 // saveReasons writes the reasons of c. A chain gains reasons (merges, a

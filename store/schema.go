@@ -248,5 +248,16 @@ func migrations() []migration {
 		chainStatusMigration(),
 		pinsMigration(),
 		premergeMigration(),
+		{
+			version: 23,
+			name:    "chains generation",
+			stmts: []string{
+				// Counts the transactions that wrote chains (SaveChain):
+				// while it stays, the active chains' ids and versions a
+				// process read stay true, and SQLite's engine skips
+				// reading them again (chaincache.go).
+				`INSERT INTO generations (name, n) VALUES ('chains', 1)`,
+			},
+		},
 	}
 }
