@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -45,7 +46,8 @@ func (s *Store) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplica
 	err = s.write(withUrgentWrites(ctx), func(sqlTx *sql.Tx) error {
 		// A webhook's request context ends when GitLab hangs up; once
 		// the transaction has begun, its statements run to the end.
-		return rec.insertSQLite(context.WithoutCancel(ctx), cachedTx{Tx: sqlTx, cache: s.stmts})
+		_, err := rec.insertSQLite(context.WithoutCancel(ctx), cachedTx{Tx: sqlTx, cache: s.stmts})
+		return err
 	})
 	if err != nil {
 		return nil, rec.wrap(err)
@@ -72,15 +74,20 @@ func (t chainTx) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplic
 	if err := t.flushMarks(ctx); err != nil {
 		return nil, err
 	}
+	readAhead := t.cc != nil && len(t.cc.events) == 0 && !t.cc.eventsDrained
 	switch {
-	case t.tx.pipe != nil && t.cc != nil && len(t.cc.events) == 0 && !t.cc.eventsDrained:
+	case t.tx.pipe != nil && readAhead:
 		// PostgreSQL, where the events are read by the same round trip
 		// (NextEvent answers from them).
 		t.cc.events, t.cc.eventsDrained, err = rec.insertPostgresReadingAhead(ctx, t.tx, eventPrefetch)
 	case t.tx.pipe != nil:
 		err = rec.insertPostgres(ctx, t.tx)
+	case readAhead:
+		// SQLite: the older events are read first, and the ones
+		// recorded here are known without reading them back.
+		t.cc.events, t.cc.eventsDrained, err = rec.insertSQLiteReadingAhead(ctx, t, eventPrefetch)
 	default:
-		err = rec.insertSQLite(ctx, t.tx)
+		_, err = rec.insertSQLite(ctx, t.tx)
 	}
 	if err != nil {
 		return nil, rec.wrap(err)
@@ -92,16 +99,19 @@ func (t chainTx) RecordEvents(ctx context.Context, evs []chain.NewEvent) (duplic
 // replaced by a random one) and payloads, and each event's duplicate flag
 // once written.
 type recording struct {
-	evs       []chain.NewEvent
-	keys      []string
-	payloads  []string
+	evs      []chain.NewEvent
+	keys     []string
+	payloads []string
+	// now is received_at as written, at as read back.
 	now       any
+	at        time.Time
 	duplicate []bool
 }
 
 func newRecording(evs []chain.NewEvent) (recording, error) {
+	at := time.Now().UTC().Round(0) // no monotonic reading: as read back
 	r := recording{evs: evs, keys: make([]string, len(evs)), payloads: make([]string, len(evs)),
-		now: encodeTime(time.Now()), duplicate: make([]bool, len(evs))}
+		now: encodeTime(at), at: at, duplicate: make([]bool, len(evs))}
 	for i, ne := range evs {
 		r.keys[i] = ne.Key
 		if r.keys[i] == "" {
@@ -124,22 +134,63 @@ func (r recording) wrap(err error) error {
 
 // insertSQLite writes the batch in tx, which holds the write lock: one
 // cached statement per event, the next seq, and nothing written if the key
-// is kept already (from an earlier batch or this one).
-func (r recording) insertSQLite(ctx context.Context, tx cachedTx) error {
+// is kept already (from an earlier batch or this one). It returns the
+// events written, as NextEvent would read them.
+func (r recording) insertSQLite(ctx context.Context, tx cachedTx) ([]chain.StoredEvent, error) {
+	var written []chain.StoredEvent
 	for i := range r.evs {
-		res, err := tx.ExecContext(ctx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
+		var seq int64
+		err := tx.QueryRowContext(ctx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
 			VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM events), $1, $2, $3, $4, '')
-			ON CONFLICT (key) DO NOTHING`, r.keys[i], r.evs[i].Event.Kind(), r.payloads[i], r.now)
-		if err != nil {
-			return err
+			ON CONFLICT (key) DO NOTHING RETURNING seq`, r.keys[i], r.evs[i].Event.Kind(), r.payloads[i], r.now).Scan(&seq)
+		r.duplicate[i] = errIsNotFound(err)
+		if err != nil && !r.duplicate[i] {
+			return nil, err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
+		if !r.duplicate[i] {
+			written = append(written, chain.StoredEvent{Seq: seq, Key: r.keys[i], Event: asRead(r.evs[i].Event), ReceivedAt: r.at})
 		}
-		r.duplicate[i] = n == 0
 	}
-	return nil
+	return written, nil
+}
+
+// asRead is ev as read back from its payload, as far as the engine can
+// tell: its own copy, its times without a monotonic clock reading.
+func asRead(ev chain.Event) chain.Event {
+	if p := ev.Pipeline; p != nil {
+		c := *p
+		c.At = c.At.Round(0)
+		c.Variables = maps.Clone(c.Variables)
+		if c.MergeRequest != nil {
+			mr := *c.MergeRequest
+			c.MergeRequest = &mr
+		}
+		ev.Pipeline = &c
+	}
+	if p := ev.Push; p != nil {
+		c := *p
+		c.At = c.At.Round(0)
+		c.Changed = slices.Clone(c.Changed)
+		ev.Push = &c
+	}
+	return ev
+}
+
+// insertSQLiteReadingAhead is insertSQLite in a write transaction that
+// will apply the events (Recorder, applyNow): it first reads the
+// unprocessed events recorded before (up to n), and returns them followed
+// by those it wrote, which it need not read back, and whether the older
+// ones were all read.
+func (r recording) insertSQLiteReadingAhead(ctx context.Context, t chainTx, n int) (ahead []chain.StoredEvent, drained bool, err error) {
+	older, err := t.readEvents(ctx, n)
+	if err != nil {
+		return nil, false, err
+	}
+	written, err := r.insertSQLite(ctx, t.tx)
+	if err != nil || len(older) == n {
+		return older, false, err
+	}
+	return append(older, written...), true, nil
 }
 
 // querier is what insertPostgres runs its statement on: the pool, or a
@@ -239,8 +290,8 @@ func (r recording) insertPostgresReadingAhead(ctx context.Context, q querier, n 
 // insertReadingAheadPostgres is insertPostgresReadingAhead's statement.
 // Its snapshot does not hold its own inserts: the second part reads the
 // older events only.
-const insertReadingAheadPostgres = `WITH ins AS (` + insertEventsPostgres + ` RETURNING seq, key, payload, received_at)
-		SELECT seq, key, payload, received_at, true FROM ins
+const insertReadingAheadPostgres = `WITH ins AS (` + insertEventsPostgres + ` RETURNING seq, key, received_at)
+		SELECT seq, key, NULL, received_at, true FROM ins
 		UNION ALL (SELECT seq, key, payload, received_at, false FROM events WHERE processed_at IS NULL ORDER BY seq LIMIT $5)`
 
 // readAhead reads insertReadingAheadPostgres's rows: the events to apply,
@@ -251,7 +302,9 @@ func (r recording) readAhead(rows rowScanner, first map[string]int, n int) (ahea
 	inserted := make(map[string]bool, len(first))
 	err = scanEvents(rows, 5, func(se chain.StoredEvent, isMine bool) {
 		if isMine {
+			// Its payload is not sent back: the event is the one given.
 			inserted[se.Key] = true
+			se.Event = asRead(r.evs[first[se.Key]].Event)
 			mine = append(mine, se)
 		} else {
 			older = append(older, se)
@@ -330,18 +383,18 @@ func (t chainTx) readEvents(ctx context.Context, n int) ([]chain.StoredEvent, er
 }
 
 // scanEvents reads rows of (seq, key, payload, received_at), and an extra
-// boolean column when cols is five, into each's call.
+// boolean column when cols is five, into each's call. A NULL payload is
+// left for the caller to fill.
 func scanEvents(rows rowScanner, cols int, each func(se chain.StoredEvent, flag bool)) error {
 	for rows.Next() {
 		var se chain.StoredEvent
-		var payload string
-		var received sql.NullString
+		var payload, received sql.NullString
 		var flag bool
 		dest := []any{&se.Seq, &se.Key, &payload, &received, &flag}
 		if err := rows.Scan(dest[:cols]...); err != nil {
 			return fmt.Errorf("read next events: %w", err)
 		}
-		if err := json.Unmarshal([]byte(payload), &se.Event); err != nil {
+		if payload.Valid && json.Unmarshal([]byte(payload.String), &se.Event) != nil {
 			// A payload this depsd cannot read is returned empty: the
 			// engine marks it processed instead of stalling the inbox
 			// behind it.

@@ -1,0 +1,117 @@
+package store
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"gitlab.com/depsd/depsd/chain"
+)
+
+func TestEventsRecordedInATransactionAreAppliedAsStored(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		// One older event, and more than one read of the inbox takes.
+		for _, n := range []int{1, eventPrefetch + 1} {
+			t.Run(fmt.Sprint(n, " older"), func(t *testing.T) { testEventsRecordedInATransactionAreAppliedAsStored(t, b, n) })
+		}
+	})
+}
+
+// testEventsRecordedInATransactionAreAppliedAsStored: the events a write
+// transaction records and then applies (the Recorder's way) come to the
+// engine after the n older unprocessed ones, in order, each as a later
+// read of the inbox returns it, the duplicates left out.
+func testEventsRecordedInATransactionAreAppliedAsStored(t *testing.T, b backend, n int) {
+	s, _ := b.openTemp(t)
+	ctx := t.Context()
+	at := time.Now().In(time.FixedZone("CEST", 2*3600)) // with a monotonic clock reading
+	older := chain.Event{Push: &chain.PushEvent{ProjectID: 1, Project: "g/base", Ref: "main", After: "abc", At: at}}
+	for i := n - 1; i > 0; i-- {
+		if _, err := s.RecordEvent(ctx, fmt.Sprint("older ", i), older); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.RecordEvent(ctx, "older", older); err != nil {
+		t.Fatal(err)
+	}
+	evs := []chain.NewEvent{
+		{Key: "p1", Event: chain.Event{Pipeline: &chain.PipelineEvent{ProjectID: 2, Project: "g/app", PipelineID: 7,
+			Status: "running", Ref: "main", SHA: "def", Source: "push", At: at, Variables: map[string]string{},
+			MergeRequest: &chain.MergeRequestRef{IID: 3, Title: "t"}}}},
+		{Key: "older", Event: older},
+		{Key: "p2", Event: chain.Event{Pipeline: &chain.PipelineEvent{ProjectID: 2, Project: "g/app", PipelineID: 8,
+			Status: "success", Ref: "main", At: at, Variables: map[string]string{chain.VarActionID: "a-1"}}}},
+		{Key: "p1", Event: chain.Event{Pipeline: &chain.PipelineEvent{ProjectID: 2, PipelineID: 9}}},
+		{Key: "push", Event: chain.Event{Push: &chain.PushEvent{ProjectID: 2, Project: "g/app", Changed: []string{}, At: at}}},
+	}
+	var applied []chain.StoredEvent
+	var dups []bool
+	err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+		var err error
+		if dups, err = tx.RecordEvents(ctx, evs); err != nil {
+			return err
+		}
+		for {
+			se, ok, err := tx.NextEvent(ctx)
+			if err != nil || !ok {
+				return err
+			}
+			applied = append(applied, se)
+			if err := tx.MarkEvent(ctx, se.Seq, at, "done"); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{false, true, false, true, false}; !reflect.DeepEqual(dups, want) {
+		t.Errorf("duplicates %v, want %v", dups, want)
+	}
+	var stored []chain.StoredEvent
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT seq, key, payload, received_at FROM events ORDER BY seq`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return scanEvents(rows, 4, func(se chain.StoredEvent, _ bool) { stored = append(stored, se) })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != n+3 || len(stored) != n+3 {
+		t.Fatalf("applied %d events, stored %d; want %d of each", len(applied), len(stored), n+3)
+	}
+	for i := range stored {
+		got, want := applied[i], stored[i]
+		gotJSON, _ := json.Marshal(got.Event)
+		wantJSON, _ := json.Marshal(want.Event)
+		if got.Seq != want.Seq || got.Key != want.Key || !got.ReceivedAt.Equal(want.ReceivedAt) || string(gotJSON) != string(wantJSON) {
+			t.Errorf("event %d applied as\n%d %s %v %s\nstored as\n%d %s %v %s", i, got.Seq, got.Key, got.ReceivedAt, gotJSON,
+				want.Seq, want.Key, want.ReceivedAt, wantJSON)
+		}
+		if !reflect.DeepEqual(normalTimes(got), normalTimes(want)) {
+			t.Errorf("event %d applied as %+v, stored as %+v", i, got, want)
+		}
+	}
+	if keys := []string{stored[n-1].Key, stored[n].Key, stored[n+1].Key, stored[n+2].Key}; !reflect.DeepEqual(keys, []string{"older", "p1", "p2", "push"}) {
+		t.Errorf("stored in the order %v", keys)
+	}
+}
+
+// normalTimes is se with its event's times in UTC, so that DeepEqual
+// compares them as instants (a zone's name does not survive the JSON).
+func normalTimes(se chain.StoredEvent) chain.StoredEvent {
+	se.Event = asRead(se.Event)
+	if p := se.Event.Pipeline; p != nil {
+		p.At = p.At.UTC()
+	}
+	if p := se.Event.Push; p != nil {
+		p.At = p.At.UTC()
+	}
+	return se
+}
