@@ -352,11 +352,11 @@ type txCache struct {
 	fresh map[int64]cachedChain
 	// events are the unprocessed events NextEvent read ahead, oldest
 	// first, less those marked since.
-	events []chain.StoredEvent
+	events []aheadEvent
 	// eventsDrained: the last read of events found fewer than it asked for.
 	eventsDrained bool
 	// marks are the events marked processed, not yet written (MarkEvent).
-	marks []eventMarks
+	marks []eventMark
 	// newFrom is the lowest chain id free when the transaction first
 	// learned it (0: not yet): a chain at or above it is one this
 	// transaction created. nextID is the id NewChainID hands out next.

@@ -136,8 +136,8 @@ func (r recording) wrap(err error) error {
 // cached statement per event, the next seq, and nothing written if the key
 // is kept already (from an earlier batch or this one). It returns the
 // events written, as NextEvent would read them.
-func (r recording) insertSQLite(ctx context.Context, tx cachedTx) ([]chain.StoredEvent, error) {
-	var written []chain.StoredEvent
+func (r recording) insertSQLite(ctx context.Context, tx cachedTx) ([]aheadEvent, error) {
+	var written []aheadEvent
 	for i := range r.evs {
 		var seq int64
 		err := tx.QueryRowContext(ctx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
@@ -148,7 +148,7 @@ func (r recording) insertSQLite(ctx context.Context, tx cachedTx) ([]chain.Store
 			return nil, err
 		}
 		if !r.duplicate[i] {
-			written = append(written, chain.StoredEvent{Seq: seq, Key: r.keys[i], Event: asRead(r.evs[i].Event), ReceivedAt: r.at})
+			written = append(written, aheadEvent{se: chain.StoredEvent{Seq: seq, Key: r.keys[i], Event: asRead(r.evs[i].Event), ReceivedAt: r.at}})
 		}
 	}
 	return written, nil
@@ -181,7 +181,7 @@ func asRead(ev chain.Event) chain.Event {
 // unprocessed events recorded before (up to n), and returns them followed
 // by those it wrote, which it need not read back, and whether the older
 // ones were all read.
-func (r recording) insertSQLiteReadingAhead(ctx context.Context, t chainTx, n int) (ahead []chain.StoredEvent, drained bool, err error) {
+func (r recording) insertSQLiteReadingAhead(ctx context.Context, t chainTx, n int) (ahead []aheadEvent, drained bool, err error) {
 	older, err := t.readEvents(ctx, n)
 	if err != nil {
 		return nil, false, err
@@ -277,7 +277,7 @@ func (r recording) markDuplicates(first map[string]int, inserted map[string]bool
 // also reads the unprocessed events recorded before (up to n), so that
 // the inserted ones and those come back in one round trip, in seq order.
 // It returns them, and whether the older ones were all read.
-func (r recording) insertPostgresReadingAhead(ctx context.Context, q querier, n int) (ahead []chain.StoredEvent, drained bool, err error) {
+func (r recording) insertPostgresReadingAhead(ctx context.Context, q querier, n int) (ahead []aheadEvent, drained bool, err error) {
 	first, rowKeys, kinds, rowPayloads := r.rows()
 	rows, err := q.QueryContext(ctx, insertReadingAheadPostgres, rowKeys, kinds, rowPayloads, r.now, n)
 	if err != nil {
@@ -297,17 +297,17 @@ const insertReadingAheadPostgres = `WITH ins AS (` + insertEventsPostgres + ` RE
 // readAhead reads insertReadingAheadPostgres's rows: the events to apply,
 // in order, and whether the older ones were all read (n or more: the
 // inserted ones come after them, in a later read).
-func (r recording) readAhead(rows rowScanner, first map[string]int, n int) (ahead []chain.StoredEvent, drained bool, err error) {
-	var older, mine []chain.StoredEvent
+func (r recording) readAhead(rows rowScanner, first map[string]int, n int) (ahead []aheadEvent, drained bool, err error) {
+	var older, mine []aheadEvent
 	inserted := make(map[string]bool, len(first))
-	err = scanEvents(rows, 5, func(se chain.StoredEvent, isMine bool) {
+	err = scanEvents(rows, 5, func(a aheadEvent, isMine bool) {
 		if isMine {
 			// Its payload is not sent back: the event is the one given.
-			inserted[se.Key] = true
-			se.Event = asRead(r.evs[first[se.Key]].Event)
-			mine = append(mine, se)
+			inserted[a.se.Key] = true
+			a.se.Event = asRead(r.evs[first[a.se.Key]].Event)
+			mine = append(mine, a)
 		} else {
-			older = append(older, se)
+			older = append(older, a)
 		}
 	})
 	if err != nil {
@@ -317,16 +317,17 @@ func (r recording) readAhead(rows rowScanner, first map[string]int, n int) (ahea
 	if len(older) == n {
 		return older, false, nil
 	}
-	slices.SortFunc(mine, func(a, b chain.StoredEvent) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(mine, func(a, b aheadEvent) int { return cmp.Compare(a.se.Seq, b.se.Seq) })
 	return append(older, mine...), true, nil
 }
 
 // eventPrefetch is how many unprocessed events NextEvent reads at once in
-// a write transaction: the inbox applies several events per transaction,
-// and on PostgreSQL each read is a round trip (and a walk over the index
-// entries of events processed since the last vacuum), all under the write
-// lock.
-const eventPrefetch = 16
+// a write transaction: as many as the inbox applies in one
+// (chain.maxInboxBatch), since on PostgreSQL each read is a round trip
+// (and a walk over the index entries of events processed since the last
+// vacuum), all under the write lock, and the marks kept are written before
+// it. Their payloads are decoded as the engine takes them.
+const eventPrefetch = 64
 
 // NextEvent returns the oldest unprocessed event. In a write transaction
 // it reads the next few at once and answers from them until MarkEvent has
@@ -341,7 +342,7 @@ func (t chainTx) NextEvent(ctx context.Context) (chain.StoredEvent, bool, error)
 		if err != nil || len(evs) == 0 {
 			return chain.StoredEvent{}, false, err
 		}
-		return evs[0], true, nil
+		return evs[0].decoded(), true, nil
 	}
 	if len(t.cc.events) == 0 {
 		if t.cc.eventsDrained {
@@ -359,12 +360,16 @@ func (t chainTx) NextEvent(ctx context.Context) (chain.StoredEvent, bool, error)
 		// commit, on the path from a webhook to its pipelines.
 		t.cc.eventsDrained = len(evs) < eventPrefetch
 	}
-	return t.cc.events[0], true, nil
+	head := &t.cc.events[0]
+	if head.encoded {
+		head.se, head.payload, head.encoded = head.decoded(), "", false
+	}
+	return head.se, true, nil
 }
 
 // readEvents reads the oldest n unprocessed events (the marks kept
 // written first).
-func (t chainTx) readEvents(ctx context.Context, n int) ([]chain.StoredEvent, error) {
+func (t chainTx) readEvents(ctx context.Context, n int) ([]aheadEvent, error) {
 	if err := t.flushMarks(ctx); err != nil {
 		return nil, err
 	}
@@ -374,37 +379,63 @@ func (t chainTx) readEvents(ctx context.Context, n int) ([]chain.StoredEvent, er
 		return nil, fmt.Errorf("read next events: %w", err)
 	}
 	defer rows.Close()
-	var evs []chain.StoredEvent
-	err = scanEvents(rows, 4, func(se chain.StoredEvent, _ bool) { evs = append(evs, se) })
+	var evs []aheadEvent
+	err = scanEvents(rows, 4, func(a aheadEvent, _ bool) { evs = append(evs, a) })
 	if err != nil {
 		return nil, err
 	}
 	return evs, nil
 }
 
+// aheadEvent is an unprocessed event as read: its payload is decoded
+// when the engine takes it (NextEvent), so that a transaction that ends
+// before the events it read ahead (a push, a yield) decodes none of them.
+type aheadEvent struct {
+	se chain.StoredEvent
+	// payload is the event's JSON while encoded (se.Event is not
+	// filled in yet).
+	payload string
+	encoded bool
+}
+
+// decoded returns the event with its payload decoded. A payload this
+// depsd cannot read is returned empty: the engine marks it processed
+// instead of stalling the inbox behind it.
+func (a aheadEvent) decoded() chain.StoredEvent {
+	se := a.se
+	if a.encoded && json.Unmarshal([]byte(a.payload), &se.Event) != nil {
+		se.Event = chain.Event{}
+	}
+	return se
+}
+
+// decodeAll returns the events decoded.
+func decodeAll(evs []aheadEvent) []chain.StoredEvent {
+	out := make([]chain.StoredEvent, len(evs))
+	for i, a := range evs {
+		out[i] = a.decoded()
+	}
+	return out
+}
+
 // scanEvents reads rows of (seq, key, payload, received_at), and an extra
-// boolean column when cols is five, into each's call. A NULL payload is
-// left for the caller to fill.
-func scanEvents(rows rowScanner, cols int, each func(se chain.StoredEvent, flag bool)) error {
+// boolean column when cols is five, into each's call, the payloads left
+// undecoded. A NULL payload is left for the caller to fill.
+func scanEvents(rows rowScanner, cols int, each func(a aheadEvent, flag bool)) error {
 	for rows.Next() {
-		var se chain.StoredEvent
+		var a aheadEvent
 		var payload, received sql.NullString
 		var flag bool
-		dest := []any{&se.Seq, &se.Key, &payload, &received, &flag}
+		dest := []any{&a.se.Seq, &a.se.Key, &payload, &received, &flag}
 		if err := rows.Scan(dest[:cols]...); err != nil {
 			return fmt.Errorf("read next events: %w", err)
 		}
-		if payload.Valid && json.Unmarshal([]byte(payload.String), &se.Event) != nil {
-			// A payload this depsd cannot read is returned empty: the
-			// engine marks it processed instead of stalling the inbox
-			// behind it.
-			se.Event = chain.Event{}
-		}
+		a.payload, a.encoded = payload.String, payload.Valid
 		var err error
-		if se.ReceivedAt, err = decodeTime(received); err != nil {
-			return fmt.Errorf("event %d: %w", se.Seq, err)
+		if a.se.ReceivedAt, err = decodeTime(received); err != nil {
+			return fmt.Errorf("event %d: %w", a.se.Seq, err)
 		}
-		each(se, flag)
+		each(a, flag)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read next events: %w", err)
@@ -414,9 +445,9 @@ func scanEvents(rows rowScanner, cols int, each func(se chain.StoredEvent, flag 
 
 // MarkEvent records that an event was processed, unless it already was.
 // In a write transaction the marks are kept until the events are read
-// again, or the transaction ends, and then written a statement for every
-// run of marks with the same time and result (flushMarks): the inbox
-// marks dozens of events a transaction, most of them settled alike.
+// again, or the transaction ends, and then written by one statement
+// (flushMarks): the inbox marks dozens of events a transaction, each at
+// its own time.
 func (t chainTx) MarkEvent(ctx context.Context, seq int64, at time.Time, result string) error {
 	if t.cc == nil {
 		err := t.tx.execLater(ctx, `UPDATE events SET processed_at = $1, result = $2
@@ -426,52 +457,87 @@ func (t chainTx) MarkEvent(ctx context.Context, seq int64, at time.Time, result 
 		}
 		return nil
 	}
-	t.cc.events = slices.DeleteFunc(t.cc.events, func(se chain.StoredEvent) bool { return se.Seq == seq })
-	m := &t.cc.marks
-	if n := len(*m); n > 0 && (*m)[n-1].at.Equal(at) && (*m)[n-1].result == result && len((*m)[n-1].seqs) < maxMarkBatch {
-		(*m)[n-1].seqs = append((*m)[n-1].seqs, seq)
-		return nil
+	t.cc.events = slices.DeleteFunc(t.cc.events, func(a aheadEvent) bool { return a.se.Seq == seq })
+	if at.IsZero() {
+		at = time.Now() // a mark marks
 	}
-	*m = append(*m, eventMarks{at: at, result: result, seqs: []int64{seq}})
+	t.cc.marks = append(t.cc.marks, eventMark{seq: seq, at: encodeTime(at).(string), result: result})
 	return nil
 }
 
-// maxMarkBatch bounds the events one statement of flushMarks marks.
-const maxMarkBatch = 64
-
-// eventMarks are events marked processed at the same time with the same
-// result, not yet written.
-type eventMarks struct {
-	at     time.Time
-	result string
-	seqs   []int64
+// eventMark is an event marked processed, not yet written.
+type eventMark struct {
+	seq        int64
+	at, result string
 }
 
-// flushMarks writes the marks MarkEvent kept: one statement for each run
-// of marks alike (on PostgreSQL, queued with the transaction's other
-// statements whose results nothing reads).
+// Statements of flushMarks: one for all the marks kept, given as arrays
+// on PostgreSQL (queued with the transaction's other statements whose
+// results nothing reads), as one JSON array of [seq, at, result] on
+// SQLite.
+const (
+	markEventsPostgres = `UPDATE events SET processed_at = m.at, result = m.result
+		FROM unnest($1::bigint[], $2::text[], $3::text[]) AS m(seq, at, result)
+		WHERE events.seq = m.seq AND events.processed_at IS NULL`
+	markEventsSQLite = `UPDATE events SET processed_at = m.value ->> 1, result = m.value ->> 2
+		FROM json_each($1) AS m
+		WHERE events.seq = m.value ->> 0 AND events.processed_at IS NULL`
+)
+
+// markEventsAlike is the statement that marks n events alike on SQLite.
+func markEventsAlike(n int) string {
+	var q strings.Builder
+	q.WriteString(`UPDATE events SET processed_at = $1, result = $2 WHERE processed_at IS NULL AND seq IN (`)
+	for i := range n {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		fmt.Fprintf(&q, "$%d", i+3)
+	}
+	q.WriteString(")")
+	return q.String()
+}
+
+// markArgs are markEventsAlike's arguments.
+func markArgs(same eventMark, marks []eventMark) []any {
+	args := make([]any, 0, 2+len(marks))
+	args = append(args, same.at, same.result)
+	for _, m := range marks {
+		args = append(args, m.seq)
+	}
+	return args
+}
+
+// flushMarks writes the marks MarkEvent kept, in one statement.
 func (t chainTx) flushMarks(ctx context.Context) error {
 	if t.cc == nil || len(t.cc.marks) == 0 {
 		return nil
 	}
 	marks := t.cc.marks
 	t.cc.marks = nil
-	for _, m := range marks {
-		var q strings.Builder
-		q.WriteString(`UPDATE events SET processed_at = $1, result = $2 WHERE processed_at IS NULL AND seq IN (`)
-		args := make([]any, 0, 2+len(m.seqs))
-		args = append(args, encodeTime(m.at), m.result)
-		for i, seq := range m.seqs {
-			if i > 0 {
-				q.WriteString(", ")
-			}
-			fmt.Fprintf(&q, "$%d", i+3)
-			args = append(args, seq)
+	var err error
+	if t.tx.pipe != nil {
+		seqs, ats, results := make([]int64, len(marks)), make([]string, len(marks)), make([]string, len(marks))
+		for i, m := range marks {
+			seqs[i], ats[i], results[i] = m.seq, m.at, m.result
 		}
-		q.WriteString(")")
-		if err := t.tx.execLater(ctx, q.String(), args...); err != nil {
-			return fmt.Errorf("mark %d events processed (first %d): %w", len(m.seqs), m.seqs[0], err)
+		err = t.tx.execLater(ctx, markEventsPostgres, seqs, ats, results)
+	} else if same := marks[0]; !slices.ContainsFunc(marks, func(m eventMark) bool { return m.at != same.at || m.result != same.result }) {
+		// Alike (the recorder's events, settled at once): SQLite's
+		// simplest statement.
+		err = t.tx.execLater(ctx, markEventsAlike(len(marks)), markArgs(same, marks)...)
+	} else {
+		rows := make([][3]any, len(marks))
+		for i, m := range marks {
+			rows[i] = [3]any{m.seq, m.at, m.result}
 		}
+		var arg []byte
+		if arg, err = json.Marshal(rows); err == nil {
+			err = t.tx.execLater(ctx, markEventsSQLite, string(arg))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("mark %d events processed (first %d): %w", len(marks), marks[0].seq, err)
 	}
 	return nil
 }
@@ -489,7 +555,7 @@ func (t chainTx) UnprocessedPushes(ctx context.Context, limit int) ([]chain.Stor
 	}
 	defer rows.Close()
 	var evs []chain.StoredEvent
-	if err := scanEvents(rows, 4, func(se chain.StoredEvent, _ bool) { evs = append(evs, se) }); err != nil {
+	if err := scanEvents(rows, 4, func(a aheadEvent, _ bool) { evs = append(evs, a.decoded()) }); err != nil {
 		return nil, fmt.Errorf("read unprocessed pushes: %w", err)
 	}
 	return evs, nil

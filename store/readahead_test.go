@@ -3,6 +3,7 @@ package store
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -78,7 +79,7 @@ func testEventsRecordedInATransactionAreAppliedAsStored(t *testing.T, b backend,
 			return err
 		}
 		defer rows.Close()
-		return scanEvents(rows, 4, func(se chain.StoredEvent, _ bool) { stored = append(stored, se) })
+		return scanEvents(rows, 4, func(a aheadEvent, _ bool) { stored = append(stored, a.decoded()) })
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -114,4 +115,100 @@ func normalTimes(se chain.StoredEvent) chain.StoredEvent {
 		p.At = p.At.UTC()
 	}
 	return se
+}
+
+func TestMarksKeepEachEventsTimeAndResult(t *testing.T) {
+	forEachBackend(t, testMarksKeepEachEventsTimeAndResult)
+}
+
+// testMarksKeepEachEventsTimeAndResult: the marks of one transaction,
+// written together, keep each event's own time and result, alike or not;
+// an event marked before keeps its first mark, marked alike or not; an
+// event whose payload this depsd cannot read comes to the engine empty,
+// in its place.
+func testMarksKeepEachEventsTimeAndResult(t *testing.T, b backend) {
+	s, _ := b.openTemp(t)
+	ctx := t.Context()
+	for i := range 6 {
+		ev := chain.Event{Pipeline: &chain.PipelineEvent{ProjectID: 1, Project: "g/base", PipelineID: int64(i), Status: "running"}}
+		if _, err := s.RecordEvent(ctx, fmt.Sprint("k", i), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE events SET payload = '{"pipeline": 7' WHERE key = 'k4'`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) }
+	// Two transactions, of three events each: at times of their own,
+	// then at one time with results of their own.
+	results := []string{"a", "a", "d", "b", "a", "c"}
+	var took []string
+	for from := 0; from < len(results); from += 3 {
+		err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+			for i := from; i < from+3; i++ {
+				se, ok, err := tx.NextEvent(ctx)
+				if err != nil || !ok {
+					return errors.Join(err, fmt.Errorf("event %d: none", i))
+				}
+				desc := "empty"
+				if p := se.Event.Pipeline; p != nil {
+					desc = fmt.Sprint(p.PipelineID)
+				}
+				took = append(took, se.Key+" "+desc)
+				when := at(i)
+				if from > 0 {
+					when = at(from)
+				}
+				if err := tx.MarkEvent(ctx, se.Seq, when, results[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"k0 0", "k1 1", "k2 2", "k3 3", "k4 empty", "k5 5"}; !reflect.DeepEqual(took, want) {
+		t.Errorf("the engine took %v, want %v", took, want)
+	}
+	// Marked again, alike then not: their first marks stay.
+	for _, again := range [][2]string{{"again", "again"}, {"again", "again too"}} {
+		err := s.UpdateChains(ctx, func(tx chain.Tx) error {
+			return errors.Join(tx.MarkEvent(ctx, 2, at(99), again[0]), tx.MarkEvent(ctx, 3, at(99), again[1]))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var marks []string
+	if err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT key, processed_at, result FROM events ORDER BY seq`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var key, result string
+			var processed sql.NullString
+			if err := rows.Scan(&key, &processed, &result); err != nil {
+				return err
+			}
+			when, err := decodeTime(processed)
+			if err != nil {
+				return err
+			}
+			marks = append(marks, fmt.Sprintf("%s %v %s", key, when.Sub(t0), result))
+		}
+		return rows.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wantMarks := []string{"k0 0s a", "k1 1ms a", "k2 2ms d", "k3 3ms b", "k4 3ms a", "k5 3ms c"}
+	if !reflect.DeepEqual(marks, wantMarks) {
+		t.Errorf("marks\n%v\nwant\n%v", marks, wantMarks)
+	}
 }

@@ -22,7 +22,7 @@ type recordingAhead struct {
 
 	// What came back: the events to apply, and whether the older ones
 	// were all read. read: they did.
-	events  []chain.StoredEvent
+	events  []aheadEvent
 	drained bool
 	read    bool
 }
@@ -85,7 +85,7 @@ func (a *recordingAhead) take(evs []chain.NewEvent, tc *txCache) (duplicate []bo
 		return nil, false
 	}
 	tc.events, tc.eventsDrained = a.events, a.drained
-	if len(a.events) == 1 && a.events[0].Key == a.rec.keys[0] {
+	if len(a.events) == 1 && a.events[0].se.Key == a.rec.keys[0] {
 		tc.looked = &a.look
 	}
 	return slices.Clone(a.rec.duplicate), true
