@@ -1677,6 +1677,93 @@ mutant "a kept ref's stored warnings are analysed again (they pile up)" \
 	'HeadCommit: r.HeadCommit, Files: r.Files, Warnings: r.Warnings}' \
 	-- go test -count=1 -run 'TestUnchangedRefKeepsItsWarningsOnce' ./scan/
 
+# Issue 40, session 18: SQLite's transactions take the active chains'
+# versions as last read while the chains generation stays; recorded events
+# are handed over as given; a transaction's marks go in one statement.
+mutant "a chain saved without moving the chains generation on (other processes keep stale versions)" \
+	store/chains.go \
+	'	return t.tx.execLater(ctx, `UPDATE generations SET n = n + 1 WHERE name = '"'"'chains'"'"'`)' \
+	'	return nil' \
+	-- go test -count=1 -run 'TestChainCacheFollowsOtherWriters' ./store/
+
+mutant "the versions kept are taken whatever the chains generation" \
+	store/chaincache.go \
+	'	if gen == 0 || gen != cc.chainsGen {
+		return nil, false
+	}
+	return cc.versions, true' \
+	'	if cc.versions == nil {
+		return nil, false
+	}
+	return cc.versions, true' \
+	-- go test -count=1 -run 'TestChainCacheFollowsOtherWriters' ./store/
+
+mutant "versions read after a chain was saved in the transaction are kept for the next ones" \
+	store/chaincache.go \
+	'	if !t.cc.chainsWritten {' \
+	'	if true {' \
+	-- go test -count=1 -run 'TestVersionsReadAfterAWriteAreNotKept' ./store/
+
+mutant "the events recorded in a transaction come before older ones read ahead" \
+	store/events.go \
+	'	return append(older, written...), true, nil' \
+	'	return append(written, older...), true, nil' \
+	-- go test -count=1 -run 'TestEventsRecordedInATransactionAreAppliedAsStored' ./store/
+
+mutant "the events recorded in a transaction are handed over when older ones are left unread" \
+	store/events.go \
+	'	if err != nil || len(older) == n {
+		return older, false, err
+	}' \
+	'	if err != nil {
+		return older, false, err
+	}' \
+	-- go test -count=1 -run 'TestEventsRecordedInATransactionAreAppliedAsStored' ./store/
+
+mutant "a duplicate recorded in a transaction is handed over to be applied" \
+	store/events.go \
+	'		if !r.duplicate[i] {
+			written = append' \
+	'		if true {
+			written = append' \
+	-- go test -count=1 -run 'TestEventsRecordedInATransactionAreAppliedAsStored' ./store/
+
+mutant "PostgreSQL: an event recorded in a transaction is handed over as another of the batch" \
+	store/events.go \
+	'			a.se.Event = asRead(r.evs[first[a.se.Key]].Event)' \
+	'			a.se.Event = asRead(r.evs[0].Event)' \
+	-- go test -count=1 -run 'TestEventsRecordedInATransactionAreAppliedAsStored' ./store/
+
+mutant "PostgreSQL: one statement of marks overwrites an event marked before" \
+	store/events.go \
+	'		WHERE events.seq = m.seq AND events.processed_at IS NULL`' \
+	'		WHERE events.seq = m.seq`' \
+	-- go test -count=1 -run 'TestMarksKeepEachEventsTimeAndResult' ./store/
+
+mutant "SQLite: one statement of marks overwrites an event marked before" \
+	store/events.go \
+	'		WHERE events.seq = m.value ->> 0 AND events.processed_at IS NULL`' \
+	'		WHERE events.seq = m.value ->> 0`' \
+	-- go test -count=1 -run 'TestMarksKeepEachEventsTimeAndResult' ./store/
+
+mutant "marks at one time with results of their own are written alike" \
+	store/events.go \
+	'return m.at != same.at || m.result != same.result' \
+	'return m.at != same.at' \
+	-- go test -count=1 -run 'TestMarksKeepEachEventsTimeAndResult' ./store/
+
+mutant "PostgreSQL: marks written at the first mark's time" \
+	store/events.go \
+	'		seqs[i], ats[i], results[i] = m.seq, m.at, m.result' \
+	'		seqs[i], ats[i], results[i] = m.seq, marks[0].at, m.result' \
+	-- go test -count=1 -run 'TestMarksKeepEachEventsTimeAndResult' ./store/
+
+mutant "an event read ahead is handed to the engine undecoded" \
+	store/events.go \
+	'		head.se, head.payload, head.encoded = head.decoded(), "", false' \
+	'		head.payload, head.encoded = "", false' \
+	-- go test -count=1 -run 'TestMarksKeepEachEventsTimeAndResult' ./store/
+
 # issue 39: validations before the merge.
 mutant "a validation pipeline whose answer was lost is created again (not adopted)" \
 	chain/outbox.go \

@@ -409,15 +409,6 @@ func (a aheadEvent) decoded() chain.StoredEvent {
 	return se
 }
 
-// decodeAll returns the events decoded.
-func decodeAll(evs []aheadEvent) []chain.StoredEvent {
-	out := make([]chain.StoredEvent, len(evs))
-	for i, a := range evs {
-		out[i] = a.decoded()
-	}
-	return out
-}
-
 // scanEvents reads rows of (seq, key, payload, received_at), and an extra
 // boolean column when cols is five, into each's call, the payloads left
 // undecoded. A NULL payload is left for the caller to fill.
