@@ -231,7 +231,7 @@ mutant "a sender keeps its slot until its outcome is recorded" \
 
 mutant "NextEvent's read-ahead forgets the event marked, not the oldest" \
 	store/events.go \
-	't.cc.events = slices.DeleteFunc(t.cc.events, func(se chain.StoredEvent) bool { return se.Seq == seq })' \
+	't.cc.events = slices.DeleteFunc(t.cc.events, func(a aheadEvent) bool { return a.se.Seq == seq })' \
 	't.cc.events = slices.Delete(t.cc.events, 0, 1)' \
 	-- go test -count=1 -run 'TestNextEventUntilMarked' ./store/
 
@@ -424,7 +424,7 @@ mutant "an announced recording is not sent with the BEGIN (PostgreSQL: two more 
 
 mutant "the look-up sent with a recording answers after an older event changed it (a stale answer)" \
 	store/recordahead.go \
-	'	if len(a.events) == 1 && a.events[0].Key == a.rec.keys[0] {' \
+	'	if len(a.events) == 1 && a.events[0].se.Key == a.rec.keys[0] {' \
 	'	if true {' \
 	-- go test -count=1 -run 'TestRecordingFirstLooksUpAfterOlderEvents|TestActionLookedUpWithItsEventsRecording' ./store/
 
