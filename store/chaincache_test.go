@@ -19,12 +19,7 @@ func TestChainCacheFollowsOtherWriters(t *testing.T) {
 // reaches the cache; a change to one member through a cached chain is
 // written.
 func testChainCacheFollowsOtherWriters(t *testing.T, b backend) {
-	a, dsn := b.openTemp(t)
-	other, err := Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	a, other := b.openTwo(t)
 	ctx := t.Context()
 	c := &chain.Chain{ID: 1, Mode: chain.Full, State: chain.Running, Roots: []string{"g/base"}, StartedAt: t0, UpdatedAt: t0,
 		Members: []*chain.Member{
@@ -113,12 +108,7 @@ func TestVersionsReadAfterAWriteAreNotKept(t *testing.T) {
 // version its second read did not see; the next transactions, in this
 // process and in another, must not take that read for the store's.
 func testVersionsReadAfterAWriteAreNotKept(t *testing.T, b backend) {
-	a, dsn := b.openTemp(t)
-	other, err := Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	a, other := b.openTwo(t)
 	ctx := t.Context()
 	c := &chain.Chain{ID: 1, Mode: chain.Full, State: chain.Running, Roots: []string{"g/base"}, StartedAt: t0, UpdatedAt: t0,
 		Members: []*chain.Member{{Project: "g/base", ProjectID: 1, State: chain.Pending, ActionID: "a-1"}}}
@@ -176,4 +166,17 @@ func testVersionsReadAfterAWriteAreNotKept(t *testing.T, b backend) {
 			t.Error(err)
 		}
 	}
+}
+
+// openTwo opens a new, empty store twice: two processes (or replicas) on
+// one database. Both are closed when t ends.
+func (b backend) openTwo(t *testing.T) (*Store, *Store) {
+	t.Helper()
+	a, dsn := b.openTemp(t)
+	other, err := Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	return a, other
 }
