@@ -1742,9 +1742,15 @@ mutant "PostgreSQL: one statement of marks overwrites an event marked before" \
 
 mutant "SQLite: one statement of marks overwrites an event marked before" \
 	store/events.go \
-	'		WHERE events.seq = m.value ->> 0 AND events.processed_at IS NULL`' \
+	'		WHERE events.seq = m.value ->> 0 AND +events.processed_at IS NULL`' \
 	'		WHERE events.seq = m.value ->> 0`' \
 	-- go test -count=1 -run 'TestMarksKeepEachEventsTimeAndResult' ./store/
+
+mutant "SQLite: the statement of marks walks every unprocessed event and the list for each" \
+	store/events.go \
+	'		WHERE events.seq = m.value ->> 0 AND +events.processed_at IS NULL`' \
+	'		WHERE events.seq = m.value ->> 0 AND events.processed_at IS NULL`' \
+	-- go test -count=1 -run 'TestMarksFindEventsBySeq' ./store/
 
 mutant "marks at one time with results of their own are written alike" \
 	store/events.go \

@@ -465,14 +465,16 @@ type eventMark struct {
 // Statements of flushMarks: one for all the marks kept, given as arrays
 // on PostgreSQL (queued with the transaction's other statements whose
 // results nothing reads), as one JSON array of [seq, at, result] on
-// SQLite.
+// SQLite. There the unary + keeps SQLite from walking every unprocessed
+// event (events_unprocessed) and the whole list for each: the list
+// drives, each event found by its seq (TestMarksFindEventsBySeq).
 const (
 	markEventsPostgres = `UPDATE events SET processed_at = m.at, result = m.result
 		FROM unnest($1::bigint[], $2::text[], $3::text[]) AS m(seq, at, result)
 		WHERE events.seq = m.seq AND events.processed_at IS NULL`
 	markEventsSQLite = `UPDATE events SET processed_at = m.value ->> 1, result = m.value ->> 2
 		FROM json_each($1) AS m
-		WHERE events.seq = m.value ->> 0 AND events.processed_at IS NULL`
+		WHERE events.seq = m.value ->> 0 AND +events.processed_at IS NULL`
 )
 
 // markEventsAlike is the statement that marks n events alike on SQLite.
