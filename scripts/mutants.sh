@@ -1706,8 +1706,8 @@ mutant "versions read after a chain was saved in the transaction are kept for th
 
 mutant "the events recorded in a transaction come before older ones read ahead" \
 	store/events.go \
-	'	return append(older, written...), true, nil' \
-	'	return append(written, older...), true, nil' \
+	'			older = append(older, r.given(i, seq))' \
+	'			older = append([]aheadEvent{r.given(i, seq)}, older...)' \
 	-- go test -count=1 -run 'TestEventsRecordedInATransactionAreAppliedAsStored' ./store/
 
 mutant "the events recorded in a transaction are handed over when older ones are left unread" \
@@ -1723,15 +1723,15 @@ mutant "the events recorded in a transaction are handed over when older ones are
 mutant "a duplicate recorded in a transaction is handed over to be applied" \
 	store/events.go \
 	'		if !r.duplicate[i] {
-			written = append' \
+			older = append(older, r.given(i, seq))' \
 	'		if true {
-			written = append' \
+			older = append(older, r.given(i, seq))' \
 	-- go test -count=1 -run 'TestEventsRecordedInATransactionAreAppliedAsStored' ./store/
 
 mutant "PostgreSQL: an event recorded in a transaction is handed over as another of the batch" \
 	store/events.go \
-	'			a.se.Event = asRead(r.evs[first[a.se.Key]].Event)' \
-	'			a.se.Event = asRead(r.evs[0].Event)' \
+	'			mine = append(mine, r.given(first[a.se.Key], a.se.Seq))' \
+	'			mine = append(mine, r.given(0, a.se.Seq))' \
 	-- go test -count=1 -run 'TestEventsRecordedInATransactionAreAppliedAsStored' ./store/
 
 mutant "PostgreSQL: one statement of marks overwrites an event marked before" \

@@ -134,24 +134,26 @@ func (r recording) wrap(err error) error {
 
 // insertSQLite writes the batch in tx, which holds the write lock: one
 // cached statement per event, the next seq, and nothing written if the key
-// is kept already (from an earlier batch or this one). It returns the
-// events written, as NextEvent would read them.
-func (r recording) insertSQLite(ctx context.Context, tx cachedTx) ([]aheadEvent, error) {
-	var written []aheadEvent
+// is kept already (from an earlier batch or this one). It returns each
+// event's seq, 0 for a duplicate.
+func (r recording) insertSQLite(ctx context.Context, tx cachedTx) ([]int64, error) {
+	seqs := make([]int64, len(r.evs))
 	for i := range r.evs {
-		var seq int64
 		err := tx.QueryRowContext(ctx, `INSERT INTO events (seq, key, kind, payload, received_at, result)
 			VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM events), $1, $2, $3, $4, '')
-			ON CONFLICT (key) DO NOTHING RETURNING seq`, r.keys[i], r.evs[i].Event.Kind(), r.payloads[i], r.now).Scan(&seq)
+			ON CONFLICT (key) DO NOTHING RETURNING seq`, r.keys[i], r.evs[i].Event.Kind(), r.payloads[i], r.now).Scan(&seqs[i])
 		r.duplicate[i] = errIsNotFound(err)
 		if err != nil && !r.duplicate[i] {
 			return nil, err
 		}
-		if !r.duplicate[i] {
-			written = append(written, aheadEvent{se: chain.StoredEvent{Seq: seq, Key: r.keys[i], Event: asRead(r.evs[i].Event), ReceivedAt: r.at}})
-		}
 	}
-	return written, nil
+	return seqs, nil
+}
+
+// given is event i of the batch, written at seq, as NextEvent would read
+// it back: the engine takes it without the read and the decoding.
+func (r recording) given(i int, seq int64) aheadEvent {
+	return aheadEvent{se: chain.StoredEvent{Seq: seq, Key: r.keys[i], Event: asRead(r.evs[i].Event), ReceivedAt: r.at}}
 }
 
 // asRead is ev as read back from its payload, as far as the engine can
@@ -186,11 +188,16 @@ func (r recording) insertSQLiteReadingAhead(ctx context.Context, t chainTx, n in
 	if err != nil {
 		return nil, false, err
 	}
-	written, err := r.insertSQLite(ctx, t.tx)
+	seqs, err := r.insertSQLite(ctx, t.tx)
 	if err != nil || len(older) == n {
 		return older, false, err
 	}
-	return append(older, written...), true, nil
+	for i, seq := range seqs {
+		if !r.duplicate[i] {
+			older = append(older, r.given(i, seq))
+		}
+	}
+	return older, true, nil
 }
 
 // querier is what insertPostgres runs its statement on: the pool, or a
@@ -304,8 +311,7 @@ func (r recording) readAhead(rows rowScanner, first map[string]int, n int) (ahea
 		if isMine {
 			// Its payload is not sent back: the event is the one given.
 			inserted[a.se.Key] = true
-			a.se.Event = asRead(r.evs[first[a.se.Key]].Event)
-			mine = append(mine, a)
+			mine = append(mine, r.given(first[a.se.Key], a.se.Seq))
 		} else {
 			older = append(older, a)
 		}

@@ -109,12 +109,15 @@ func testEventsRecordedInATransactionAreAppliedAsStored(t *testing.T, b backend,
 // normalTimes is se with its event's times in UTC, so that DeepEqual
 // compares them as instants (a zone's name does not survive the JSON).
 func normalTimes(se chain.StoredEvent) chain.StoredEvent {
-	se.Event = asRead(se.Event)
 	if p := se.Event.Pipeline; p != nil {
-		p.At = p.At.UTC()
+		c := *p
+		c.At = c.At.UTC()
+		se.Event.Pipeline = &c
 	}
 	if p := se.Event.Push; p != nil {
-		p.At = p.At.UTC()
+		c := *p
+		c.At = c.At.UTC()
+		se.Event.Push = &c
 	}
 	return se
 }
