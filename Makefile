@@ -110,7 +110,9 @@ bench:
 ## 45 minutes, at most an hour; most of it the saturation ramps, 60 s a rate, each stopping
 ## at the first rate that fails): the realistic mix's acknowledgement
 ## against the durable floor, CPU per delivery by kind and saturation on
-## SQLite and on PostgreSQL (one depsd serve, in the benchmark's process),
+## SQLite and on PostgreSQL (one depsd serve, in the benchmark's process,
+## and again with depsd serve, the floor and the recording alone each a
+## process of its own: DEPSD_BENCH_PROCESSES=separate),
 ## the replicas' CPU model and the saturation of one and of three
 ## `depsd serve` behind the round-robin proxy, the inbox's CPU per event on
 ## each path, and the mix's CPU by kind of main and of this tree in turns
@@ -127,6 +129,8 @@ bench-capacity-record:
 	DEPSD_BENCH_STORE=postgres $(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
 	DEPSD_BENCH_MIX_PARTS=sat DEPSD_BENCH_SATURATION_P99_MS=50 $(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
 	DEPSD_BENCH_STORE=postgres DEPSD_BENCH_MIX_PARTS=sat DEPSD_BENCH_SATURATION_P99_MS=50 $(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
+	DEPSD_BENCH_PROCESSES=separate $(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
+	DEPSD_BENCH_PROCESSES=separate DEPSD_BENCH_STORE=postgres $(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 60m ./bench/
 	$(CAPACITY_FULL) $(BENCHDOC) record -- go test -run '^$$' -bench 'ReplicaCapacity' -benchtime 1x -timeout 60m ./bench/
 	$(BENCHDOC) record -- go test -run '^$$' -bench InboxByKind -benchtime 200x ./chain/
 	DEPSD_BENCH_AB_BASE=$(CAPACITY_AB_BASE) DEPSD_BENCH_MIX_PARTS=cpu $(BENCHDOC) record -- scripts/bench-ab.sh
@@ -138,6 +142,7 @@ CAPACITY_SHORT := DEPSD_BENCH_SCALE=0.1 DEPSD_BENCH_SATURATION_SECONDS=1 DEPSD_B
 bench-capacity-short:
 	$(CAPACITY_SHORT) go test -run '^$$' -bench '$(CAPACITY_BENCHES)' -benchtime 1x -timeout 10m ./bench/
 	DEPSD_BENCH_STORE=postgres $(CAPACITY_SHORT) DEPSD_BENCH_MIX_PARTS=ack,sat go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 10m ./bench/
+	DEPSD_BENCH_PROCESSES=separate $(CAPACITY_SHORT) go test -run '^$$' -bench 'WebhookMix' -benchtime 1x -timeout 10m ./bench/
 	go test -run '^$$' -bench InboxByKind -benchtime 10x ./chain/
 
 ## bench-scale: issue 30's benchmarks at the sizes its goals name, at depsd's

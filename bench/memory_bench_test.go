@@ -183,7 +183,11 @@ func (m *memoryInstance) startServe(b *testing.B, bin, state string) *depsdServe
 	addr := freeAddr(b)
 	s := &depsdServe{env: append(slices.Clone(m.env), "DEPSD_STATE="+state), log: filepath.Join(m.dir, "serve.log"),
 		base: "http://" + addr, done: make(chan struct{})}
-	s.cmd = exec.Command(bin, "serve", "--group", m.groups[0], "--group", m.groups[1], "--listen", addr, "--log-level", "warn")
+	args := []string{"serve", "--listen", addr, "--log-level", "warn"}
+	for _, g := range m.groups {
+		args = append(args, "--group", g)
+	}
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Dir, s.cmd.Env = m.dir, s.env
 	logs, err := os.Create(s.log)
 	if err != nil {

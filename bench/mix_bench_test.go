@@ -65,6 +65,15 @@ import (
 // The load generator shares the machine's cores with depsd: at the top of
 // the ramp it is part of what saturates, for the floor as for depsd.
 //
+// With DEPSD_BENCH_PROCESSES=separate (processes_test.go), depsd is the
+// real `depsd serve` binary and the durable floor and the recording alone
+// are processes of their own too, as a user runs depsd: the simulated
+// GitLab's CPU while depsd rescans and the load generator's collections
+// are then no longer depsd's. The CPU per delivery by kind is then depsd
+// serve's process's own (/proc), less its CPU when idle, over 4 s of each
+// kind at 500 a second; the floor's and the recording's likewise, their
+// processes' own.
+//
 // DEPSD_BENCH_MIX_PARTS (default "ack,cpu,sat") runs some of the three
 // parts only: scripts/bench-ab.sh alternates "cpu" of two builds.
 // DEPSD_BENCH_SATURATION_SECONDS=0 leaves the saturation out too.
@@ -74,29 +83,17 @@ func BenchmarkWebhookMix(b *testing.B) {
 		b.StopTimer()
 		srv, clk := newFake(gitlabtest.Options{Token: "bench"})
 		m := seedMix(b, srv)
-		s := serve(b, srv, clk, []string{"g"}, chain.Full)
+		rx := startMixReceivers(b, srv, clk)
 		ctx := context.Background()
-		st, err := store.Open(ctx, s.cfg.State)
-		if err != nil {
-			b.Fatal(err)
-		}
-		backlog := storeBacklog(st)
 		plan := newMixPlan()
 		mix := func(i int) delivery { return m.delivery(plan, i) }
-		null := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body)
-			w.WriteHeader(http.StatusOK)
-		}))
-		durableURL, stopDurable := startDurableFloor(b)
-		recordURL, stopRecording := startRecordingOnly(b)
-		daemonURL := "http://" + s.addr + "/hooks/gitlab"
 		b.StartTimer()
 
 		// Acknowledgements.
 		// DEPSD_BENCH_SCALE shortens the runs to try the benchmark out.
 		if parts["ack"] {
 			rate, seconds := 1000, scaled(b, 10)
-			targets := []string{null.URL + "/hooks/gitlab", durableURL + "/hooks/gitlab", recordURL + "/hooks/gitlab", daemonURL}
+			targets := []string{rx.null, rx.durable, rx.record, rx.daemon}
 			loads := interleavedMix(targets, mix, rate, seconds)
 			nullRun, durableRun, recordRun, run := loads[0], loads[1], loads[2], loads[3]
 			b.ReportMetric(ms(run.p50), "p50-ms")
@@ -109,10 +106,10 @@ func BenchmarkWebhookMix(b *testing.B) {
 			b.ReportMetric(ms(nullRun.p99), "null-p99-ms")
 			failures := run.failures + nullRun.failures + durableRun.failures + recordRun.failures
 			b.ReportMetric(float64(failures), "failures")
-			b.Logf("webhook ack, issue 40's mix (%s store): p99 %.1f ms (goal ≤ 5 ms), p50 %.1f ms; %.2f× the durable floor's p99 %.1f ms, per round median %.2f× (goal ≤ 1.2×); recording alone p99 %.1f ms; null p99 %.1f ms; %d failures",
-				storeKind(), ms(run.p99), ms(run.p50), ratio(run.p99, durableRun.p99), ms(durableRun.p99),
+			b.Logf("webhook ack, issue 40's mix (%s store, %s): p99 %.1f ms (goal ≤ 5 ms), p50 %.1f ms; %.2f× the durable floor's p99 %.1f ms, per round median %.2f× (goal ≤ 1.2×); recording alone p99 %.1f ms; null p99 %.1f ms; %d failures",
+				storeKind(), rx.where, ms(run.p99), ms(run.p50), ratio(run.p99, durableRun.p99), ms(durableRun.p99),
 				medianRatio(run.rounds, durableRun.rounds), ms(recordRun.p99), ms(nullRun.p99), failures)
-			if !waitDrained(ctx, backlog, time.Minute) {
+			if !waitDrained(ctx, rx.backlog, time.Minute) {
 				b.Fatalf("the inbox did not drain after the acknowledgement runs")
 			}
 		}
@@ -121,18 +118,17 @@ func BenchmarkWebhookMix(b *testing.B) {
 		if parts["cpu"] {
 			var lines []string
 			for _, c := range mixCounts {
-				cpu := cpuPerDelivery(b, scaled(b, 4), daemonURL, null.URL+"/hooks/gitlab", m.onlyKind(plan, c.kind), c.kind, backlog)
+				cpu := rx.cpu(rx.daemon, m.onlyKind(plan, c.kind), c.kind, rx.backlog)
 				b.ReportMetric(float64(cpu.Nanoseconds())/1000, "cpu-us-"+c.kind)
 				lines = append(lines, fmt.Sprintf("%s %.0f µs (%d in 1,000)", c.kind, float64(cpu.Nanoseconds())/1000, c.n))
 			}
-			b.Logf("CPU per delivery by kind (%s store; depsd's process less the null receiver's for the same deliveries): %s",
-				storeKind(), strings.Join(lines, ", "))
+			b.Logf("CPU per delivery by kind (%s store; %s): %s", storeKind(), rx.cpuMeasure, strings.Join(lines, ", "))
 			// What a delivery no chain can use is compared with: the
 			// same pending and running statuses kept durably by the
 			// floor's group commit, and by depsd's recording alone.
 			running := m.onlyKind(plan, kindNonFinal)
-			floor := cpuPerDelivery(b, scaled(b, 4), durableURL+"/hooks/gitlab", null.URL+"/hooks/gitlab", running, "durable-floor", nil)
-			record := cpuPerDelivery(b, scaled(b, 4), recordURL+"/hooks/gitlab", null.URL+"/hooks/gitlab", running, "recording-only", nil)
+			floor := rx.cpu(rx.durable, running, "durable-floor", nil)
+			record := rx.cpu(rx.record, running, "recording-only", nil)
 			b.ReportMetric(float64(floor.Nanoseconds())/1000, "cpu-us-durable-floor")
 			b.ReportMetric(float64(record.Nanoseconds())/1000, "cpu-us-recording-only")
 			b.Logf("CPU per pending or running status kept by the durable floor %.0f µs, by depsd's recording alone %.0f µs",
@@ -143,7 +139,7 @@ func BenchmarkWebhookMix(b *testing.B) {
 		rates := saturationRates(b)
 		if satSeconds := saturationSeconds(b); parts["sat"] && satSeconds > 0 {
 			limit := saturationP99(b)
-			depsdRate := saturate(b, daemonURL, mix, rates, satSeconds, limit, backlog, "depsd")
+			depsdRate := saturate(b, rx.daemon, mix, rates, satSeconds, limit, rx.backlog, "depsd")
 			b.ReportMetric(float64(depsdRate), "sat-rate")
 			if limit != goalP99 {
 				// The rate the inbox keeps up with, whatever the tail:
@@ -151,7 +147,7 @@ func BenchmarkWebhookMix(b *testing.B) {
 				b.Logf("saturation (%s store, %.0f s a rate): depsd keeps p99 ≤ %v and its inbox up to %d deliveries/s of the mix",
 					storeKind(), satSeconds, limit, depsdRate)
 			} else {
-				floorRate := saturate(b, durableURL+"/hooks/gitlab", mix, rates, satSeconds, limit, nil, "durable floor")
+				floorRate := saturate(b, rx.durable, mix, rates, satSeconds, limit, nil, "durable floor")
 				b.ReportMetric(float64(floorRate), "sat-durable-rate")
 				b.ReportMetric(float64(depsdRate)/float64(max(floorRate, 1)), "sat-ratio")
 				b.Logf("saturation (%s store, %.0f s a rate): depsd keeps p99 ≤ 5 ms and its inbox up to %d deliveries/s of the mix; the durable floor to %d/s: %.2f× (goal ≥ 0.8×)",
@@ -160,13 +156,83 @@ func BenchmarkWebhookMix(b *testing.B) {
 		}
 
 		b.StopTimer()
-		null.Close()
-		stopDurable()
-		stopRecording()
-		st.Close()
-		s.stop(b)
+		rx.close()
 		b.StartTimer()
 	}
+}
+
+// mixReceivers are BenchmarkWebhookMix's four receivers, in the
+// benchmark's process or in processes of their own
+// (DEPSD_BENCH_PROCESSES).
+type mixReceivers struct {
+	null, durable, record, daemon string // webhook URLs
+	backlog                       inboxBacklog
+	// cpu is the CPU time per delivery the receiver at url spends on
+	// next's deliveries, sent alone, until backlog (if not nil) drained.
+	cpu               func(url string, next deliveries, kind string, backlog inboxBacklog) time.Duration
+	where, cpuMeasure string // what the figures' lines say of the set-up
+	close             func()
+}
+
+// startMixReceivers starts the receivers over srv (seeded).
+func startMixReceivers(b *testing.B, srv *gitlabtest.Server, clk *fakeClock) *mixReceivers {
+	b.Helper()
+	ctx := context.Background()
+	null := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+	}))
+	rx := &mixReceivers{null: null.URL + "/hooks/gitlab"}
+	if !separateProcesses(b) {
+		s := serve(b, srv, clk, []string{"g"}, chain.Full)
+		st, err := store.Open(ctx, s.cfg.State)
+		if err != nil {
+			b.Fatal(err)
+		}
+		durableURL, stopDurable := startDurableFloor(b)
+		recordURL, stopRecording := startRecordingOnly(b)
+		rx.durable, rx.record = durableURL+"/hooks/gitlab", recordURL+"/hooks/gitlab"
+		rx.daemon = "http://" + s.addr + "/hooks/gitlab"
+		rx.backlog = storeBacklog(st)
+		rx.cpu = func(url string, next deliveries, kind string, backlog inboxBacklog) time.Duration {
+			return cpuPerDelivery(b, scaled(b, 4), url, rx.null, next, kind, backlog)
+		}
+		rx.where = "one process"
+		rx.cpuMeasure = "depsd's process less the null receiver's for the same deliveries"
+		rx.close = func() {
+			null.Close()
+			stopDurable()
+			stopRecording()
+			st.Close()
+			s.stop(b)
+		}
+		return rx
+	}
+	d, state := serveProcess(b, srv, clk, []string{"g"})
+	st, err := store.Open(ctx, state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	floor, record := startReceiverProcess(b, "durable-floor"), startReceiverProcess(b, "recording-only")
+	rx.durable, rx.record, rx.daemon = floor.url, record.url, d.base+"/hooks/gitlab"
+	rx.backlog = storeBacklog(st)
+	pids := map[string]int{rx.daemon: d.cmd.Process.Pid, rx.durable: floor.cmd.Process.Pid, rx.record: record.cmd.Process.Pid}
+	idle := map[string]float64{}
+	rx.cpu = func(url string, next deliveries, kind string, backlog inboxBacklog) time.Duration {
+		pid := pids[url]
+		if _, ok := idle[url]; !ok {
+			idle[url] = idleCPURate(b, pid, 3*time.Second)
+		}
+		return processCPUPerDelivery(b, scaled(b, 16), url, pid, idle[url], next, kind, backlog)
+	}
+	rx.where = "depsd serve, the durable floor and the recording alone each a process of its own"
+	rx.cpuMeasure = "depsd serve's process, less its CPU when idle"
+	rx.close = func() {
+		null.Close()
+		st.Close()
+		d.stop()
+	}
+	return rx
 }
 
 // storeBacklog counts the unprocessed events of st's inbox.

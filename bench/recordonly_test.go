@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"gitlab.com/depsd/depsd/chain"
-	"gitlab.com/depsd/depsd/deps"
-	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/webhook"
 )
 
@@ -18,31 +16,16 @@ import (
 // delivery costs and what applying the events meanwhile adds.
 func startRecordingOnly(b *testing.B) (url string, stop func()) {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.Open(ctx, benchState(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	empty := deps.NewGraph()
-	engine, err := chain.New(chain.Config{Store: st, Graph: func(context.Context) (*deps.Graph, error) { return empty, nil }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rec := engine.NewRecorder()
-	done := make(chan error, 1)
-	go func() { done <- rec.Run(ctx) }()
-	h, err := webhook.NewHandler(webhook.Options{Secret: hookSecret, Recorder: chainRecorder{rec}, DependencyFiles: []string{"Containerfile"}})
+	h, stopHandler, err := recordingOnlyHandler(context.Background(), benchState(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	return srv.URL, func() {
 		srv.Close()
-		cancel()
-		if err := <-done; err != nil {
+		if err := stopHandler(); err != nil {
 			b.Error(err)
 		}
-		st.Close()
 	}
 }
 

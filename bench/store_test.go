@@ -10,7 +10,14 @@ import (
 )
 
 // The benchmarks run PostgreSQL with fsync on, as users do.
-func TestMain(m *testing.M) { pgtest.MainDurable(m) }
+// With receiverRole set, the binary is one receiver of a benchmark
+// instead (startReceiverProcess).
+func TestMain(m *testing.M) {
+	if role := os.Getenv(receiverRole); role != "" {
+		os.Exit(serveReceiverRole(role, os.Getenv(receiverState)))
+	}
+	pgtest.MainDurable(m)
+}
 
 // benchState is where a benchmark's daemon keeps its state: an SQLite file,
 // or with DEPSD_BENCH_STORE=postgres a fresh database on a PostgreSQL the
