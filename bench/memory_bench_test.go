@@ -180,15 +180,22 @@ type depsdServe struct {
 // if stop was not called.
 func (m *memoryInstance) startServe(b *testing.B, bin, state string) *depsdServe {
 	b.Helper()
+	return startDepsdServe(b, bin, state, m.dir, m.groups, m.env)
+}
+
+// startDepsdServe starts `depsd serve` of groups over state in dir, with
+// env (GITLAB_URL and the like), as startServe says.
+func startDepsdServe(b *testing.B, bin, state, dir string, groups, env []string) *depsdServe {
+	b.Helper()
 	addr := freeAddr(b)
-	s := &depsdServe{env: append(slices.Clone(m.env), "DEPSD_STATE="+state), log: filepath.Join(m.dir, "serve.log"),
+	s := &depsdServe{env: append(slices.Clone(env), "DEPSD_STATE="+state), log: filepath.Join(dir, "serve.log"),
 		base: "http://" + addr, done: make(chan struct{})}
 	args := []string{"serve", "--listen", addr, "--log-level", "warn"}
-	for _, g := range m.groups {
+	for _, g := range groups {
 		args = append(args, "--group", g)
 	}
 	s.cmd = exec.Command(bin, args...)
-	s.cmd.Dir, s.cmd.Env = m.dir, s.env
+	s.cmd.Dir, s.cmd.Env = dir, s.env
 	logs, err := os.Create(s.log)
 	if err != nil {
 		b.Fatal(err)

@@ -19,9 +19,7 @@ import (
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/deps"
-	"gitlab.com/depsd/depsd/gitlab"
 	"gitlab.com/depsd/depsd/gitlab/gitlabtest"
-	"gitlab.com/depsd/depsd/scan"
 	"gitlab.com/depsd/depsd/store"
 	"gitlab.com/depsd/depsd/webhook"
 )
@@ -197,36 +195,21 @@ func startReceiverProcess(b *testing.B, role string) *receiverProcess {
 func serveProcess(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, groups []string) (s *depsdServe, state string) {
 	b.Helper()
 	bin := buildDepsd(b)
-	state = benchState(b)
-	dir := b.TempDir()
-	setup, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: srv.Token, RequestsPerMinute: -1, Concurrency: 16})
-	if err != nil {
-		b.Fatal(err)
-	}
 	cfg := config.Defaults()
-	cfg.Scope.Groups = groups
-	ctx := context.Background()
-	st, err := store.Open(ctx, state)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := scan.Run(ctx, setup, st, cfg.ScanOptions(nil, nil)); err != nil {
-		b.Fatal(err)
-	}
-	st.Close()
-	clk.offset.Store(0)
+	cfg.Scope.Groups, cfg.State = groups, benchState(b)
+	firstScan(b, srv, clk, cfg)
+	dir := b.TempDir()
 	conf := filepath.Join(dir, "depsd.yaml")
 	yaml := fmt.Sprintf("gitlab:\n  requests_per_minute: %d\nimages:\n  verify: \"off\"\n",
 		benchRequestsPerMinute(b, cfg.GitLab.RequestsPerMinute))
 	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	m := &memoryInstance{dir: dir, groups: groups,
-		env: append(os.Environ(), "GITLAB_URL="+srv.URL, "GITLAB_TOKEN="+srv.Token,
-			"DEPSD_WEBHOOK_SECRET="+hookSecret, "DEPSD_CONFIG="+conf)}
-	s = m.startServe(b, bin, state)
+	env := append(os.Environ(), "GITLAB_URL="+srv.URL, "GITLAB_TOKEN="+srv.Token,
+		"DEPSD_WEBHOOK_SECRET="+hookSecret, "DEPSD_CONFIG="+conf)
+	s = startDepsdServe(b, bin, cfg.State, dir, groups, env)
 	s.waitReady(b, 2*time.Minute)
-	return s, state
+	return s, cfg.State
 }
 
 // idleCPURate is a process's CPU time a second while nothing is sent to

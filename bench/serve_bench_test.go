@@ -93,20 +93,8 @@ func serveWith(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, groups []st
 	if configure != nil {
 		configure(&cfg)
 	}
-	setup, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: srv.Token, RequestsPerMinute: -1, Concurrency: 16})
-	if err != nil {
-		b.Fatal(err)
-	}
+	setup := firstScan(b, srv, clk, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.Open(ctx, cfg.State)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := scan.Run(ctx, setup, st, cfg.ScanOptions(nil, nil)); err != nil {
-		b.Fatal(err)
-	}
-	st.Close()
-	clk.offset.Store(0)
 
 	listening := make(chan string, 1)
 	gl := daemonClient(b, cfg)
@@ -130,6 +118,28 @@ func serveWith(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, groups []st
 		b.Fatal(err)
 	}
 	return s
+}
+
+// firstScan writes a first scan of cfg's scope on srv into cfg.State
+// through a client without a rate limit (set-up, not what is measured),
+// then sets clk to the present, and returns that client.
+func firstScan(b *testing.B, srv *gitlabtest.Server, clk *fakeClock, cfg config.Config) *gitlab.Client {
+	b.Helper()
+	setup, err := gitlab.New(gitlab.Config{BaseURL: srv.URL, Token: srv.Token, RequestsPerMinute: -1, Concurrency: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, cfg.State)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := scan.Run(ctx, setup, st, cfg.ScanOptions(nil, nil)); err != nil {
+		b.Fatal(err)
+	}
+	clk.offset.Store(0)
+	return setup
 }
 
 func (s *served) stop(b *testing.B) {
