@@ -1815,6 +1815,54 @@ mutant "CurrentUser holds its lock across the request: an urgent caller waits be
 	cached := c.user' \
 	-- go test -count=1 -run 'TestCurrentUserOfUrgentWorkPassesAHeldNormalOne' ./gitlab/
 
+# Issue 40, session 19: the stored projects kept between scans
+# (store/projectscache.go).
+mutant "the kept projects are given whatever the projects' generation" \
+	store/projectscache.go \
+	'	if c.projects == nil || c.generation != generation {' \
+	'	if c.projects == nil {' \
+	-- go test -count=1 -run 'TestProjectsAtReadsOnceTheGenerationMoves' ./store/
+
+mutant "a written project kept as the scan gave it, not as read back" \
+	store/projectscache.go \
+	'		case q != nil:
+			out = append(out, *q)' \
+	'		case q != nil:
+			out = append(out, p)' \
+	-- go test -count=1 -run 'TestProjectsAtKeepsWhatAReadWouldReturn' ./store/
+
+mutant "the kept projects in the scan's order, not by path" \
+	store/projectscache.go \
+	'	slices.SortFunc(out, func(a, b scan.Project) int { return strings.Compare(a.Path, b.Path) })' \
+	'	_ = strings.Compare' \
+	-- go test -count=1 -run 'TestProjectsAtKeepsWhatAReadWouldReturn' ./store/
+
+mutant "the projects kept at the generation before the scan's" \
+	store/apply.go \
+	'			afterGen = gen + 1' \
+	'			afterGen = gen' \
+	-- go test -count=1 -run 'TestProjectsAtKeepsWhatAReadWouldReturn' ./store/
+
+mutant "a scan writing many projects reads them all back under the write lock" \
+	store/projectscache.go \
+	'	if len(written) > maxReadBack {' \
+	'	if len(written) > 1<<30 {' \
+	-- go test -count=1 -run 'TestProjectsCacheLetsGoOfManyWritesAndOfIdleProjects' ./store/
+
+mutant "a project whose files alone changed is not counted as written" \
+	store/apply.go \
+	'		if o == nil || !slices.EqualFunc(fileRows(o), fileRows(&p), func(a, b fileRow) bool { return a.node == b.node && sameFile(a.f, b.f) }) {
+			changed = true' \
+	'		if o == nil || !slices.EqualFunc(fileRows(o), fileRows(&p), func(a, b fileRow) bool { return a.node == b.node && sameFile(a.f, b.f) }) {' \
+	-- go test -count=1 -run 'TestProjectsAtKeepsWhatAReadWouldReturn' ./store/
+
+mutant "kept projects never let go" \
+	store/projectscache.go \
+	'		c.projects = nil
+	})' \
+	'	})' \
+	-- go test -count=1 -run 'TestProjectsCacheLetsGoOfManyWritesAndOfIdleProjects' ./store/
+
 if [ "$failed" -ne 0 ]; then
 	echo "mutants: some mutants survived or are stale"
 	exit 1

@@ -71,6 +71,13 @@ func (s *Store) ProjectsAt(ctx context.Context) (projects []scan.Project, genera
 		if generation, err = projectsGeneration(ctx, tx); err != nil {
 			return err
 		}
+		var kept bool
+		if projects, kept = s.projects.at(generation); kept {
+			return nil
+		}
+		// Not kept as read: a first scan of a large instance lets go of
+		// what it read before analysing (scan.Run), which a copy kept
+		// here would hold.
 		projects, err = readProjects(ctx, tx)
 		return err
 	})
@@ -107,7 +114,12 @@ func storedStateOf(stored []scan.Project, generation int64) *storedState {
 // applyScan is ApplyScan with the stored projects as read early, used if
 // their generation did not move since.
 func (s *Store) applyScan(ctx context.Context, projects []scan.Project, meta scan.Meta, early *storedState) error {
+	// What the stored projects are once this commits (projectsCache);
+	// nil: not known.
+	var after []scan.Project
+	var afterGen int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		after = nil
 		var latest sql.NullString
 		if err := tx.QueryRowContext(ctx, `SELECT MAX(started_at) FROM scans`).Scan(&latest); err != nil {
 			return fmt.Errorf("read last scan: %w", err)
@@ -137,11 +149,23 @@ func (s *Store) applyScan(ctx context.Context, projects []scan.Project, meta sca
 		if err := removeAndPark(ctx, tx, old, projects); err != nil {
 			return err
 		}
-		if err := saveProjects(ctx, tx, old, projects); err != nil {
+		written, err := saveProjects(ctx, tx, old, projects)
+		if err != nil {
 			return err
+		}
+		if s.projects != nil {
+			var ok bool
+			if after, ok, err = afterWrite(ctx, tx, old, projects, written); err != nil {
+				return fmt.Errorf("read back the projects written: %w", err)
+			}
+			if !ok {
+				after = nil
+			}
+			afterGen = gen + 1
 		}
 		return insertScan(ctx, tx, meta)
 	})
+	s.projects.keep(afterGen, after) // nothing kept if it failed
 	if err != nil {
 		return fmt.Errorf("apply scan: %w", err)
 	}
@@ -188,8 +212,9 @@ func removeAndPark(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project,
 }
 
 // saveProjects upserts the projects whose row changed and replaces the
-// dependencies and warnings that changed. old holds the stored state.
-func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, projects []scan.Project) error {
+// dependencies and warnings that changed. old holds the stored state. It
+// returns the ids of the projects it wrote anything of.
+func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, projects []scan.Project) (written []int64, _ error) {
 	upsert, err := tx.PrepareContext(ctx, `INSERT INTO projects (`+projectColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 		ON CONFLICT (id) DO UPDATE SET
@@ -209,48 +234,57 @@ func saveProjects(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, 
 			refs_rule = excluded.refs_rule,
 			visibility = excluded.visibility`)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer upsert.Close()
 	for _, p := range projects {
 		o := old[p.ID]
+		changed := false
 		if o == nil || !sameRow(o, &p) {
+			changed = true
 			searched, err := encodeNames(p.SearchedFiles)
 			if err != nil {
-				return fmt.Errorf("save project %s: %w", p.Path, err)
+				return nil, fmt.Errorf("save project %s: %w", p.Path, err)
 			}
 			built, err := encodeNames(p.Built)
 			if err != nil {
-				return fmt.Errorf("save project %s: %w", p.Path, err)
+				return nil, fmt.Errorf("save project %s: %w", p.Path, err)
 			}
 			if _, err := upsert.ExecContext(ctx, p.ID, p.Path, p.DefaultBranch, p.RegistryPrefix, p.WebURL,
 				p.HeadCommit, encodeTime(p.LastActivity), encodeTime(p.HeadCheckedAt), searched, p.File,
 				encodeTime(p.ScannedAt), p.PipelineIdent, built, p.RefsRule, p.Visibility); err != nil {
-				return fmt.Errorf("save project %s: %w", p.Path, err)
+				return nil, fmt.Errorf("save project %s: %w", p.Path, err)
 			}
 		}
 		if o == nil || !sameRefRows(o.Refs, p.Refs) {
+			changed = true
 			if err := replaceRefs(ctx, tx, p, o != nil); err != nil {
-				return fmt.Errorf("save refs of %s: %w", p.Path, err)
+				return nil, fmt.Errorf("save refs of %s: %w", p.Path, err)
 			}
 		}
 		if o == nil || !slices.EqualFunc(fileRows(o), fileRows(&p), func(a, b fileRow) bool { return a.node == b.node && sameFile(a.f, b.f) }) {
+			changed = true
 			if err := replaceFiles(ctx, tx, p, o != nil); err != nil {
-				return fmt.Errorf("save files of %s: %w", p.Path, err)
+				return nil, fmt.Errorf("save files of %s: %w", p.Path, err)
 			}
 		}
 		if o == nil || !slices.Equal(dependencyRows(o), dependencyRows(&p)) {
+			changed = true
 			if err := replaceDependencies(ctx, tx, p, o != nil); err != nil {
-				return fmt.Errorf("save dependencies of %s: %w", p.Path, err)
+				return nil, fmt.Errorf("save dependencies of %s: %w", p.Path, err)
 			}
 		}
 		if o == nil || !slices.Equal(warningRows(o), warningRows(&p)) {
+			changed = true
 			if err := replaceWarnings(ctx, tx, p, o != nil); err != nil {
-				return fmt.Errorf("save warnings of %s: %w", p.Path, err)
+				return nil, fmt.Errorf("save warnings of %s: %w", p.Path, err)
 			}
 		}
+		if changed {
+			written = append(written, p.ID)
+		}
 	}
-	return nil
+	return written, nil
 }
 
 // sameRow reports whether the projects row of a would be stored unchanged

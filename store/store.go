@@ -72,10 +72,13 @@ type Store struct {
 	// page cache and prepared statements (stmts) from one transaction to
 	// the next, where a pool would hand each write a connection whose
 	// cache another one's write made stale. On PostgreSQL it is db.
-	wdb     *sql.DB
-	stmts   *stmtCache // nil on PostgreSQL
-	path    string     // as given, for SQLite; the URL without its password for PostgreSQL
-	dialect dialect
+	wdb   *sql.DB
+	stmts *stmtCache // nil on PostgreSQL
+	// projects keeps the stored projects between scans
+	// (projectscache.go).
+	projects *projectsCache
+	path     string // as given, for SQLite; the URL without its password for PostgreSQL
+	dialect  dialect
 }
 
 // Kind names a store backend.
@@ -116,7 +119,8 @@ func Open(ctx context.Context, dsnOrPath string) (*Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", name, err)
 		}
-		s = &Store{db: db, wdb: db, path: name, dialect: postgresDialect, gate: &writeGate{}, chains: newChainCache()}
+		s = &Store{db: db, wdb: db, path: name, dialect: postgresDialect, gate: &writeGate{}, chains: newChainCache(),
+			projects: newProjectsCache()}
 	default:
 		db, err := openSQLite(ctx, dsnOrPath, 4)
 		if err != nil {
@@ -130,6 +134,7 @@ func Open(ctx context.Context, dsnOrPath string) (*Store, error) {
 		s = &Store{db: db, wdb: wdb, stmts: newStmtCache(wdb), path: dsnOrPath, dialect: sqliteDialect,
 			gate: &writeGate{}, chains: newChainCache()}
 		s.ckpt = startCheckpointer(db, wdb, s.gate, ckptEvery, ckptRestartFrames)
+		s.projects = newProjectsCache()
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
