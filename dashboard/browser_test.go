@@ -198,6 +198,7 @@ func serveWith(t testing.TB, srv *gitlabtest.Server, projects []gitlabtest.Proje
 		}
 		select {
 		case err := <-done:
+			done <- err // for the clean-up, which waits for it
 			t.Fatalf("daemon ended before it was ready: %v", err)
 		case <-time.After(50 * time.Millisecond):
 		}
