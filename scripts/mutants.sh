@@ -1856,6 +1856,14 @@ mutant "a project whose files alone changed is not counted as written" \
 	'		if o == nil || !slices.EqualFunc(fileRows(o), fileRows(&p), func(a, b fileRow) bool { return a.node == b.node && sameFile(a.f, b.f) }) {' \
 	-- go test -count=1 -run 'TestProjectsAtKeepsWhatAReadWouldReturn' ./store/
 
+mutant "a scan whose write failed keeps what it wrote" \
+	store/apply.go \
+	'		s.projects.keep(0, nil)
+		return fmt.Errorf("apply scan: %w", err)' \
+	'		s.projects.keep(afterGen, after)
+		return fmt.Errorf("apply scan: %w", err)' \
+	-- go test -count=1 -run 'TestProjectsCacheKeepsNothingOfAScanThatFailed' ./store/
+
 mutant "kept projects never let go" \
 	store/projectscache.go \
 	'		c.projects = nil

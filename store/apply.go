@@ -165,10 +165,13 @@ func (s *Store) applyScan(ctx context.Context, projects []scan.Project, meta sca
 		}
 		return insertScan(ctx, tx, meta)
 	})
-	s.projects.keep(afterGen, after) // nothing kept if it failed
 	if err != nil {
+		// Not committed (or not known to be): what after holds may not be
+		// stored, at a generation another writer may yet reach.
+		s.projects.keep(0, nil)
 		return fmt.Errorf("apply scan: %w", err)
 	}
+	s.projects.keep(afterGen, after)
 	return nil
 }
 

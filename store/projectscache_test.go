@@ -184,3 +184,33 @@ func TestProjectsCacheLetsGoOfManyWritesAndOfIdleProjects(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // longer than the time kept
 	}
 }
+
+// TestProjectsCacheKeepsNothingOfAScanThatFailed: a scan whose write
+// fails after it read back what it wrote (here its scan record, which
+// has no start time) leaves nothing kept: what it wrote was rolled back,
+// and another writer may yet move the generation to the one it would
+// have left.
+func TestProjectsCacheKeepsNothingOfAScanThatFailed(t *testing.T) {
+	ctx := t.Context()
+	s, _ := backends[0].openTemp(t)
+	if err := s.ApplyScan(ctx, sampleProjects(), scan.Meta{StartedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	failed := sampleProjects()
+	failed[0].HeadCommit = "zzz"
+	if err := s.ApplyScan(ctx, failed, scan.Meta{}); err == nil {
+		t.Fatal("a scan without a start time was stored")
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE generations SET n = n + 1 WHERE name = 'projects'`); err != nil {
+		t.Fatal(err)
+	}
+	ps, _, err := s.ProjectsAt(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.ID == 10 && p.HeadCommit != "aaa" {
+			t.Errorf("head of group/base = %q, want aaa: the failed scan's write is taken for stored", p.HeadCommit)
+		}
+	}
+}
