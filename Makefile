@@ -88,7 +88,7 @@ image: build-depsd
 	@echo "built $(IMAGE)"
 
 ## bench: the benchmarks whose figures docs/benchmarks.md quotes (the whole-system
-## ones in bench/ at depsd's default settings; about 75 minutes, 55 of them
+## ones in bench/ at depsd's default settings; about 100 minutes, 75 of them
 ## bench-capacity's), and those of
 ## docs/verification.md's Cost: BenchmarkVerificationCost in bench/ (a real
 ## docker-registry behind a 20 ms proxy, about 20 s) and depsd freshness at 2,000
@@ -107,7 +107,7 @@ bench:
 	$(MAKE) bench-docs
 
 ## bench-capacity: issue 40's figures, recorded (part of make bench; about
-## 45 minutes, at most an hour; most of it the saturation ramps, 60 s a rate, each stopping
+## 75 minutes, at most an hour and a half; most of it the saturation ramps, 60 s a rate, each stopping
 ## at the first rate that fails): the realistic mix's acknowledgement
 ## against the durable floor, CPU per delivery by kind and saturation on
 ## SQLite and on PostgreSQL (one depsd serve, in the benchmark's process,
