@@ -29,7 +29,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -42,12 +41,9 @@ var name = regexp.MustCompile("^[a-z_]+-([0-9]+)\\.[a-z]+$")
 func main() {
 	sentinels, ready := os.Args[1], os.Args[2]
 	dirs, _ := filepath.Glob("/.podman-executor*")
-	pidMax := 32768
-	if b, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			pidMax = n
-		}
-	}
+	// The host's pid_max, where the drivers' PIDs wrap: the job's own
+	// /proc may show its namespace's, another number.
+	pidMax, _ := strconv.Atoi(os.Args[3])
 	seen := func() int {
 		top := 0
 		for _, d := range dirs {
@@ -107,6 +103,30 @@ func main() {
 }
 `
 
+// hostPIDMax is the host's pid_max, past which its PIDs start again
+// from 300.
+func hostPIDMax(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid_max: %v", err)
+	}
+	return n
+}
+
+// inWrapped reports whether pid is in the batch of PIDs from lo to hi,
+// which wraps past pid_max when hi < lo.
+func inWrapped(lo, hi, pid int) bool {
+	if lo <= hi {
+		return lo <= pid && pid <= hi
+	}
+	return pid >= lo || pid <= hi
+}
+
 // TestRealRunnerChannelLinks: a job plants symbolic links in the stage
 // channel (planterSource) for every stage and hundreds of PIDs around the
 // one it sees, pointing at sentinel files on the host, while the real
@@ -156,7 +176,7 @@ func TestRealRunnerChannelLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := api.newJob(int64(uniqueID(38)),
-		fmt.Sprintf(`/attack/planter %s /tmp/planted </dev/null >/tmp/plant.log 2>&1 &`, sentinels),
+		fmt.Sprintf(`/attack/planter %s /tmp/planted %d </dev/null >/tmp/plant.log 2>&1 &`, sentinels, hostPIDMax(t)),
 		`n=0; until [ -e /tmp/planted ]; do n=$((n+1)); [ $n -gt 1200 ] && { cat /tmp/plant.log; exit 1; }; sleep 0.1; done`,
 		"cat /tmp/plant.log",
 		"mkdir -p out && echo built > out/result.txt")
@@ -203,7 +223,7 @@ func TestRealRunnerChannelLinks(t *testing.T) {
 		lo, _ := strconv.Atoi(batch[1])
 		hi, _ := strconv.Atoi(batch[2])
 		n, _ := strconv.Atoi(batch[3])
-		covered = covered || (n > 0 && lo <= own && own <= hi)
+		covered = covered || (n > 0 && inWrapped(lo, hi, own))
 	}
 	if !covered {
 		t.Errorf("the planted links did not cover after_script's driver (PID %d): the test proves nothing\nstages: %s\njob log:\n%s", own, b, log)
