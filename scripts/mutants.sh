@@ -1839,8 +1839,8 @@ mutant "the kept projects in the scan's order, not by path" \
 
 mutant "the projects kept at the generation before the scan's" \
 	store/apply.go \
-	'			afterGen = gen + 1' \
-	'			afterGen = gen' \
+	'		afterGen = gen + 1' \
+	'		afterGen = gen' \
 	-- go test -count=1 -run 'TestProjectsAtKeepsWhatAReadWouldReturn' ./store/
 
 mutant "a scan writing many projects reads them all back under the write lock" \

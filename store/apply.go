@@ -153,16 +153,10 @@ func (s *Store) applyScan(ctx context.Context, projects []scan.Project, meta sca
 		if err != nil {
 			return err
 		}
-		if s.projects != nil {
-			var ok bool
-			if after, ok, err = afterWrite(ctx, tx, old, projects, written); err != nil {
-				return fmt.Errorf("read back the projects written: %w", err)
-			}
-			if !ok {
-				after = nil
-			}
-			afterGen = gen + 1
+		if after, err = afterWrite(ctx, tx, old, projects, written); err != nil {
+			return fmt.Errorf("read back the projects written: %w", err)
 		}
+		afterGen = gen + 1
 		return insertScan(ctx, tx, meta)
 	})
 	if err != nil {

@@ -51,9 +51,6 @@ const maxReadBack = 64
 // at returns the kept projects (a copy of the list: callers may reorder
 // it, not change what its projects share) if they are at generation.
 func (c *projectsCache) at(generation int64) ([]scan.Project, bool) {
-	if c == nil {
-		return nil, false
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.projects == nil || c.generation != generation {
@@ -66,14 +63,21 @@ func (c *projectsCache) at(generation int64) ([]scan.Project, bool) {
 // keep takes projects (in readProjects' order) as the stored projects at
 // generation; nil drops what was kept.
 func (c *projectsCache) keep(generation int64, projects []scan.Project) {
-	if c == nil {
-		return
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.generation, c.projects = generation, projects
 	if projects != nil {
 		c.keepAlive()
+	}
+}
+
+// clear lets go of the projects and stops the timer (Store.Close).
+func (c *projectsCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.projects = nil
+	if c.drop != nil {
+		c.drop.Stop()
 	}
 }
 
@@ -92,11 +96,11 @@ func (c *projectsCache) keepAlive() {
 
 // afterWrite is the stored projects once a scan's write of projects over
 // old (as stored before it) commits: the projects it wrote (written) read
-// back in tx, the others as they were. ok is false when more than
-// maxReadBack were written.
-func afterWrite(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, projects []scan.Project, written []int64) (_ []scan.Project, ok bool, _ error) {
+// back in tx, the others as they were; nil when more than maxReadBack
+// were written.
+func afterWrite(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, projects []scan.Project, written []int64) ([]scan.Project, error) {
 	if len(written) > maxReadBack {
-		return nil, false, nil
+		return nil, nil
 	}
 	fresh := map[int64]*scan.Project{}
 	if len(written) > 0 {
@@ -108,13 +112,13 @@ func afterWrite(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, pr
 		in := " WHERE %s IN (" + strings.Join(marks, ", ") + ")"
 		read, err := queryProjects(ctx, tx, `SELECT `+projectColumns+` FROM projects`+fmt.Sprintf(in, "id"), args...)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		for i := range read {
 			fresh[read[i].ID] = &read[i]
 		}
 		if err := loadDetails(ctx, tx, fresh, fmt.Sprintf(in, "project_id"), args...); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 	out := make([]scan.Project, 0, len(projects))
@@ -125,9 +129,9 @@ func afterWrite(ctx context.Context, tx *sql.Tx, old map[int64]*scan.Project, pr
 		case old[p.ID] != nil:
 			out = append(out, *old[p.ID])
 		default:
-			return nil, false, fmt.Errorf("project %s: written but not read back", p.Path)
+			return nil, fmt.Errorf("project %s: written but not read back", p.Path)
 		}
 	}
 	slices.SortFunc(out, func(a, b scan.Project) int { return strings.Compare(a.Path, b.Path) })
-	return out, true, nil
+	return out, nil
 }

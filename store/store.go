@@ -132,9 +132,8 @@ func Open(ctx context.Context, dsnOrPath string) (*Store, error) {
 			return nil, fmt.Errorf("open store %s: %w", dsnOrPath, err)
 		}
 		s = &Store{db: db, wdb: wdb, stmts: newStmtCache(wdb), path: dsnOrPath, dialect: sqliteDialect,
-			gate: &writeGate{}, chains: newChainCache()}
+			gate: &writeGate{}, chains: newChainCache(), projects: newProjectsCache()}
 		s.ckpt = startCheckpointer(db, wdb, s.gate, ckptEvery, ckptRestartFrames)
-		s.projects = newProjectsCache()
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
@@ -149,6 +148,7 @@ func (s *Store) Close() error {
 		s.ckpt.stop()
 	}
 	s.chains.clear()
+	s.projects.clear()
 	if s.stmts != nil {
 		s.stmts.close()
 	}
