@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
+
+	"gitlab.com/depsd/depsd/store"
 )
 
 // A durable floor is the least a webhook receiver that must not lose an
@@ -104,12 +106,12 @@ func (f *durableFloor) Close() {
 // SQLite's floor, on the disk that holds depsd's state file.
 type fileCommitter struct{ f *os.File }
 
-func newFileCommitter(b *testing.B, dir string) *fileCommitter {
+func newFileCommitter(dir string) (*fileCommitter, error) {
 	f, err := os.Create(filepath.Join(dir, "durable-floor.log"))
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
-	return &fileCommitter{f: f}
+	return &fileCommitter{f: f}, nil
 }
 
 func (c *fileCommitter) commit(_ context.Context, bodies [][]byte) error {
@@ -131,19 +133,42 @@ func (c *fileCommitter) close() { c.f.Close() }
 // benchmarks' server does): PostgreSQL's floor.
 type pgCommitter struct{ conn *pgx.Conn }
 
-func newPGCommitter(b *testing.B, url string) *pgCommitter {
-	conn, err := pgx.Connect(b.Context(), url)
+func newPGCommitter(ctx context.Context, url string) (*pgCommitter, error) {
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := conn.Exec(b.Context(), `CREATE TABLE floor_bodies (id bigserial PRIMARY KEY, body bytea NOT NULL)`); err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	var sync string
-	if err := conn.QueryRow(b.Context(), `SHOW synchronous_commit`).Scan(&sync); err != nil || sync != "on" {
-		b.Fatalf("durable floor: synchronous_commit is %q (%v), want on", sync, err)
+	if _, err = conn.Exec(ctx, `CREATE TABLE floor_bodies (id bigserial PRIMARY KEY, body bytea NOT NULL)`); err == nil {
+		err = conn.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sync)
 	}
-	return &pgCommitter{conn: conn}
+	if err == nil && sync != "on" {
+		err = fmt.Errorf("synchronous_commit is %q, want on", sync)
+	}
+	if err != nil {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("durable floor: %w", err)
+	}
+	return &pgCommitter{conn: conn}, nil
+}
+
+// newCommitter is the floor's committer over state: a PostgreSQL URL,
+// or the directory of an SQLite state file.
+func newCommitter(ctx context.Context, state string) (groupCommitter, error) {
+	if store.KindOf(state) == store.KindPostgres {
+		return newPGCommitter(ctx, state)
+	}
+	return newFileCommitter(state)
+}
+
+// durableFloorState is where the floor keeps its bodies for the store
+// benchState picks: a fresh database of the same server, or the
+// directory of a fresh state file.
+func durableFloorState(b *testing.B) string {
+	if storeKind() == "postgres" {
+		return benchState(b)
+	}
+	return filepath.Dir(benchState(b))
 }
 
 func (c *pgCommitter) commit(ctx context.Context, bodies [][]byte) error {
@@ -163,11 +188,9 @@ func (c *pgCommitter) close() { c.conn.Close(context.Background()) }
 // of the same server on PostgreSQL.
 func startDurableFloor(b *testing.B) (url string, stop func()) {
 	b.Helper()
-	var c groupCommitter
-	if storeKind() == "postgres" {
-		c = newPGCommitter(b, benchState(b))
-	} else {
-		c = newFileCommitter(b, filepath.Dir(benchState(b)))
+	c, err := newCommitter(b.Context(), durableFloorState(b))
+	if err != nil {
+		b.Fatal(err)
 	}
 	floor := newDurableFloor(c)
 	srv := httptest.NewServer(floor)

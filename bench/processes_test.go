@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"gitlab.com/depsd/depsd/chain"
 	"gitlab.com/depsd/depsd/config"
 	"gitlab.com/depsd/depsd/deps"
@@ -39,8 +37,8 @@ import (
 
 // receiverRole is the environment variable that makes the benchmark's
 // binary serve one receiver (TestMain): durable-floor or recording-only,
-// over the state named by receiverState (an SQLite file's directory or
-// path, or a PostgreSQL URL).
+// over the state named by receiverState (the floor's: durableFloorState;
+// the recording's: a state file's path or a PostgreSQL URL).
 const (
 	receiverRole  = "DEPSD_BENCH_RECEIVER_ROLE"
 	receiverState = "DEPSD_BENCH_RECEIVER_STATE"
@@ -67,24 +65,10 @@ func serveReceiverRole(role, state string) int {
 	var h http.Handler
 	switch role {
 	case "durable-floor":
-		var c groupCommitter
-		if strings.HasPrefix(state, "postgres") {
-			conn, err := pgx.Connect(ctx, state)
-			if err == nil {
-				_, err = conn.Exec(ctx, `CREATE TABLE floor_bodies (id bigserial PRIMARY KEY, body bytea NOT NULL)`)
-			}
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			c = &pgCommitter{conn: conn}
-		} else {
-			f, err := os.Create(filepath.Join(state, "durable-floor.log"))
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			c = &fileCommitter{f: f}
+		c, err := newCommitter(ctx, state)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
 		floor := newDurableFloor(c)
 		defer floor.Close()
@@ -158,8 +142,8 @@ type receiverProcess struct {
 func startReceiverProcess(b *testing.B, role string) *receiverProcess {
 	b.Helper()
 	state := benchState(b)
-	if storeKind() != "postgres" && role == "durable-floor" {
-		state = filepath.Dir(state)
+	if role == "durable-floor" {
+		state = durableFloorState(b)
 	}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), receiverRole+"="+role, receiverState+"="+state)
